@@ -1,0 +1,345 @@
+//! warden's configuration: `~/.warden/config.toml` (or `--config` / `WARDEN_CONFIG`), with every
+//! secret also readable from the environment. Secrets live only here, in the warden process:
+//! they are never passed to a sandbox, logged or put into a prompt.
+
+use crate::sandbox::{Backend, Limits};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A secret value: its `Debug` and `Display` never show it.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    /// The secret itself, for the one place that sends it (an HTTP header, the Bot API URL).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "Secret(<empty>)"
+        } else {
+            "Secret(<redacted>)"
+        })
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The agent's workspace: the only writable place in the sandbox.
+    pub workspace: PathBuf,
+    /// Where warden keeps its SQLite database and logs.
+    pub data_dir: PathBuf,
+    /// A policy file extending (or replacing) the embedded default policy.
+    pub policy: Option<PathBuf>,
+    pub sandbox: SandboxConfig,
+    pub llm: LlmConfig,
+    pub telegram: TelegramConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    pub backend: Backend,
+    /// Wall-clock limit for one command string, in seconds.
+    pub timeout_secs: u64,
+    /// Extra readable roots for the policy and the jail.
+    pub read: Vec<PathBuf>,
+    /// Run the host backend even when the kernel has no Landlock (much weaker: says so).
+    pub allow_without_landlock: bool,
+    pub limits: Limits,
+    pub docker: DockerConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerConfig {
+    /// Image the session containers run.
+    pub image: String,
+    /// OCI runtime: `runc` (default) or `runsc` for gVisor.
+    pub runtime: Option<String>,
+    /// Remove a session's container after this many idle seconds.
+    pub idle_secs: u64,
+    /// Docker Engine socket.
+    pub socket: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    /// Providers in failover order: the first that answers wins.
+    pub providers: Vec<ProviderKind>,
+    /// Tool-call iterations per run before the agent stops with a clear message.
+    pub max_iterations: u32,
+    pub anthropic: ProviderConfig,
+    pub openai: ProviderConfig,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Anthropic,
+    Openai,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub api_key: Secret,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub max_tokens: Option<u32>,
+    /// Seconds before one HTTP request is abandoned.
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelegramConfig {
+    pub token: Secret,
+    /// Telegram user IDs allowed to drive the bot. Empty: `warden bot` refuses to start.
+    pub allowed_users: Vec<i64>,
+    /// Bot API base URL (tests point it at a local fake server).
+    pub api_url: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let base = home_dir().join(".warden");
+        Config {
+            workspace: base.join("workspace"),
+            data_dir: base,
+            policy: None,
+            sandbox: SandboxConfig::default(),
+            llm: LlmConfig::default(),
+            telegram: TelegramConfig::default(),
+        }
+    }
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            backend: Backend::Host,
+            timeout_secs: 120,
+            read: Vec::new(),
+            allow_without_landlock: false,
+            limits: Limits::default(),
+            docker: DockerConfig::default(),
+        }
+    }
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        DockerConfig {
+            image: "warden-sandbox:minimal".into(),
+            runtime: None,
+            idle_secs: 600,
+            socket: PathBuf::from("/var/run/docker.sock"),
+        }
+    }
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            providers: vec![ProviderKind::Anthropic, ProviderKind::Openai],
+            max_iterations: 25,
+            anthropic: ProviderConfig::default(),
+            openai: ProviderConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value in {name}: {message}")]
+    Env { name: String, message: String },
+}
+
+/// Reads environment variables; a seam so tests need not touch the process environment.
+pub trait EnvSource {
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The real process environment.
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl Config {
+    /// Load the config: an explicit path must exist; the default path may be absent.
+    pub fn load(explicit: Option<&Path>, env: &dyn EnvSource) -> Result<Config, ConfigError> {
+        let (path, must_exist) = match explicit {
+            Some(p) => (p.to_path_buf(), true),
+            None => match env.var("WARDEN_CONFIG") {
+                Some(p) => (PathBuf::from(p), true),
+                None => (home_dir().join(".warden/config.toml"), false),
+            },
+        };
+        let mut config = match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text, &path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => Config::default(),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        config.apply_env(env)?;
+        Ok(config)
+    }
+
+    /// Parse config text; `~` at the start of a path field means the home directory.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        config.workspace = expand_home(&config.workspace);
+        config.data_dir = expand_home(&config.data_dir);
+        config.policy = config.policy.as_deref().map(expand_home);
+        for root in &mut config.sandbox.read {
+            *root = expand_home(root);
+        }
+        Ok(config)
+    }
+
+    /// Environment variables override the file, so secrets need not be written to disk.
+    pub fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
+        if let Some(v) = env.var("ANTHROPIC_API_KEY") {
+            self.llm.anthropic.api_key = Secret::new(v);
+        }
+        if let Some(v) = env.var("ANTHROPIC_BASE_URL") {
+            self.llm.anthropic.base_url = Some(v);
+        }
+        if let Some(v) = env.var("OPENAI_API_KEY") {
+            self.llm.openai.api_key = Secret::new(v);
+        }
+        if let Some(v) = env.var("OPENAI_BASE_URL") {
+            self.llm.openai.base_url = Some(v);
+        }
+        if let Some(v) = env.var("TELEGRAM_BOT_TOKEN") {
+            self.telegram.token = Secret::new(v);
+        }
+        if let Some(v) = env.var("TELEGRAM_API_URL") {
+            self.telegram.api_url = Some(v);
+        }
+        if let Some(v) = env.var("TELEGRAM_ALLOWED_USERS") {
+            self.telegram.allowed_users = parse_user_ids(&v).map_err(|message| ConfigError::Env {
+                name: "TELEGRAM_ALLOWED_USERS".into(),
+                message,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_user_ids(list: &str) -> Result<Vec<i64>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<i64>()
+                .map_err(|_| format!("{s:?} is not a numeric Telegram user ID"))
+        })
+        .collect()
+}
+
+/// The home directory of the user running warden (`$HOME`, else `/`).
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Replace a leading `~` or `~/` with the home directory.
+pub fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => home_dir().join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct FakeEnv(HashMap<&'static str, &'static str>);
+    impl EnvSource for FakeEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            self.0.get(name).map(|v| v.to_string())
+        }
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let mut config = Config::default();
+        config.telegram.token = Secret::new("123456:very-secret");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("very-secret"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn env_overrides_file_values() {
+        let mut config = Config::parse(
+            "[llm.anthropic]\nbase_url = \"http://file\"\n[telegram]\nallowed_users = [1]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let env = FakeEnv(HashMap::from([
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+            ("TELEGRAM_ALLOWED_USERS", "42, 7"),
+        ]));
+        config.apply_env(&env).unwrap();
+        assert_eq!(
+            config.llm.anthropic.base_url.as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        assert_eq!(config.telegram.allowed_users, vec![42, 7]);
+    }
+
+    #[test]
+    fn bad_user_ids_are_a_clear_error() {
+        let mut config = Config::default();
+        let env = FakeEnv(HashMap::from([("TELEGRAM_ALLOWED_USERS", "42,alice")]));
+        let err = config.apply_env(&env).unwrap_err().to_string();
+        assert!(err.contains("\"alice\" is not a numeric"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = Config::parse("workspce = \"/x\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("workspce"), "{err}");
+    }
+
+    #[test]
+    fn explicit_missing_file_is_an_error_default_is_not() {
+        let env = FakeEnv(HashMap::new());
+        assert!(Config::load(Some(Path::new("/nonexistent/warden.toml")), &env).is_err());
+    }
+}

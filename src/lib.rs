@@ -1,0 +1,8 @@
+//! warden: a sandbox-first personal agent.
+//!
+//! The data path, top to bottom: channels and the scheduler feed the gateway, the agent asks
+//! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
+
+pub mod config;
+pub mod policy;
+pub mod sandbox;
