@@ -1,0 +1,23 @@
+//! The command-line layer's logic, one module per subcommand; `main.rs` only parses arguments
+//! and calls into these, so tests can drive the library and the binary alike.
+
+pub mod policy;
+
+use crate::config::{Config, ProcessEnv};
+use std::path::{Path, PathBuf};
+
+/// Exit code for usage and configuration errors (the CLI contract).
+pub const EXIT_USAGE: i32 = 2;
+
+/// Load the config for a subcommand; errors are reported and mapped to exit 2 by callers.
+pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
+    Ok(Config::load(explicit, &ProcessEnv)?)
+}
+
+/// `--workspace` for `policy`/`exec`/`jail`: the given directory or the current one.
+pub fn workspace_or_cwd(workspace: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match workspace {
+        Some(dir) => Ok(dir),
+        None => Ok(std::env::current_dir()?),
+    }
+}
