@@ -5,7 +5,9 @@
 use super::analyzers::{self, AnalyzerContext};
 use super::expand::Expander;
 use super::grammar::{self, RawCommand};
-use super::ir::{Builtin, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, Step};
+use super::ir::{
+    Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, Step,
+};
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
 use super::syntax::{self, RawTarget, RedirectOp};
@@ -67,9 +69,11 @@ impl Checker {
         let mut script = Script::default();
         match self.check_script(command, cwd, &mut script) {
             Ok(asks) if asks.is_empty() => {
+                // Name the rules that allowed it (`ls`, not `/bin/ls`).
                 let names: Vec<&str> = script
                     .commands()
-                    .filter_map(|c| c.argv.first().map(String::as_str))
+                    .filter_map(|c| c.argv.first())
+                    .map(|a| a.rsplit('/').next().unwrap_or(a))
                     .collect();
                 Verdict {
                     decision: Decision::Allow,
@@ -243,11 +247,17 @@ impl Checker {
         let args = &argv[1..];
         let analysis = self.analyze(rule, &name, args, cwd, earlier_writes)?;
         let mut writes = redirect_writes;
+        let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
-            self.paths
+            let resolved = self
+                .paths
                 .check(cwd, path, *access)
                 .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
             writes |= *access != Access::Read;
+            paths.push(CheckedPath {
+                path: resolved,
+                access: *access,
+            });
         }
         asks.extend(analysis.ask);
         let argv = analysis.argv.unwrap_or(argv);
@@ -258,6 +268,7 @@ impl Checker {
                 cwd: cwd.to_path_buf(),
                 redirects,
                 builtin: None,
+                paths,
             },
             asks,
             writes,
@@ -359,7 +370,11 @@ impl Checker {
                 argv: argv.to_vec(),
                 cwd: cwd.to_path_buf(),
                 redirects: Vec::new(),
-                builtin: Some(Builtin::Cd(target)),
+                builtin: Some(Builtin::Cd(target.clone())),
+                paths: vec![CheckedPath {
+                    path: target,
+                    access: Access::Read,
+                }],
             },
             asks: Vec::new(),
             writes: false,

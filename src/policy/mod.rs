@@ -8,6 +8,7 @@ mod analyzers;
 mod check;
 mod expand;
 mod grammar;
+pub mod invariant;
 pub mod ir;
 pub mod paths;
 pub mod rules;
@@ -27,7 +28,7 @@ pub use paths::{Access, PathPolicy};
 /// The embedded default policy (`policy/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     Allow,

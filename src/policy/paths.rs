@@ -10,7 +10,8 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 /// How a path is used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Access {
     Read,
     /// Created, truncated or modified.

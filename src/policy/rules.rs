@@ -120,6 +120,7 @@ pub enum UnknownFlags {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AnalyzerKind {
+    Chmod,
     Find,
     Sed,
     Git,

@@ -1,7 +1,8 @@
 //! Program-specific argument analysis for the argument languages a TOML rule cannot express:
 //! `find` expressions, `sed` scripts, `git` (global options, subcommands and repository config
-//! that would run programs) and `tar` (mode letters, archive direction).
+//! that would run programs), `tar` (mode letters, archive direction) and `chmod` (no setuid).
 
+mod chmod;
 mod find;
 mod git;
 mod sed;
@@ -29,6 +30,7 @@ pub fn analyze(
     ctx: &AnalyzerContext,
 ) -> Result<Analysis, Denial> {
     match kind {
+        AnalyzerKind::Chmod => chmod::analyze(rule, program, args),
         AnalyzerKind::Find => find::analyze(program, args),
         AnalyzerKind::Sed => sed::analyze(rule, program, args),
         AnalyzerKind::Git => git::analyze(rule, program, args, ctx),
