@@ -4,5 +4,6 @@
 //! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
 
 pub mod config;
+pub mod llm;
 pub mod policy;
 pub mod sandbox;
