@@ -21,6 +21,14 @@
 
 mod anthropic;
 mod openai;
+mod request;
+mod turn;
+
+// Part of the API for later suites even where a test binary does not use it.
+#[allow(unused_imports)]
+pub use request::{Request, SeenToolResult};
+#[allow(unused_imports)]
+pub use turn::{Block, Reply, Turn};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -41,283 +49,6 @@ use warden::llm::{Anthropic, HttpOptions, OpenAi, Provider, ProviderSettings, Re
 pub enum Wire {
     Anthropic,
     OpenAi,
-}
-
-/// A piece of a scripted answer.
-#[derive(Clone, Debug)]
-pub enum Block {
-    Text(String),
-    /// `id: None` takes the next generated id.
-    ToolUse {
-        id: Option<String>,
-        name: String,
-        input: Value,
-    },
-}
-
-impl Block {
-    pub fn text(text: impl Into<String>) -> Block {
-        Block::Text(text.into())
-    }
-    pub fn tool_use(name: impl Into<String>, input: Value) -> Block {
-        Block::ToolUse {
-            id: None,
-            name: name.into(),
-            input,
-        }
-    }
-}
-
-/// What the server does with one request.
-#[derive(Clone, Debug)]
-pub enum Reply {
-    /// A normal answer made of these blocks.
-    Answer(Vec<Block>),
-    /// An error status with the API's error JSON (and optionally `retry-after`).
-    Error {
-        status: u16,
-        message: String,
-        retry_after: Option<String>,
-    },
-    /// Exactly this response, for anything the other variants cannot say.
-    Raw {
-        status: u16,
-        content_type: String,
-        body: String,
-    },
-}
-
-/// One scripted response plus how to deliver it.
-#[derive(Clone, Debug)]
-pub struct Turn {
-    pub reply: Reply,
-    /// Wait before sending the response headers.
-    pub delay: Duration,
-    /// Split text and tool-input JSON into deltas of at most this many characters (0: whole).
-    pub chunk_chars: usize,
-    /// Pause between stream events.
-    pub gap: Duration,
-    /// Send this many stream events, then go silent and keep the connection open until the
-    /// client drops it.
-    pub stall_after: Option<usize>,
-    /// Cut the stream body into pieces of at most this many bytes (may split a UTF-8 char).
-    pub split_bytes: Option<usize>,
-    /// An error event (`type`, `message`) sent after the blocks instead of the normal end.
-    pub stream_error: Option<(String, String)>,
-    /// Override the wire stop reason (`end_turn`, `max_tokens`, `length`…).
-    pub stop_reason: Option<String>,
-    /// Reported (input, output) tokens; default estimates from the sizes.
-    pub usage: Option<(u64, u64)>,
-}
-
-impl Turn {
-    pub fn new(reply: Reply) -> Turn {
-        Turn {
-            reply,
-            delay: Duration::ZERO,
-            chunk_chars: 0,
-            gap: Duration::ZERO,
-            stall_after: None,
-            split_bytes: None,
-            stream_error: None,
-            stop_reason: None,
-            usage: None,
-        }
-    }
-    pub fn text(text: impl Into<String>) -> Turn {
-        Turn::new(Reply::Answer(vec![Block::text(text)]))
-    }
-    pub fn tool_use(name: impl Into<String>, input: Value) -> Turn {
-        Turn::new(Reply::Answer(vec![Block::tool_use(name, input)]))
-    }
-    /// Several tool calls in one answer, in order.
-    pub fn tool_uses(calls: Vec<(&str, Value)>) -> Turn {
-        Turn::blocks(
-            calls
-                .into_iter()
-                .map(|(name, input)| Block::tool_use(name, input))
-                .collect(),
-        )
-    }
-    pub fn blocks(blocks: Vec<Block>) -> Turn {
-        Turn::new(Reply::Answer(blocks))
-    }
-    /// An error status with a message typical for it.
-    pub fn error(status: u16) -> Turn {
-        let message = match status {
-            400 => "invalid request",
-            401 => "invalid x-api-key",
-            429 => "rate limit exceeded",
-            529 => "Overloaded",
-            _ => "internal server error",
-        };
-        Turn::error_message(status, message)
-    }
-    pub fn error_message(status: u16, message: impl Into<String>) -> Turn {
-        Turn::new(Reply::Error {
-            status,
-            message: message.into(),
-            retry_after: None,
-        })
-    }
-    pub fn raw(status: u16, content_type: &str, body: impl Into<String>) -> Turn {
-        Turn::new(Reply::Raw {
-            status,
-            content_type: content_type.into(),
-            body: body.into(),
-        })
-    }
-    /// Add a `retry-after` header (seconds or an HTTP date) to an error turn.
-    pub fn retry_after(mut self, value: &str) -> Turn {
-        if let Reply::Error { retry_after, .. } = &mut self.reply {
-            *retry_after = Some(value.to_string());
-        }
-        self
-    }
-    pub fn delay(mut self, delay: Duration) -> Turn {
-        self.delay = delay;
-        self
-    }
-    pub fn chunked(mut self, chars: usize) -> Turn {
-        self.chunk_chars = chars;
-        self
-    }
-    pub fn gap(mut self, gap: Duration) -> Turn {
-        self.gap = gap;
-        self
-    }
-    pub fn stall_after(mut self, events: usize) -> Turn {
-        self.stall_after = Some(events);
-        self
-    }
-    pub fn split_bytes(mut self, bytes: usize) -> Turn {
-        self.split_bytes = Some(bytes.max(1));
-        self
-    }
-    pub fn stream_error(mut self, kind: &str, message: &str) -> Turn {
-        self.stream_error = Some((kind.into(), message.into()));
-        self
-    }
-    pub fn stop_reason(mut self, reason: &str) -> Turn {
-        self.stop_reason = Some(reason.into());
-        self
-    }
-    pub fn usage(mut self, input: u64, output: u64) -> Turn {
-        self.usage = Some((input, output));
-        self
-    }
-}
-
-/// A request as the fake received it.
-#[derive(Clone, Debug)]
-pub struct Request {
-    /// 0-based position among all requests to this server.
-    pub index: usize,
-    pub method: Method,
-    pub path: String,
-    pub headers: HeaderMap,
-    /// The JSON body (`Value::String` with the raw text if it was not JSON).
-    pub body: Value,
-    pub at: Instant,
-}
-
-/// A tool result the client sent back, read from either wire format.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SeenToolResult {
-    pub tool_use_id: String,
-    pub content: String,
-    /// Anthropic's flag; OpenAI has none, so there it means "content starts with Error:".
-    pub is_error: bool,
-}
-
-impl Request {
-    pub fn wire(&self) -> Option<Wire> {
-        if self.path.ends_with("/v1/messages") {
-            Some(Wire::Anthropic)
-        } else if self.path.ends_with("/chat/completions") {
-            Some(Wire::OpenAi)
-        } else {
-            None
-        }
-    }
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-    pub fn messages(&self) -> &[Value] {
-        self.body["messages"].as_array().map_or(&[], Vec::as_slice)
-    }
-    /// The system prompt (Anthropic `system`, or OpenAI's system message).
-    pub fn system(&self) -> Option<String> {
-        match self.wire() {
-            Some(Wire::OpenAi) => self
-                .messages()
-                .iter()
-                .find(|m| m["role"] == "system")
-                .and_then(|m| m["content"].as_str().map(String::from)),
-            _ => match &self.body["system"] {
-                Value::String(s) => Some(s.clone()),
-                Value::Array(blocks) => {
-                    Some(blocks.iter().filter_map(|b| b["text"].as_str()).collect())
-                }
-                _ => None,
-            },
-        }
-    }
-    /// Names of the tools offered to the model.
-    pub fn tool_names(&self) -> Vec<String> {
-        let tools = self.body["tools"].as_array().cloned().unwrap_or_default();
-        tools
-            .iter()
-            .filter_map(|t| t["name"].as_str().or(t["function"]["name"].as_str()))
-            .map(String::from)
-            .collect()
-    }
-    /// Every tool result in the conversation, in order.
-    pub fn tool_results(&self) -> Vec<SeenToolResult> {
-        let mut out = Vec::new();
-        for m in self.messages() {
-            if m["role"] == "tool" {
-                let content = text_of(&m["content"]);
-                out.push(SeenToolResult {
-                    tool_use_id: m["tool_call_id"].as_str().unwrap_or_default().into(),
-                    is_error: content.starts_with("Error:"),
-                    content,
-                });
-            }
-            for block in m["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" {
-                    out.push(SeenToolResult {
-                        tool_use_id: block["tool_use_id"].as_str().unwrap_or_default().into(),
-                        content: text_of(&block["content"]),
-                        is_error: block["is_error"].as_bool().unwrap_or(false),
-                    });
-                }
-            }
-        }
-        out
-    }
-    /// The text of the last user message (empty if it has none).
-    pub fn last_user_text(&self) -> String {
-        self.messages()
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .map(|m| text_of(&m["content"]))
-            .unwrap_or_default()
-    }
-}
-
-/// String content, or the text parts of a content array, concatenated.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter(|p| p["type"] == "text")
-            .filter_map(|p| p["text"].as_str())
-            .collect(),
-        _ => String::new(),
-    }
 }
 
 type Callback = Arc<dyn Fn(&Request) -> Turn + Send + Sync>;
@@ -469,14 +200,24 @@ impl FakeLlm {
     }
     /// Wait until at least `n` streams were dropped by the client; false on timeout.
     pub async fn wait_for_disconnects(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_for(|| self.disconnects() >= n, timeout).await
+    }
+    /// Wait until at least `n` streams were sent to their end (a client may stop reading at
+    /// the last event, before the fake counts it); false on timeout.
+    pub async fn wait_for_finished(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_for(|| self.finished_streams() >= n, timeout)
+            .await
+    }
+
+    async fn wait_for(&self, done: impl Fn() -> bool, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let changed = self.shared.changed.notified();
-            if self.disconnects() >= n {
+            if done() {
                 return true;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return self.disconnects() >= n;
+                return done();
             }
         }
     }
