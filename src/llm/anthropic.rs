@@ -106,7 +106,7 @@ pub(crate) fn request_body(settings: &ProviderSettings, req: &ChatRequest) -> Va
         "model": req.model.as_deref().unwrap_or(&settings.model),
         "max_tokens": req.max_tokens.unwrap_or(settings.max_tokens),
         "stream": true,
-        "messages": req.messages.iter().map(message).collect::<Vec<_>>(),
+        "messages": req.messages.iter().filter_map(message).collect::<Vec<_>>(),
     });
     if !req.system.is_empty() {
         body["system"] = json!(req.system);
@@ -127,14 +127,25 @@ pub(crate) fn request_body(settings: &ProviderSettings, req: &ChatRequest) -> Va
     body
 }
 
-fn message(msg: &Message) -> Value {
+/// A message on the wire, or `None` when nothing of it is left: the API rejects empty
+/// messages (an empty answer stored in a session would break every later request), while
+/// two user messages in a row are fine (it merges them).
+fn message(msg: &Message) -> Option<Value> {
     let role = match msg.role {
         Role::User => "user",
         Role::Assistant => "assistant",
     };
-    let content: Vec<Value> = msg
+    // Tool results must come first in their message, before any text.
+    let results = msg
         .content
         .iter()
+        .filter(|b| matches!(b, ContentBlock::ToolResult { .. }));
+    let others = msg
+        .content
+        .iter()
+        .filter(|b| !matches!(b, ContentBlock::ToolResult { .. }));
+    let content: Vec<Value> = results
+        .chain(others)
         .filter_map(|block| match block {
             // The API rejects empty text blocks.
             ContentBlock::Text { text } if text.is_empty() => None,
@@ -161,7 +172,7 @@ fn message(msg: &Message) -> Value {
             })),
         })
         .collect();
-    json!({"role": role, "content": content})
+    (!content.is_empty()).then(|| json!({"role": role, "content": content}))
 }
 
 /// The state of one streamed answer on this wire.
@@ -445,7 +456,17 @@ mod tests {
                         input: json!({"command": "rm -rf /"}),
                     }],
                 },
-                Message::tool_results(vec![ContentBlock::tool_result("t1", "denied: rm", true)]),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::text("")],
+                },
+                Message {
+                    role: Role::User,
+                    content: vec![
+                        ContentBlock::text("note: the user is away"),
+                        ContentBlock::tool_result("t1", "denied: rm", true),
+                    ],
+                },
             ],
             tools: vec![ToolSpec {
                 name: "bash".into(),
@@ -466,9 +487,12 @@ mod tests {
             body["messages"][0]["content"][1],
             json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
         );
+        // The empty assistant message is left out; the tool result moves before the text.
+        assert_eq!(body["messages"].as_array().unwrap().len(), 3);
         assert_eq!(
             body["messages"][2]["content"][0],
             json!({"type": "tool_result", "tool_use_id": "t1", "content": "denied: rm", "is_error": true})
         );
+        assert_eq!(body["messages"][2]["content"][1]["type"], "text");
     }
 }
