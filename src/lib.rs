@@ -5,5 +5,6 @@
 
 pub mod cli;
 pub mod config;
+pub mod llm;
 pub mod policy;
 pub mod sandbox;
