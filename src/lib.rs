@@ -3,6 +3,7 @@
 //! The data path, top to bottom: channels and the scheduler feed the gateway, the agent asks
 //! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
 
+pub mod agent;
 pub mod audit;
 pub mod beneath;
 pub mod cli;
@@ -12,3 +13,4 @@ pub mod llm;
 pub mod memory;
 pub mod policy;
 pub mod sandbox;
+pub mod tools;
