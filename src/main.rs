@@ -17,6 +17,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// One-shot agent run: prints the answer.
+    Run {
+        /// What to ask.
+        prompt: Vec<String>,
+    },
+    /// Interactive terminal agent.
+    Chat,
     /// Inspect the command policy.
     Policy {
         #[command(subcommand)]
@@ -67,6 +74,18 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
+        Command::Run { prompt } => {
+            let prompt = prompt.join(" ");
+            if prompt.trim().is_empty() {
+                anyhow::bail!("give a prompt: warden run 'what is in my workspace?'");
+            }
+            let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
+            runtime()?.block_on(warden::channels::terminal::run_once(&app, &prompt))
+        }
+        Command::Chat => {
+            let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
+            runtime()?.block_on(warden::channels::terminal::chat(&app))
+        }
         Command::Policy {
             command:
                 PolicyCommand::Check {
@@ -88,6 +107,12 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             })
         }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 /// Logs go to stderr, filtered by RUST_LOG (default: warnings).

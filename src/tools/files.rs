@@ -243,9 +243,11 @@ impl Tool for EditTool {
                     )))
                 }
                 (1, _) | (_, true) => text.replace(old, new),
-                (n, false) => return Err(ToolOutput::error(format!(
+                (n, false) => {
+                    return Err(ToolOutput::error(format!(
                     "old_string occurs {n} times in {path}; give more context or set replace_all"
-                ))),
+                )))
+                }
             };
             beneath::replace(&self.paths, &checked, updated.as_bytes())
                 .map_err(|e| ToolOutput::error(format!("{path}: {e}")))?;
