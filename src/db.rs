@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("audit", crate::audit::SCHEMA),
     ("sessions", crate::memory::sessions::SCHEMA),
+    ("gateway_runs", crate::gateway::store::SCHEMA),
+    ("telegram", crate::channels::telegram::store::SCHEMA),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -5,3 +5,5 @@
 #![allow(dead_code)]
 
 pub mod fake_llm;
+pub mod fake_telegram;
+pub mod warden_bot;
