@@ -147,3 +147,29 @@ async fn steer_reaches_the_running_task() {
         .await;
     assert_eq!(texts(&tg)[3], "answer: by the way");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_shows_a_status_message_that_goes_away() {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("read", serde_json::json!({"path": "notes.txt"})),
+        Turn::text("the notes are empty").delay(Duration::from_millis(4500)),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let _bot = BotProcess::start(&BotEnv::new(home.path(), tg.api_url(), llm.base_url()));
+    tg.wait_for_calls("getUpdates", 1, WAIT).await;
+    tg.push_text(OWNER, OWNER, "what is in my notes?");
+    tg.wait_until("the answer", WAIT, |t| {
+        t.messages_to(OWNER)
+            .iter()
+            .any(|m| m.visible == "the notes are empty")
+    })
+    .await;
+    let sent = tg.messages_to(OWNER);
+    assert_eq!(sent.len(), 2, "{:?}", texts(&tg));
+    assert_eq!(sent[0].visible, "⏳ read: notes.txt…");
+    assert!(sent[0].text.contains("<code>notes.txt</code>"));
+    assert!(sent[0].deleted, "the status message is removed");
+    assert!(tg.count("sendChatAction") >= 2, "typing is repeated");
+}
