@@ -5,4 +5,5 @@
 #![allow(dead_code)]
 
 pub mod app_config;
+pub mod fake_embeddings;
 pub mod fake_llm;
