@@ -10,9 +10,11 @@ use warden::llm::ContentBlock;
 use warden::tools::approval::NoApprover;
 
 pub fn config(dir: &Path, llm_base_url: &str) -> Config {
-    let mut config = Config::default();
-    config.workspace = dir.join("ws");
-    config.data_dir = dir.join("data");
+    let mut config = Config {
+        workspace: dir.join("ws"),
+        data_dir: dir.join("data"),
+        ..Config::default()
+    };
     config.llm.providers = vec![ProviderKind::Anthropic];
     config.llm.anthropic.api_key = Secret::new("test-key");
     config.llm.anthropic.base_url = Some(llm_base_url.to_string());
