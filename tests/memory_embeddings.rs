@@ -28,6 +28,8 @@ fn app_with_embeddings(dir: &std::path::Path, llm: &FakeLlm, base_url: String) -
         "The boat leaves at nine from the harbour.\n",
     )
     .unwrap();
+    // Written behind the agent's back: picked up by the next sync (at most a second later).
+    app.memory.sync_files().unwrap();
     app
 }
 

@@ -1,6 +1,7 @@
 //! The memory index and the `memory_search` tool through the real App and the fake LLM: a
-//! fact the agent writes to MEMORY.md in one session is found in another; edits and deletions
-//! (even behind the agent's back) show in the results; unchanged content is not re-indexed;
+//! fact the agent writes to MEMORY.md in one session is found in another; edits show at once;
+//! a file deleted behind the agent's back never shows in results; unchanged content is not
+//! re-indexed;
 //! daily notes lose weight with age while MEMORY.md does not; symlinks are not followed; query
 //! text is never FTS5 syntax.
 
@@ -77,12 +78,19 @@ async fn deleted_files_disappear_and_unchanged_files_are_not_reindexed() {
         "Maybe a ferry to Crete.\n",
     )
     .unwrap();
+    // New files behind the agent's back: picked up by the next sync (at most a second later).
+    app.memory.sync_files().unwrap();
 
     let hits = app.memory.search("ferry", 10).await.unwrap();
     let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
     assert_eq!(paths.len(), 2, "{hits:#?}");
     assert!(paths.contains(&"memory/2026-01-05.md"));
     assert!(paths.contains(&"memory/trips/ideas.md"));
+    // Too few chunks with both words: those with either follow, the one with both first.
+    let hits = app.memory.search("ferry Crete", 10).await.unwrap();
+    assert_eq!(hits.len(), 2, "{hits:#?}");
+    assert_eq!(hits[0].path, "memory/trips/ideas.md");
+    assert!(hits[0].score > hits[1].score, "{hits:#?}");
 
     // Content unchanged, file touched: hashed again, not re-chunked.
     let content = std::fs::read(ws.join("memory/trips/ideas.md")).unwrap();
@@ -122,6 +130,7 @@ async fn daily_notes_decay_with_age_and_memory_md_does_not() {
     std::fs::write(ws.join("MEMORY.md"), same).unwrap();
     std::fs::write(ws.join(format!("memory/{today}.md")), same).unwrap();
     std::fs::write(ws.join(format!("memory/{old}.md")), same).unwrap();
+    app.memory.sync_files().unwrap();
     let hits = app.memory.search("quarterly report", 10).await.unwrap();
     assert_eq!(hits.len(), 3, "{hits:#?}");
     let score = |path: &str| hits.iter().find(|h| h.path == path).unwrap().score;
@@ -148,6 +157,7 @@ async fn symlinks_are_not_indexed_and_queries_are_never_syntax() {
     std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
     std::fs::write(dir.path().join("elsewhere/x.md"), "SECRETWORD again\n").unwrap();
     std::os::unix::fs::symlink(dir.path().join("elsewhere"), ws.join("memory/linked")).unwrap();
+    app.memory.sync_files().unwrap();
     assert!(app
         .memory
         .search("SECRETWORD", 10)
@@ -160,6 +170,7 @@ async fn symlinks_are_not_indexed_and_queries_are_never_syntax() {
         "foo-bar NEAR baz \"quoted\" AND\n",
     )
     .unwrap();
+    app.memory.sync_files().unwrap();
     for query in [
         "foo-bar",
         "NEAR(",

@@ -4,8 +4,9 @@
 //! Kept in step with its sources: files are compared by size and mtime, then by content hash,
 //! and re-chunked only when the content changed; entries of files that are gone are removed.
 //! It syncs at start-up, after each compaction, when the agent writes a memory file (the file
-//! tools' write hook) and — cheaply, by `stat` — before each search, which catches files
-//! changed or deleted behind the agent's back. Files are read through the path validator and
+//! tools' write hook) and — cheaply, by `stat`, at most once a second — before a search; a
+//! result whose file changed or vanished since it was indexed triggers a sync at once (see
+//! [`super::search`]), so edits and deletions behind the agent's back never show stale text. Files are read through the path validator and
 //! beneath the workspace, never through a symlink. Searching is in [`super::search`].
 
 use super::chunk::{self, Chunk};
@@ -17,12 +18,13 @@ use crate::config::MemoryConfig;
 use crate::db::{Database, DbError};
 use crate::policy::PathPolicy;
 use crate::tools::files::WriteHook;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 use sha2::{Digest, Sha256};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub const SCHEMA: &str = "
 CREATE TABLE memory_sources (
@@ -99,6 +101,7 @@ pub struct MemoryIndex {
     pub(super) embedder: Option<Embedder>,
     pub(super) half_life_days: f64,
     pub(super) vector_weight: f64,
+    files_synced_at: Mutex<Option<Instant>>,
 }
 
 impl MemoryIndex {
@@ -114,6 +117,7 @@ impl MemoryIndex {
             embedder: Embedder::from_config(&config.embeddings)?,
             half_life_days: config.half_life_days,
             vector_weight: config.embeddings.vector_weight,
+            files_synced_at: Mutex::new(None),
         })
     }
 
@@ -148,26 +152,28 @@ impl MemoryIndex {
     /// Bring the file sources in line with `MEMORY.md` and `memory/**/*.md`.
     pub fn sync_files(&self) -> Result<SyncReport, DbError> {
         let mut report = SyncReport::default();
-        let mut seen = HashSet::new();
+        // What the index has; whatever is left in here at the end is gone from disk.
+        let mut stored: HashMap<String, (String, i64, i64)> = {
+            let conn = self.db.conn();
+            let mut stmt = conn.prepare_cached(
+                "SELECT key, hash, size, mtime_ns FROM memory_sources WHERE kind = 'file'",
+            )?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?
+                .collect::<Result<HashMap<_, _>, _>>()?;
+            rows
+        };
+        let mut gone = Vec::new();
         for rel in self.memory_files() {
             let key = format!("file:{rel}");
-            let abs = self.paths.workspace().join(&rel);
-            let Ok(meta) = std::fs::symlink_metadata(&abs) else {
+            let previous = stored.remove(&key);
+            let Ok(meta) = std::fs::symlink_metadata(self.paths.workspace().join(&rel)) else {
+                gone.extend(previous.map(|_| key));
                 continue;
             };
-            seen.insert(key.clone());
             let size = meta.len() as i64;
             let mtime_ns = trusted_mtime(&meta);
-            let stored: Option<(String, i64, i64)> = self
-                .db
-                .conn()
-                .query_row(
-                    "SELECT hash, size, mtime_ns FROM memory_sources WHERE key = ?1",
-                    [&key],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            if stored
+            if previous
                 .as_ref()
                 .is_some_and(|(_, s, m)| *m != 0 && (*s, *m) == (size, mtime_ns))
             {
@@ -176,17 +182,17 @@ impl MemoryIndex {
             let text = match workspace::read_file(&self.paths, &rel) {
                 Ok(Some(text)) => text,
                 Ok(None) => {
-                    seen.remove(&key);
+                    gone.extend(previous.map(|_| key));
                     continue;
                 }
                 Err(e) => {
                     tracing::warn!("memory index: {rel} skipped: {e}");
-                    seen.remove(&key);
+                    gone.extend(previous.map(|_| key));
                     continue;
                 }
             };
             let hash = hex::encode(Sha256::digest(text.as_bytes()));
-            if stored.as_ref().is_some_and(|(h, _, _)| *h == hash) {
+            if previous.as_ref().is_some_and(|(h, _, _)| *h == hash) {
                 self.db.conn().execute(
                     "UPDATE memory_sources SET size = ?2, mtime_ns = ?3 WHERE key = ?1",
                     params![key, size, mtime_ns],
@@ -206,19 +212,37 @@ impl MemoryIndex {
             report.chunks += self.replace_source(&source, &chunk::chunk_text(&text))?;
             report.indexed += 1;
         }
-        let stored: Vec<String> = {
-            let conn = self.db.conn();
-            let mut stmt = conn.prepare("SELECT key FROM memory_sources WHERE kind = 'file'")?;
-            let keys = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            keys
-        };
-        for key in stored.iter().filter(|k| !seen.contains(*k)) {
+        gone.extend(stored.into_keys());
+        for key in &gone {
             self.remove_source(key)?;
             report.removed += 1;
         }
+        *self
+            .files_synced_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         Ok(report)
+    }
+
+    /// [`MemoryIndex::sync_files`] unless that ran less than `max_age` ago.
+    pub fn sync_files_if_older(&self, max_age: Duration) -> Result<SyncReport, DbError> {
+        let last = *self
+            .files_synced_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| at.elapsed() < max_age) {
+            return Ok(SyncReport::default());
+        }
+        self.sync_files()
+    }
+
+    /// Whether the file behind an indexed source still has the size and mtime it was indexed
+    /// with (false for a missing file, or one indexed too recently to trust its mtime).
+    pub fn file_unchanged(&self, rel: &str, size: i64, mtime_ns: i64) -> bool {
+        let Ok(meta) = std::fs::symlink_metadata(self.paths.workspace().join(rel)) else {
+            return false;
+        };
+        mtime_ns != 0 && meta.len() as i64 == size && trusted_mtime(&meta) == mtime_ns
     }
 
     /// Index the messages of compactions not indexed yet; drop sources whose compaction is gone.

@@ -1,5 +1,6 @@
 //! Searching the memory index. Keyword candidates come from FTS5 ranked by bm25 (each query
-//! term quoted, so `foo-bar` or `NEAR` are words, not syntax); with an embeddings endpoint,
+//! term quoted, so `foo-bar` or `NEAR` are words, not syntax): chunks with all the words, or
+//! when those are too few, with any of them. With an embeddings endpoint,
 //! vector candidates come from cosine similarity, and the two scores are blended. Without
 //! the endpoint, or when it fails, the ranking is keyword-only. Daily notes and compacted
 //! conversations lose weight with age (half-life from the config); MEMORY.md does not.
@@ -16,6 +17,8 @@ const EMBED_PER_SEARCH: usize = 256;
 const MIN_SIMILARITY: f32 = 0.25;
 /// Query terms kept.
 const MAX_TERMS: usize = 16;
+/// A search re-checks all memory files at most this often (results are checked every time).
+const FILE_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Words too common to rank by (dropped unless the query has nothing else).
 const STOPWORDS: &[&str] = &[
@@ -38,12 +41,12 @@ pub struct Hit {
     pub text: String,
 }
 
-/// The FTS5 query for `query`: its words, each quoted, OR-ed (bm25 ranks chunks matching
-/// more of them higher). `None` when it has no words.
-pub fn fts_query(query: &str) -> Option<String> {
+/// The words of `query` as FTS5 terms, each quoted (so `NEAR`, `-` or `"` are words, not
+/// syntax); stopwords dropped unless nothing else is left. Empty when it has no words.
+pub fn fts_terms(query: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     for word in query
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
     {
         let word = word.to_lowercase();
@@ -60,15 +63,11 @@ pub fn fts_query(query: &str) -> Option<String> {
     } else {
         content
     };
-    if chosen.is_empty() {
-        return None;
-    }
-    let quoted: Vec<String> = chosen
+    chosen
         .iter()
         .take(MAX_TERMS)
         .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-        .collect();
-    Some(quoted.join(" OR "))
+        .collect()
 }
 
 /// The weight of a dated source `age_days` old.
@@ -82,37 +81,81 @@ struct Candidate {
     similarity: Option<f32>,
 }
 
+/// A ranked hit and, for a file, the size and mtime it was indexed with.
+struct Ranked {
+    hit: Hit,
+    file: Option<(i64, i64)>,
+}
+
 impl MemoryIndex {
     /// The best `limit` passages for `query`.
     pub async fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>, DbError> {
-        if let Err(e) = self.sync_files() {
+        if let Err(e) = self.sync_files_if_older(FILE_SYNC_INTERVAL) {
             tracing::warn!("memory index sync before search: {e}");
         }
         let limit = limit.clamp(1, 50);
-        let pool = (limit * 10).max(50);
         let query_vector = self.query_vector(query).await;
+        let ranked = self.rank(query, query_vector.as_deref(), limit)?;
+        // A file changed or deleted since it was indexed: sync now and rank again.
+        let stale = ranked.iter().any(|r| {
+            r.file
+                .is_some_and(|(size, mtime)| !self.file_unchanged(&r.hit.path, size, mtime))
+        });
+        let ranked = if stale {
+            self.sync_files()?;
+            self.rank(query, query_vector.as_deref(), limit)?
+        } else {
+            ranked
+        };
+        Ok(ranked.into_iter().map(|r| r.hit).collect())
+    }
+
+    fn rank(
+        &self,
+        query: &str,
+        query_vector: Option<&[f32]>,
+        limit: usize,
+    ) -> Result<Vec<Ranked>, DbError> {
+        let pool = (limit * 10).max(50);
         let mut candidates: HashMap<i64, Candidate> = HashMap::new();
-        if let Some(fts) = fts_query(query) {
-            let conn = self.db.conn();
-            let mut stmt = conn.prepare_cached(
-                "SELECT rowid, rank FROM memory_fts WHERE memory_fts MATCH ?1
-                 ORDER BY rank LIMIT ?2",
-            )?;
-            let rows = stmt.query_map(params![fts, pool as i64], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?))
-            })?;
-            for row in rows {
-                let (id, rank) = row?;
+        // Chunks with all the words first (few, so quick to rank); when that finds too few,
+        // chunks with any of them, where bm25 ranks those matching more words higher.
+        let terms = fts_terms(query);
+        let forms: Vec<String> = match terms.len() {
+            0 => Vec::new(),
+            1 => terms.clone(),
+            _ => vec![terms.join(" AND "), terms.join(" OR ")],
+        };
+        for (i, fts) in forms.iter().enumerate() {
+            let rows = {
+                let conn = self.db.conn();
+                let mut stmt = conn.prepare_cached(
+                    "SELECT rowid, rank FROM memory_fts WHERE memory_fts MATCH ?1
+                     ORDER BY rank LIMIT ?2",
+                )?;
+                let rows = stmt
+                    .query_map(params![fts, pool as i64], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows
+            };
+            if rows.len() < limit && i + 1 < forms.len() {
+                continue;
+            }
+            for (id, rank) in rows {
+                let keyword = Some(-rank);
                 candidates.insert(
                     id,
                     Candidate {
-                        keyword: Some(-rank),
+                        keyword,
                         similarity: None,
                     },
                 );
             }
+            break;
         }
-        if let (Some(qv), Some(embedder)) = (&query_vector, &self.embedder) {
+        if let (Some(qv), Some(embedder)) = (query_vector, &self.embedder) {
             for (id, similarity) in self.nearest(qv, embedder.model(), pool)? {
                 candidates
                     .entry(id)
@@ -129,32 +172,31 @@ impl MemoryIndex {
             .filter_map(|c| c.keyword)
             .fold(0.0f64, f64::max);
         let today = chrono::Local::now().date_naive();
-        let mut hits = Vec::with_capacity(candidates.len());
+        let model = self.embedder.as_ref().map(|e| e.model().to_string());
         let conn = self.db.conn();
         let mut details = conn.prepare_cached(
             "SELECT s.path, s.day, c.start_line, c.end_line, c.text,
-                    c.embedding IS NOT NULL AND c.embedding_model IS ?2
+                    c.embedding IS NOT NULL AND c.embedding_model IS ?2,
+                    s.kind = 'file', s.size, s.mtime_ns
              FROM memory_chunks c JOIN memory_sources s ON s.key = c.source WHERE c.id = ?1",
         )?;
-        let model = self.embedder.as_ref().map(|e| e.model().to_string());
+        let mut ranked = Vec::with_capacity(candidates.len());
         for (id, candidate) in &candidates {
-            let (path, day, start, end, text, embedded): (
-                String,
-                Option<String>,
-                i64,
-                i64,
-                String,
-                bool,
-            ) = details.query_row(params![id, model], |r| {
+            let row = details.query_row(params![id, model], |r| {
                 Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
+                    Hit {
+                        path: r.get(0)?,
+                        start: r.get(2)?,
+                        end: r.get(3)?,
+                        score: 0.0,
+                        text: r.get(4)?,
+                    },
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, bool>(5)?,
+                    r.get::<_, bool>(6)?.then_some((r.get(7)?, r.get(8)?)),
                 ))
-            })?;
+            });
+            let (mut hit, day, embedded, file) = row?;
             let keyword = match candidate.keyword {
                 Some(k) if best_keyword > 0.0 => (k / best_keyword).max(0.0),
                 Some(_) => 1.0,
@@ -166,25 +208,27 @@ impl MemoryIndex {
                     let w = self.vector_weight;
                     w * f64::from(s.max(0.0)) + (1.0 - w) * keyword
                 }
-                // A chunk the endpoint never embedded is ranked by its keywords alone.
+                // Embedded but not among the nearest: its similarity counts as none.
                 None if query_vector.is_some() && embedded => (1.0 - self.vector_weight) * keyword,
+                // A chunk the endpoint never embedded is ranked by its keywords alone.
                 None => keyword,
             };
             let age = day
                 .as_deref()
                 .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
                 .map_or(0.0, |d| (today - d).num_days() as f64);
-            hits.push(Hit {
-                path,
-                start,
-                end,
-                score: relevance * decay(age, self.half_life_days),
-                text,
-            });
+            hit.score = relevance * decay(age, self.half_life_days);
+            ranked.push(Ranked { hit, file });
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.path.cmp(&b.path)));
-        hits.truncate(limit);
-        Ok(hits)
+        ranked.sort_by(|a, b| {
+            b.hit
+                .score
+                .total_cmp(&a.hit.score)
+                .then(a.hit.path.cmp(&b.hit.path))
+                .then(a.hit.start.cmp(&b.hit.start))
+        });
+        ranked.truncate(limit);
+        Ok(ranked)
     }
 
     /// The query's vector, after embedding chunks that lack one; `None` without an endpoint
@@ -270,12 +314,19 @@ mod tests {
     #[test]
     fn terms_are_quoted_and_stopwords_dropped() {
         assert_eq!(
-            fts_query("What is the user's favorite foo-bar?").as_deref(),
-            Some("\"user\" OR \"s\" OR \"favorite\" OR \"foo\" OR \"bar\"")
+            fts_terms("What is the user's favorite foo-bar_baz?"),
+            [
+                "\"user\"",
+                "\"s\"",
+                "\"favorite\"",
+                "\"foo\"",
+                "\"bar\"",
+                "\"baz\""
+            ]
         );
-        assert_eq!(fts_query("NEAR AND").as_deref(), Some("\"near\""));
-        assert_eq!(fts_query("the").as_deref(), Some("\"the\""));
-        assert_eq!(fts_query(" --- "), None);
+        assert_eq!(fts_terms("NEAR AND"), ["\"near\""]);
+        assert_eq!(fts_terms("the"), ["\"the\""]);
+        assert!(fts_terms(" --- ").is_empty());
     }
 
     #[test]
