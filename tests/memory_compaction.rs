@@ -347,3 +347,54 @@ async fn large_transcripts_are_summarized_in_chunks_then_merged() {
     assert!(!prompts[1].contains("EARLIER-SUMMARY") && prompts[1].contains("zebra3"));
     assert!(prompts[3].contains("PART1") && prompts[3].contains("PART3"));
 }
+
+#[tokio::test]
+async fn stopping_a_run_during_the_summary_leaves_the_history_alone() {
+    use std::time::Duration;
+    use warden::agent::{RunControl, RunEnd, RunRequest};
+    use warden::llm::ContentBlock;
+    use warden::tools::approval::NoApprover;
+
+    let dir = tempfile::tempdir().unwrap();
+    let slow_summary = Turn::text("too late").delay(Duration::from_secs(20));
+    let llm = FakeLlm::anthropic_with(script(slow_summary)).await;
+    let mut config = config(dir.path(), &llm.base_url());
+    small_window(&mut config);
+    config.memory.flush = false;
+    let app = Arc::new(App::build(config).unwrap());
+    for i in 1..=5 {
+        say(&app, "test:stop", &long_message(i)).await;
+    }
+    let control = RunControl::new();
+    let run = tokio::spawn({
+        let (app, control) = (app.clone(), control.clone());
+        async move {
+            app.agent
+                .run(RunRequest {
+                    session: "test:stop".into(),
+                    input: vec![ContentBlock::text(long_message(6))],
+                    approver: Arc::new(NoApprover),
+                    events: Arc::new(|_| {}),
+                    control,
+                })
+                .await
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !llm.requests().iter().any(is_summary) {
+        assert!(std::time::Instant::now() < deadline, "no summary request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    control.abort();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("the run stops promptly")
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.end, RunEnd::Aborted);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM compactions"), 0);
+    assert_eq!(
+        count(&app, "SELECT COUNT(*) FROM messages WHERE compacted = 1"),
+        0
+    );
+}

@@ -233,6 +233,8 @@ impl Compactor {
         let today = chrono::Local::now().date_naive();
         let outcome = match flush::run(site, live.history(), today).await {
             Ok(report) => format!("{} tool calls; {}", report.tool_calls, report.text),
+            // Stopped by the user: the flush may run again before the next call.
+            Err(e) if e.is_cancelled() => return,
             Err(e) => {
                 tracing::warn!(session = key, "memory flush failed: {e}");
                 format!("failed: {e}")
@@ -269,6 +271,8 @@ impl Compactor {
         };
         let (text, method) = match summarizer.summarize(previous, older).await {
             Ok(text) => (text, Method::Model),
+            // Stopped by the user: no compaction rather than a worse summary.
+            Err(e) if e.is_cancelled() => return Ok(None),
             Err(e) => {
                 tracing::warn!(session = site.session, "summary by the model failed: {e}");
                 (summary::statistics(previous, older), Method::Statistics)
