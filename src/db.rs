@@ -10,6 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("audit", crate::audit::SCHEMA),
     ("sessions", crate::memory::sessions::SCHEMA),
+    (
+        "sessions_compaction",
+        crate::memory::sessions::COMPACTION_SCHEMA,
+    ),
+    ("memory_index", crate::memory::index::SCHEMA),
     ("gateway_runs", crate::gateway::store::SCHEMA),
     ("telegram", crate::channels::telegram::store::SCHEMA),
 ];

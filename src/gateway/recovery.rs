@@ -10,7 +10,7 @@ use super::actor::{self, Queued};
 use super::store::{RunRow, RunState};
 use super::{lock, Gateway, Origin, Recovery};
 use crate::db::DbError;
-use crate::llm::{ContentBlock, Message, Role};
+use crate::llm::{Message, Role};
 use crate::memory::sessions::SessionStore;
 
 impl Gateway {
@@ -63,34 +63,12 @@ fn interrupted_notice(row: &RunRow) -> String {
     )
 }
 
-/// Make a transcript cut off mid-run valid again: tool calls without results get a result
-/// saying they did not finish (the model API refuses a call without one), and the run ends
-/// with an assistant note.
+/// End a transcript cut off mid-run with an assistant note, so the model knows the last
+/// prompt was not finished. (Tool calls left without results are answered by the session
+/// store's repair each time the history is loaded.)
 pub(super) fn close_transcript(sessions: &SessionStore, key: &str) -> Result<(), DbError> {
     let history = sessions.load(key)?;
-    let Some(last) = history.last() else {
-        return Ok(());
-    };
-    let mut last_role = last.role;
-    if last.role == Role::Assistant {
-        let open: Vec<ContentBlock> = last
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::ToolUse { id, .. } => Some(ContentBlock::tool_result(
-                    id,
-                    "not finished: warden was restarted while this ran",
-                    true,
-                )),
-                _ => None,
-            })
-            .collect();
-        if !open.is_empty() {
-            sessions.append(key, &Message::tool_results(open))?;
-            last_role = Role::User;
-        }
-    }
-    if last_role == Role::User {
+    if history.last().is_some_and(|m| m.role == Role::User) {
         sessions.append(
             key,
             &Message::assistant("[this run was interrupted by a restart of warden]"),
@@ -103,9 +81,10 @@ pub(super) fn close_transcript(sessions: &SessionStore, key: &str) -> Result<(),
 mod tests {
     use super::*;
     use crate::db::Database;
+    use crate::llm::ContentBlock;
 
     #[test]
-    fn a_transcript_cut_after_a_tool_call_gets_results_and_an_end() {
+    fn a_transcript_cut_after_a_tool_call_ends_with_a_note() {
         let store = SessionStore::new(Database::open_in_memory().unwrap());
         store
             .append("t:1", &Message::user("delete the logs"))
@@ -124,6 +103,7 @@ mod tests {
             )
             .unwrap();
         close_transcript(&store, "t:1").unwrap();
+        // Loaded: the call is answered (repair) and the run ends with the note.
         let history = store.load("t:1").unwrap();
         assert_eq!(history.len(), 4);
         assert!(matches!(
@@ -131,6 +111,7 @@ mod tests {
             ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "toolu_1"
         ));
         assert_eq!(history[3].role, Role::Assistant);
+        assert!(history[3].text().contains("interrupted by a restart"));
         // A closed transcript is left alone.
         close_transcript(&store, "t:1").unwrap();
         assert_eq!(store.load("t:1").unwrap().len(), 4);
