@@ -70,6 +70,8 @@ async fn run(messages: usize) {
     let idle_rss = status_kb(pid, "VmRSS:");
     let idle_hwm = status_kb(pid, "VmHWM:");
     let idle_threads = threads(pid);
+    let idle_anon = status_kb(pid, "RssAnon:");
+    let idle_file = status_kb(pid, "RssFile:");
 
     let mut overheads = Vec::with_capacity(messages);
     for i in 0..messages {
@@ -94,6 +96,7 @@ async fn run(messages: usize) {
     println!("warden bot (release), fake Bot API + instant fake LLM on 127.0.0.1");
     println!("  start-up to first getUpdates: {ready:.1?}");
     println!("  idle:  VmRSS {idle_rss} kB, VmHWM {idle_hwm} kB, {idle_threads} threads");
+    println!("         of which RssAnon {idle_anon} kB (heap, stacks), RssFile {idle_file} kB (mapped code and data of the binary and libc)");
     println!("  after {messages} messages: VmRSS {busy_rss} kB, VmHWM {busy_hwm} kB");
     println!(
         "  per message, update served → sendMessage received: median {:.2?}, p90 {:.2?}, p99 {:.2?}, mean {mean:.2?}",
@@ -101,6 +104,6 @@ async fn run(messages: usize) {
         percentile(&overheads, 0.9),
         percentile(&overheads, 0.99),
     );
-    println!("  (includes the fake LLM's HTTP round trip and the typing indicator request)");
+    println!("  (includes the fake LLM's HTTP round trip; both fakes answer with TCP_NODELAY)");
     drop(bot);
 }

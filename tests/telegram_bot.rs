@@ -153,6 +153,24 @@ async fn a_long_answer_arrives_as_several_valid_html_messages() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn html_telegram_refuses_is_sent_again_as_plain_text() {
+    let llm = FakeLlm::anthropic(vec![Turn::text("an **important** note about a < b")]).await;
+    let r = start_with(llm, |_| {}).await;
+    r.tg.refuse_html_containing("<b>");
+    r.tg.push_text(OWNER, OWNER, "note?");
+    r.tg.wait_until("the plain answer", WAIT, |t| {
+        !t.messages_to(OWNER).is_empty()
+    })
+    .await;
+    let sent = r.tg.messages_to(OWNER);
+    assert_eq!(sent.len(), 1);
+    assert!(!sent[0].html, "sent without parse_mode the second time");
+    assert_eq!(sent[0].text, "an important note about a < b");
+    assert_eq!(r.tg.rejected().len(), 1);
+    assert!(r.tg.rejected()[0].1.contains("can't parse entities"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn photos_documents_quotes_and_unsupported_messages() {
     let r = start_with(echo_llm().await, |_| {}).await;
     // A photo becomes an image block.

@@ -119,6 +119,10 @@ impl FakeLlm {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // Small responses go out at once (no Nagle delay), as from a real server's point of view.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let app = axum::Router::new()
             .route("/{*rest}", axum::routing::any(handle))
             .with_state(shared.clone());

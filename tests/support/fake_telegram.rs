@@ -68,6 +68,8 @@ struct Inner {
     files: HashMap<String, (String, Vec<u8>)>,
     /// When each update was first handed to the bot.
     served: HashMap<i64, Instant>,
+    /// HTML containing this is refused as if Telegram could not parse it.
+    refuse_html: Option<String>,
 }
 
 struct Shared {
@@ -107,6 +109,10 @@ impl FakeTelegram {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // Small responses go out at once (no Nagle delay), as from a real server's point of view.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let app = axum::Router::new()
             .route("/{bot}/{method}", axum::routing::any(api))
             .route("/file/{bot}/{*path}", axum::routing::get(file))
@@ -203,6 +209,12 @@ impl FakeTelegram {
     /// Requests the fake refused, as (method, description).
     pub fn rejected(&self) -> Vec<(String, String)> {
         self.shared.lock().rejected.clone()
+    }
+
+    /// From now on, refuse HTML messages containing `fragment` with "can't parse entities"
+    /// (Telegram has rules this fake does not model).
+    pub fn refuse_html_containing(&self, fragment: &str) {
+        self.shared.lock().refuse_html = Some(fragment.to_string());
     }
 
     /// When `update_id` was first returned by getUpdates.
@@ -383,6 +395,12 @@ fn check_text(
             .push((method.to_string(), description.clone()));
         Box::new(error(400, &description))
     };
+    let refused = shared.lock().refuse_html.clone();
+    if html && refused.is_some_and(|f| text.contains(&f)) {
+        return Err(reject(
+            "Bad Request: can't parse entities: unsupported nesting at byte offset 0".into(),
+        ));
+    }
     let visible = if html {
         html::parse(&text).map_err(|e| reject(format!("Bad Request: can't parse entities: {e}")))?
     } else {
