@@ -1,0 +1,150 @@
+//! The `bash` tool through the real `warden bot`: `rm -r DIR` is an `ask` decision, so the
+//! command is posted with Approve / Deny buttons; approved it runs in the sandbox, denied it
+//! does not (checked from outside, on the workspace). `/stop` kills a running `sleep 30`.
+//!
+//! These need the `bash` tool (policy + sandbox) in `App::build`; until it is merged they are
+//! ignored — run them with `cargo test --test telegram_bash -- --ignored`.
+
+mod support;
+
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::fake_llm::{FakeLlm, Request, Turn};
+use support::fake_telegram::{FakeTelegram, Sent};
+use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// `run: CMD` makes the model call bash with CMD, then report the tool result.
+async fn llm() -> FakeLlm {
+    FakeLlm::anthropic_with(|req: &Request| {
+        if let Some(result) = req.tool_results().pop() {
+            return Turn::text(format!("result: {}", result.content));
+        }
+        let text = req.last_user_text();
+        let command = text.strip_prefix("run: ").unwrap_or("true");
+        Turn::tool_use("bash", json!({"command": command}))
+    })
+    .await
+}
+
+struct Setup {
+    tg: FakeTelegram,
+    _llm: FakeLlm,
+    _bot: BotProcess,
+    home: tempfile::TempDir,
+}
+
+async fn start() -> Setup {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let llm = llm().await;
+    let home = tempfile::tempdir().unwrap();
+    let workspace = home.path().join(".warden/workspace");
+    for dir in ["somedir", "keepdir"] {
+        std::fs::create_dir_all(workspace.join(dir)).unwrap();
+        std::fs::write(workspace.join(dir).join("file.txt"), "x").unwrap();
+    }
+    let bot = BotProcess::start(&BotEnv::new(home.path(), tg.api_url(), llm.base_url()));
+    tg.wait_for_calls("getUpdates", 1, WAIT).await;
+    assert_eq!(
+        llm.request_count(),
+        0,
+        "nothing runs before a message arrives"
+    );
+    Setup {
+        tg,
+        _llm: llm,
+        _bot: bot,
+        home,
+    }
+}
+
+impl Setup {
+    fn workspace(&self) -> std::path::PathBuf {
+        self.home.path().join(".warden/workspace")
+    }
+
+    async fn approval_for(&self, command: &str) -> Sent {
+        self.tg
+            .wait_until("the approval request", WAIT, |t| {
+                t.messages_to(OWNER)
+                    .iter()
+                    .any(|m| m.keyboard.is_some() && m.visible.contains(command))
+            })
+            .await;
+        self.tg
+            .messages_to(OWNER)
+            .into_iter()
+            .find(|m| m.keyboard.is_some() && m.visible.contains(command))
+            .unwrap()
+    }
+
+    async fn press(&self, request: &Sent, index: usize) {
+        let data = request.keyboard.as_ref().unwrap()["inline_keyboard"][0][index]["callback_data"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.tg
+            .push_callback(OWNER, OWNER, request.message_id, &data);
+    }
+
+    async fn answer(&self, n: usize) -> String {
+        self.tg
+            .wait_until("the answer", WAIT, |t| {
+                t.messages_to(OWNER)
+                    .iter()
+                    .filter(|m| m.visible.starts_with("result:") || m.visible == "Stopped.")
+                    .count()
+                    >= n
+            })
+            .await;
+        self.tg
+            .messages_to(OWNER)
+            .into_iter()
+            .filter(|m| m.visible.starts_with("result:") || m.visible == "Stopped.")
+            .nth(n - 1)
+            .unwrap()
+            .visible
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the bash tool in main"]
+async fn rm_r_asks_and_runs_only_when_approved() {
+    let s = start().await;
+    s.tg.push_text(OWNER, OWNER, "run: rm -r somedir");
+    let request = s.approval_for("rm -r somedir").await;
+    s.press(&request, 0).await;
+    s.answer(1).await;
+    assert!(!s.workspace().join("somedir").exists(), "approved: removed");
+
+    s.tg.push_text(OWNER, OWNER, "run: rm -r keepdir");
+    let request = s.approval_for("rm -r keepdir").await;
+    s.press(&request, 1).await;
+    let answer = s.answer(2).await;
+    assert!(answer.contains("denied"), "{answer}");
+    assert!(
+        s.workspace().join("keepdir/file.txt").exists(),
+        "denied: untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the bash tool in main"]
+async fn stop_kills_a_running_sleep_promptly() {
+    let s = start().await;
+    s.tg.push_text(OWNER, OWNER, "run: sleep 30");
+    s.tg.wait_until("the command starts", WAIT, |t| {
+        t.count("sendChatAction") >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asked = Instant::now();
+    s.tg.push_text(OWNER, OWNER, "/stop");
+    assert_eq!(s.answer(1).await, "Stopped.");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "stopping took {:?}",
+        asked.elapsed()
+    );
+}
