@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("audit", crate::audit::SCHEMA),
     ("sessions", crate::memory::sessions::SCHEMA),
+    ("scheduler", crate::scheduler::store::SCHEMA),
+    ("heartbeat", crate::scheduler::heartbeat::SCHEMA),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -15,4 +15,5 @@ pub mod llm;
 pub mod memory;
 pub mod policy;
 pub mod sandbox;
+pub mod scheduler;
 pub mod tools;
