@@ -121,18 +121,22 @@ impl Heartbeat {
     }
 
     /// When the next beat is due: an interval after the last one (or after the first start),
-    /// moved forward into active hours. In the past after downtime: beat once, now.
+    /// moved forward into active hours. After downtime: now (one beat for all that was
+    /// missed) — or, at night, when the active hours begin.
     pub fn next_beat(&self) -> Result<DateTime<Utc>, DbError> {
+        let now = self.clock.now();
         let last = match self.last_beat()? {
             Some(t) => t,
             None => {
                 // First start: begin the rhythm now rather than talking at once.
-                let now = self.clock.now();
                 self.set_last_beat(now)?;
                 now
             }
         };
         let due = last + chrono::Duration::from_std(self.settings.every).unwrap_or_default();
+        // Never a past instant outside active hours: the beat would be skipped, unrecorded,
+        // and due again at once.
+        let due = if due < now { now } else { due };
         Ok(self.settings.active.next_active(due, self.settings.tz))
     }
 

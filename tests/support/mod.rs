@@ -4,4 +4,5 @@
 //! Use from a test file with `mod support;`. Not every test binary uses every helper.
 #![allow(dead_code)]
 
+pub mod deliver;
 pub mod fake_llm;
