@@ -7,6 +7,8 @@ use crate::config::{home_dir, Config};
 use crate::db::Database;
 use crate::memory::sessions::SessionStore;
 use crate::policy::{PathPolicy, Policy};
+use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::tools::cron::CronTool;
 use crate::tools::web_fetch::WebFetch;
 use crate::tools::{files, ToolSet};
 use anyhow::Context;
@@ -20,6 +22,10 @@ pub struct App {
     /// The path validator shared by the file tools (the bash tool's checker uses the same roots).
     pub paths: Arc<PathPolicy>,
     pub agent: Arc<Agent>,
+    /// The checked `[scheduler]` section.
+    pub scheduler: Settings,
+    /// Cron jobs: the `cron` tool and `warden bot`'s runner share it.
+    pub jobs: Arc<JobManager>,
 }
 
 impl App {
@@ -35,6 +41,12 @@ impl App {
                 .context("setting up the path validator")?,
         );
         let provider = crate::llm::from_config(&config.llm)?;
+        let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
+        let jobs = Arc::new(JobManager::new(
+            db.clone(),
+            Arc::new(SystemClock),
+            scheduler.limits.clone(),
+        ));
 
         let mut tools = ToolSet::new(db.clone(), workspace.join(".warden/outputs"));
         for tool in files::tools(paths.clone(), None) {
@@ -43,6 +55,7 @@ impl App {
         tools.add(Arc::new(
             WebFetch::new(Vec::new()).context("building the HTTP client")?,
         ));
+        tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));
         let prompt = SystemPrompt::new(&workspace, tools.names());
         let agent = Agent::new(
             Arc::new(provider),
@@ -57,6 +70,8 @@ impl App {
             policy,
             paths,
             agent: Arc::new(agent),
+            scheduler,
+            jobs,
         })
     }
 }

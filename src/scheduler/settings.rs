@@ -73,6 +73,12 @@ impl Settings {
     }
 }
 
+/// The owner's chat: the first allowed Telegram user. In a private chat the chat id is the
+/// user id, and sessions are keyed `telegram:<chat>`.
+pub fn owner_chat_session(allowed_users: &[i64]) -> Option<String> {
+    allowed_users.first().map(|id| format!("telegram:{id}"))
+}
+
 /// The machine's zone as an IANA name: `$TZ`, the `/etc/localtime` link, `/etc/timezone`;
 /// UTC when none names a known zone.
 pub fn detect_timezone() -> Tz {
