@@ -13,7 +13,7 @@ use std::time::Duration;
 use support::deliver::FakeDeliver;
 use tokio_util::sync::CancellationToken;
 use warden::db::Database;
-use warden::scheduler::store::{Next, RunStatus};
+use warden::scheduler::runs::{Next, RunStatus};
 use warden::scheduler::{
     Clock, Deliver, JobManager, JobRequest, Limits, Origin, RetryPolicy, Runner, Target, TestClock,
 };

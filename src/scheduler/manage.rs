@@ -4,7 +4,8 @@
 
 use super::clock::Clock;
 use super::job::{validate, Job, JobError, JobId, JobRequest, Limits};
-use super::store::{JobStore, RunRecord};
+use super::runs::RunRecord;
+use super::store::JobStore;
 use crate::db::Database;
 use std::sync::Arc;
 use tokio::sync::Notify;

@@ -3,7 +3,8 @@
 //!
 //! - [`job`]: what a job is and the validation every new job passes;
 //! - [`schedule`]: next-run computation (`at`, `every`, cron with DST rules), durations, backoff;
-//! - [`store`]: jobs and run history in SQLite (a run is recorded before it is delivered);
+//! - [`store`]: jobs in SQLite; [`runs`]: their run history (a run is recorded before it is
+//!   delivered, once per slot);
 //! - [`manage`]: add / list / remove / run now, shared by the cron tool and `warden cron`;
 //! - [`clock`]: the real clock and a test clock;
 //! - [`runner`]: the timer loop;
@@ -17,6 +18,7 @@ pub mod heartbeat;
 pub mod job;
 pub mod manage;
 pub mod runner;
+pub mod runs;
 pub mod schedule;
 pub mod settings;
 pub mod store;
