@@ -348,6 +348,26 @@ async fn a_crash_between_delivering_and_recording_never_repeats_the_slot() {
 }
 
 #[tokio::test]
+async fn a_run_cut_off_by_shutdown_is_settled_at_the_next_start_not_retried() {
+    let start = utc("2026-11-21T08:00:00Z");
+    let h = Harness::new(start, FakeDeliver::closing());
+    let id = h.add(|r| r.every = Some("1h".into()));
+    let slot = h.next_run(id).unwrap();
+    h.clock.set(slot);
+    // Not recorded as a failure (no backoff retry that would run the prompt a second time
+    // beside the gateway's own durable copy): left running for the next start.
+    assert!(h.runner.run_due().await.is_empty());
+    let job = h.jobs.get(id).unwrap();
+    assert!(job.running && job.failures == 0);
+    let h = h.restart(FakeDeliver::answering("done"));
+    h.runner.recover().unwrap();
+    let (job, runs) = h.jobs.status(id, 10).unwrap();
+    assert_eq!(runs[0].status, RunStatus::Interrupted);
+    assert_eq!(job.next_run_at, Some(slot + chrono::Duration::hours(1)));
+    assert!(h.runner.run_due().await.is_empty());
+}
+
+#[tokio::test]
 async fn run_now_runs_at_once_and_the_schedule_continues() {
     let start = utc("2026-11-21T08:00:00Z");
     let h = Harness::new(start, FakeDeliver::answering("done"));

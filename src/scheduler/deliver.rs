@@ -49,9 +49,26 @@ pub struct Delivered {
     pub sent: bool,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeliverError {
+    /// The run failed (no model, no chat, …); the job counts a failure and backs off.
+    #[error("{0}")]
+    Failed(String),
+    /// warden is shutting down with the run still queued or going. The outcome is settled at
+    /// the next start (the gateway's durable queue runs or reports it), so the scheduler does
+    /// not record it now — and never schedules the slot again.
+    #[error("warden is shutting down")]
+    Closed,
+}
+
+impl From<String> for DeliverError {
+    fn from(reason: String) -> Self {
+        DeliverError::Failed(reason)
+    }
+}
+
 #[async_trait]
 pub trait Deliver: Send + Sync {
     /// Run the prompt (queued behind the chat's other runs) and send the answer to the chat.
-    /// `Err` carries a short reason; the job counts it as a failure and backs off.
-    async fn deliver(&self, delivery: Delivery) -> Result<Delivered, String>;
+    async fn deliver(&self, delivery: Delivery) -> Result<Delivered, DeliverError>;
 }

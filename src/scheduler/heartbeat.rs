@@ -170,7 +170,7 @@ impl Heartbeat {
             })),
         };
         match self.deliver.deliver(delivery).await {
-            Err(reason) => Beat::Failed(reason),
+            Err(e) => Beat::Failed(e.to_string()),
             Ok(d) if d.sent => {
                 if let Err(e) = store.record(&d.answer, self.clock.now()) {
                     tracing::error!("heartbeat: recording the alert failed: {e}");

@@ -24,7 +24,7 @@ pub mod settings;
 pub mod store;
 
 pub use clock::{Clock, SystemClock, TestClock};
-pub use deliver::{Deliver, Delivered, Delivery, Origin};
+pub use deliver::{Deliver, DeliverError, Delivered, Delivery, Origin};
 pub use heartbeat::{Beat, Heartbeat, HeartbeatSettings};
 pub use job::{Job, JobError, JobId, JobRequest, Limits, Target};
 pub use manage::JobManager;

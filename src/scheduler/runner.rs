@@ -8,7 +8,7 @@
 //!   `one_shot_attempts`.
 
 use super::clock::Clock;
-use super::deliver::{Deliver, Delivery, Origin};
+use super::deliver::{Deliver, DeliverError, Delivery, Origin};
 use super::job::{Job, Target};
 use super::manage::JobManager;
 use super::runs::{Claim, Next, RunId, RunStatus};
@@ -214,7 +214,11 @@ impl Runner {
         let result = AssertUnwindSafe(self.deliver.deliver(delivery))
             .catch_unwind()
             .await
-            .unwrap_or_else(|_| Err("the delivery failed internally (panic)".into()));
+            .unwrap_or_else(|_| {
+                Err(DeliverError::Failed(
+                    "the delivery failed internally (panic)".into(),
+                ))
+            });
         let now = self.clock.now();
         let (status, detail, next) = match result {
             Ok(delivered) => (
@@ -222,7 +226,12 @@ impl Runner {
                 delivered.answer,
                 self.after_success(&job, slot, now),
             ),
-            Err(reason) => {
+            Err(DeliverError::Closed) => {
+                // Left `running`: the next start records it as interrupted and moves on.
+                tracing::info!(job = job.id, "shutting down during a scheduled run");
+                return None;
+            }
+            Err(DeliverError::Failed(reason)) => {
                 tracing::warn!(job = job.id, "scheduled run failed: {reason}");
                 (RunStatus::Error, reason, self.after_failure(&job, now))
             }

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::Notify;
-use warden::scheduler::{Deliver, Delivered, Delivery};
+use warden::scheduler::{Deliver, DeliverError, Delivered, Delivery};
 
 pub struct FakeDeliver {
     script: Mutex<VecDeque<Result<String, String>>>,
@@ -16,6 +16,8 @@ pub struct FakeDeliver {
     sent: Mutex<Vec<String>>,
     /// While true, deliveries are recorded and then never return (a run cut off by a crash).
     hang: bool,
+    /// Answer every delivery with `DeliverError::Closed` (warden shutting down).
+    closed: bool,
     changed: Notify,
 }
 
@@ -36,6 +38,7 @@ impl FakeDeliver {
             seen: Mutex::new(Vec::new()),
             sent: Mutex::new(Vec::new()),
             hang: false,
+            closed: false,
             changed: Notify::new(),
         }
     }
@@ -44,6 +47,14 @@ impl FakeDeliver {
     pub fn hanging() -> FakeDeliver {
         FakeDeliver {
             hang: true,
+            ..FakeDeliver::answering("never")
+        }
+    }
+
+    /// Every delivery ends with the gateway shutting down.
+    pub fn closing() -> FakeDeliver {
+        FakeDeliver {
+            closed: true,
             ..FakeDeliver::answering("never")
         }
     }
@@ -75,12 +86,15 @@ impl FakeDeliver {
 
 #[async_trait]
 impl Deliver for FakeDeliver {
-    async fn deliver(&self, delivery: Delivery) -> Result<Delivered, String> {
+    async fn deliver(&self, delivery: Delivery) -> Result<Delivered, DeliverError> {
         let filter = delivery.send_if.clone();
         self.seen.lock().unwrap().push(delivery);
         self.changed.notify_waiters();
         if self.hang {
             std::future::pending::<()>().await;
+        }
+        if self.closed {
+            return Err(DeliverError::Closed);
         }
         let next = self.script.lock().unwrap().pop_front();
         let answer = next.unwrap_or_else(|| self.fallback.clone())?;
