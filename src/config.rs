@@ -109,7 +109,7 @@ pub struct ProviderConfig {
     pub max_attempts: Option<u32>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelegramConfig {
     pub token: Secret,
@@ -117,6 +117,31 @@ pub struct TelegramConfig {
     pub allowed_users: Vec<i64>,
     /// Bot API base URL (tests point it at a local fake server).
     pub api_url: Option<String>,
+    /// Seconds an approval request waits for a button press; no answer means deny.
+    pub approval_timeout_secs: u64,
+    /// Prompts that may wait in one chat behind the running one; more get a "busy" reply.
+    pub queue_depth: usize,
+    /// Largest photo or document downloaded, in bytes (the Bot API itself serves ≤ 20 MB).
+    pub max_file_bytes: u64,
+    /// Seconds a shutdown waits for running agents before recording them as interrupted.
+    pub shutdown_grace_secs: u64,
+    /// Long-polling timeout of `getUpdates`, in seconds.
+    pub poll_timeout_secs: u32,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        TelegramConfig {
+            token: Secret::default(),
+            allowed_users: Vec::new(),
+            api_url: None,
+            approval_timeout_secs: 120,
+            queue_depth: 5,
+            max_file_bytes: 20 * 1024 * 1024,
+            shutdown_grace_secs: 20,
+            poll_timeout_secs: 30,
+        }
+    }
 }
 
 /// Cron jobs and the heartbeat (checked into typed settings by `scheduler::Settings`).

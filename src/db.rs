@@ -12,6 +12,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("sessions", crate::memory::sessions::SCHEMA),
     ("scheduler", crate::scheduler::store::SCHEMA),
     ("heartbeat", crate::scheduler::heartbeat::SCHEMA),
+    ("gateway_runs", crate::gateway::store::SCHEMA),
+    ("telegram", crate::channels::telegram::store::SCHEMA),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -29,6 +29,8 @@ enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS).
+    Bot,
     /// Inspect the command policy.
     Policy {
         #[command(subcommand)]
@@ -167,6 +169,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             cli::cron::run(&config, action)
         }
+        Command::Bot => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            // Refuse before building anything: no token, or nobody allowed.
+            warden::channels::telegram::check_config(&config.telegram)
+                .map_err(anyhow::Error::msg)?;
+            let app = warden::app::App::build(config)?;
+            runtime()?.block_on(warden::channels::telegram::run_bot(app))
+        }
         Command::Policy {
             command:
                 PolicyCommand::Check {
@@ -196,12 +206,14 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Logs go to stderr, filtered by RUST_LOG (default: warnings).
+/// Logs go to stderr, filtered by RUST_LOG (default: warnings), with registered secrets
+/// (the bot token) redacted from every line.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(warden::redact::LogWriter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }

@@ -1,3 +1,4 @@
-//! Where messages come from and answers go: the terminal (and, later, Telegram).
+//! Where messages come from and answers go: the terminal and Telegram.
 
+pub mod telegram;
 pub mod terminal;

@@ -6,3 +6,5 @@
 
 pub mod deliver;
 pub mod fake_llm;
+pub mod fake_telegram;
+pub mod warden_bot;

@@ -1,0 +1,249 @@
+//! Approvals over Telegram: an `ask` command is posted verbatim with Approve / Deny buttons;
+//! the agent waits for a press by an allowed user. No answer within the timeout, a stopped
+//! run, a shutdown or a failure to post the request all mean deny. Afterwards the request
+//! message is edited to show what was decided (and the buttons disappear).
+
+use super::access::Access;
+use super::api::{describe, Telegram};
+use super::format::escape;
+use crate::tools::approval::{Approval, ApprovalRequest, Approver};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use teloxide::payloads::AnswerCallbackQuerySetters;
+use teloxide::prelude::Requester;
+use teloxide::types::{CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// A request whose command does not fit in one message is denied rather than shown cut:
+/// the user must see exactly what would run.
+const MAX_SHOWN: usize = 3500;
+
+/// The requests waiting for a button press, shared by the chats' approvers and the update
+/// handler that receives the presses.
+pub struct Approvals {
+    pending: Mutex<HashMap<u64, Pending>>,
+    timeout: Duration,
+    closing: CancellationToken,
+}
+
+struct Pending {
+    chat_id: i64,
+    answer: oneshot::Sender<Decision>,
+}
+
+enum Decision {
+    Approved { by: String },
+    Denied { by: String },
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Approvals {
+    pub fn new(timeout: Duration) -> Approvals {
+        Approvals {
+            pending: Mutex::new(HashMap::new()),
+            timeout,
+            closing: CancellationToken::new(),
+        }
+    }
+
+    /// Shutdown: every waiting request is denied now, and new ones at once.
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    /// A button press. Counts only from an allowed user, in the chat the request was posted
+    /// in; anyone else gets a short "not allowed" and the request keeps waiting.
+    pub async fn on_callback(&self, tg: &Telegram, access: &Access, query: CallbackQuery) {
+        let user_id = query.from.id.0 as i64;
+        let parsed = query.data.as_deref().and_then(parse_data);
+        let reply = match parsed {
+            None => "This button is not mine.",
+            Some(_) if !access.is_allowed(user_id) => {
+                tracing::warn!(
+                    user_id,
+                    "approval button pressed by a user who is not allowed"
+                );
+                "You are not allowed to approve commands here."
+            }
+            Some((id, approve)) => {
+                let chat_id = query.message.as_ref().map(|m| m.chat().id.0);
+                let mut pending = lock(&self.pending);
+                match pending.get(&id) {
+                    Some(p) if Some(p.chat_id) == chat_id => {
+                        let by = query.from.first_name.clone();
+                        let p = pending.remove(&id).expect("checked above");
+                        let decision = if approve {
+                            Decision::Approved { by }
+                        } else {
+                            Decision::Denied { by }
+                        };
+                        let _ = p.answer.send(decision);
+                        if approve {
+                            "Approved."
+                        } else {
+                            "Denied."
+                        }
+                    }
+                    Some(_) => "This request belongs to another chat.",
+                    None => "This request is no longer waiting.",
+                }
+            }
+        };
+        let answer = tg.bot().answer_callback_query(query.id.clone()).text(reply);
+        if let Err(e) = answer.await {
+            tracing::debug!("answerCallbackQuery: {}", describe(&e));
+        }
+    }
+
+    fn register(&self, chat_id: i64) -> (u64, oneshot::Receiver<Decision>) {
+        let (tx, rx) = oneshot::channel();
+        let mut pending = lock(&self.pending);
+        let mut id: u64 = rand::random();
+        while pending.contains_key(&id) {
+            id = rand::random();
+        }
+        pending.insert(
+            id,
+            Pending {
+                chat_id,
+                answer: tx,
+            },
+        );
+        (id, rx)
+    }
+
+    fn forget(&self, id: u64) {
+        lock(&self.pending).remove(&id);
+    }
+}
+
+/// `ap:<id>:y` / `ap:<id>:n` (callback data is limited to 64 bytes).
+fn parse_data(data: &str) -> Option<(u64, bool)> {
+    let rest = data.strip_prefix("ap:")?;
+    let (id, verdict) = rest.split_once(':')?;
+    let approve = match verdict {
+        "y" => true,
+        "n" => false,
+        _ => return None,
+    };
+    Some((id.parse().ok()?, approve))
+}
+
+/// The approver for one run in one chat.
+pub struct ChatApprover {
+    pub approvals: Arc<Approvals>,
+    pub tg: Telegram,
+    pub chat_id: i64,
+    pub reply_to: Option<i32>,
+    /// The run's abort signal: a stopped run stops waiting.
+    pub cancel: CancellationToken,
+}
+
+fn request_html(request: &ApprovalRequest) -> String {
+    format!(
+        "🔐 <b>Approval needed</b> ({tool})\n<pre>{command}</pre>\n{reason}",
+        tool = escape(&request.tool),
+        command = escape(&request.command),
+        reason = escape(&request.reason),
+    )
+}
+
+#[async_trait]
+impl Approver for ChatApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        if self.approvals.closing.is_cancelled() {
+            return Approval::Denied("warden is shutting down".into());
+        }
+        let html = request_html(request);
+        if html.chars().count() > MAX_SHOWN {
+            return Approval::Denied(
+                "the command is too long to show in full for approval in Telegram".into(),
+            );
+        }
+        let (id, answer) = self.approvals.register(self.chat_id);
+        let keyboard = InlineKeyboardMarkup::new([[
+            InlineKeyboardButton::callback("✅ Approve", format!("ap:{id}:y")),
+            InlineKeyboardButton::callback("❌ Deny", format!("ap:{id}:n")),
+        ]]);
+        let sent = self
+            .tg
+            .send_html(self.chat_id, self.reply_to, &html, Some(keyboard))
+            .await;
+        let message = match sent {
+            Ok(message) => message,
+            Err(e) => {
+                self.approvals.forget(id);
+                return Approval::Denied(format!("the approval request could not be sent ({e})"));
+            }
+        };
+        let timeout = self.approvals.timeout;
+        let (approval, note) = tokio::select! {
+            decision = answer => match decision {
+                Ok(Decision::Approved { by }) => {
+                    (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
+                }
+                Ok(Decision::Denied { by }) => (
+                    Approval::Denied(format!("denied by {by} in Telegram")),
+                    format!("❌ Denied by {}.", escape(&by)),
+                ),
+                Err(_) => (Approval::Denied("the request was dropped".into()), "❌ Dropped.".into()),
+            },
+            _ = tokio::time::sleep(timeout) => (
+                Approval::Denied(format!("no answer within {} s", timeout.as_secs())),
+                format!("⌛ No answer within {} s: denied.", timeout.as_secs()),
+            ),
+            _ = self.cancel.cancelled() => (
+                Approval::Denied("the run was stopped".into()),
+                "⏹ The run was stopped: denied.".into(),
+            ),
+            _ = self.approvals.closing.cancelled() => (
+                Approval::Denied("warden is shutting down".into()),
+                "⏹ warden is shutting down: denied.".into(),
+            ),
+        };
+        self.approvals.forget(id);
+        let outcome = format!("{html}\n\n{note}");
+        if let Err(e) = self
+            .tg
+            .edit_html(self.chat_id, message.id.0, &outcome)
+            .await
+        {
+            tracing::debug!(chat = self.chat_id, "editing an approval message: {e}");
+        }
+        approval
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callback_data_round_trips_and_rejects_garbage() {
+        assert_eq!(
+            parse_data("ap:18446744073709551615:y"),
+            Some((u64::MAX, true))
+        );
+        assert_eq!(parse_data("ap:7:n"), Some((7, false)));
+        assert_eq!(parse_data("ap:7:maybe"), None);
+        assert_eq!(parse_data("xx:7:y"), None);
+        assert!(format!("ap:{}:y", u64::MAX).len() <= 64);
+    }
+
+    #[test]
+    fn the_request_shows_the_exact_command_escaped() {
+        let html = request_html(&ApprovalRequest {
+            session: "telegram:1".into(),
+            tool: "bash".into(),
+            command: "rm -r 'a <b>' && echo &".into(),
+            reason: "rm -r deletes a directory tree".into(),
+        });
+        assert!(html.contains("<pre>rm -r 'a &lt;b&gt;' &amp;&amp; echo &amp;</pre>"));
+    }
+}

@@ -1,0 +1,325 @@
+//! Turning a Telegram message into the agent's input: text; a photo as an image block (when
+//! the model can see images); a document saved into the workspace's `attachments/` with its
+//! path given to the agent; a quoted earlier message as context. Downloads are capped in size
+//! and time; file names are reduced to one safe path component and written beneath the
+//! workspace through the path validator (a planted symlink is refused, never followed).
+
+use super::api::{describe, Telegram};
+use crate::beneath;
+use crate::llm::ContentBlock;
+use crate::policy::paths::Access;
+use crate::policy::PathPolicy;
+use crate::redact::redact;
+use base64::Engine;
+use futures::StreamExt;
+use nix::fcntl::OFlag;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use teloxide::net::Download;
+use teloxide::prelude::Requester;
+use teloxide::requests::Request;
+use teloxide::types::{FileId, Message};
+
+/// Images larger than this are not sent to the model (the providers' own per-image limit).
+const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+/// A download that takes longer than this is abandoned.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// Quoted context longer than this is cut.
+const MAX_QUOTE_CHARS: usize = 2000;
+
+pub enum Prepared {
+    Run {
+        input: Vec<ContentBlock>,
+        preview: String,
+    },
+    /// Nothing to run; tell the user this (plain text, HTML-escaped by the caller).
+    Reply(String),
+}
+
+pub struct Inputs {
+    pub tg: Telegram,
+    pub paths: Arc<PathPolicy>,
+    pub supports_images: bool,
+    /// Largest file downloaded, in bytes.
+    pub max_bytes: u64,
+}
+
+impl Inputs {
+    /// `text` is the message's text or caption with the bot's mention removed.
+    pub async fn prepare(&self, msg: &Message, text: &str) -> Prepared {
+        let context = quoted(msg).map(|q| format!("(In reply to an earlier message: «{q}»)\n\n"));
+        let context = context.unwrap_or_default();
+        if let Some(sizes) = msg.photo() {
+            return self.photo(sizes, &context, text).await;
+        }
+        if let Some(doc) = msg.document() {
+            let name = doc.file.id.clone();
+            let mime = doc.mime_type.as_ref().map(|m| m.to_string());
+            return self
+                .document(name, doc.file_name.as_deref(), mime, &context, text)
+                .await;
+        }
+        if msg.text().is_some() && !text.is_empty() {
+            return Prepared::Run {
+                input: vec![ContentBlock::text(format!("{context}{text}"))],
+                preview: text.to_string(),
+            };
+        }
+        if msg.text().is_some() {
+            return Prepared::Reply("Say what you would like me to do.".into());
+        }
+        Prepared::Reply(
+            "I can read text, photos and documents; this kind of message is not supported.".into(),
+        )
+    }
+
+    async fn photo(
+        &self,
+        sizes: &[teloxide::types::PhotoSize],
+        context: &str,
+        caption: &str,
+    ) -> Prepared {
+        if !self.supports_images {
+            return Prepared::Reply(
+                "The configured model cannot look at images. Describe it in words, or send it \
+                 as a file to save it in the workspace."
+                    .into(),
+            );
+        }
+        let limit = self.max_bytes.min(MAX_IMAGE_BYTES);
+        let Some(best) = sizes
+            .iter()
+            .filter(|p| u64::from(p.file.size) <= limit)
+            .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
+        else {
+            return Prepared::Reply(format!(
+                "That photo is too large; the limit is {}.",
+                human_size(limit)
+            ));
+        };
+        let data = match self.download(&best.file.id, limit).await {
+            Ok(data) => data,
+            Err(e) => return Prepared::Reply(format!("I could not download that photo: {e}")),
+        };
+        let mut input = vec![ContentBlock::Image {
+            // Telegram re-encodes every photo as JPEG.
+            media_type: "image/jpeg".into(),
+            data_base64: base64::engine::general_purpose::STANDARD.encode(&data),
+        }];
+        let text = format!("{context}{caption}");
+        if !text.trim().is_empty() {
+            input.push(ContentBlock::text(text));
+        }
+        let preview = if caption.is_empty() {
+            "[photo]".to_string()
+        } else {
+            format!("[photo] {caption}")
+        };
+        Prepared::Run { input, preview }
+    }
+
+    async fn document(
+        &self,
+        file_id: FileId,
+        file_name: Option<&str>,
+        mime: Option<String>,
+        context: &str,
+        caption: &str,
+    ) -> Prepared {
+        let data = match self.download(&file_id, self.max_bytes).await {
+            Ok(data) => data,
+            Err(e) => return Prepared::Reply(format!("I could not take that file: {e}")),
+        };
+        let name = safe_file_name(file_name.unwrap_or(""));
+        let saved = match save_attachment(&self.paths, &name, &data) {
+            Ok(saved) => saved,
+            Err(e) => return Prepared::Reply(format!("I could not save that file: {e}")),
+        };
+        let kind = mime.map(|m| format!(", {m}")).unwrap_or_default();
+        let note = format!(
+            "[The user sent a file, saved in the workspace as {saved} ({}{kind}).]",
+            human_size(data.len() as u64)
+        );
+        let text = if caption.is_empty() {
+            format!("{context}{note}")
+        } else {
+            format!("{context}{note}\n\n{caption}")
+        };
+        Prepared::Run {
+            input: vec![ContentBlock::text(text)],
+            preview: format!("[file {saved}] {caption}").trim_end().to_string(),
+        }
+    }
+
+    /// getFile, then the file itself, refusing more than `limit` bytes.
+    async fn download(&self, file_id: &FileId, limit: u64) -> Result<Vec<u8>, String> {
+        let fetch = async {
+            let file = self
+                .tg
+                .retrying("getFile", || self.tg.bot().get_file(file_id.clone()).send())
+                .await
+                .map_err(|e| describe(&e))?;
+            if u64::from(file.meta.size) > limit {
+                return Err(format!("it is larger than {}", human_size(limit)));
+            }
+            let mut stream = self.tg.bot().download_file_stream(&file.path);
+            let mut data = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| redact(&e.without_url().to_string()))?;
+                if (data.len() + chunk.len()) as u64 > limit {
+                    return Err(format!("it is larger than {}", human_size(limit)));
+                }
+                data.extend_from_slice(&chunk);
+            }
+            Ok(data)
+        };
+        tokio::time::timeout(DOWNLOAD_TIMEOUT, fetch)
+            .await
+            .unwrap_or_else(|_| Err("the download took too long".into()))
+    }
+}
+
+/// The replied-to text: the quoted part if the user quoted one, else the whole message.
+fn quoted(msg: &Message) -> Option<String> {
+    let text = match msg.quote() {
+        Some(quote) => quote.text.clone(),
+        None => {
+            let earlier = msg.reply_to_message()?;
+            earlier.text().or_else(|| earlier.caption())?.to_string()
+        }
+    };
+    let short: String = text.chars().take(MAX_QUOTE_CHARS).collect();
+    Some(if short.len() < text.len() {
+        format!("{short}…")
+    } else {
+        short
+    })
+}
+
+/// One path component of `[A-Za-z0-9._-]`, no leading dot, at most 100 characters, keeping
+/// the extension: `../../etc/passwd` → `passwd`, `my report (v2).pdf` → `my_report_v2_.pdf`.
+pub fn safe_file_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let mut cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while cleaned.contains("__") {
+        cleaned = cleaned.replace("__", "_");
+    }
+    let cleaned = cleaned.trim_start_matches(['.', '_']).to_string();
+    let cleaned = if cleaned.chars().any(|c| c.is_ascii_alphanumeric()) {
+        cleaned
+    } else {
+        "file".to_string()
+    };
+    if cleaned.len() <= 100 {
+        return cleaned;
+    }
+    match cleaned.rfind('.') {
+        Some(dot) if cleaned.len() - dot <= 16 => {
+            format!(
+                "{}{}",
+                &cleaned[..100 - (cleaned.len() - dot)],
+                &cleaned[dot..]
+            )
+        }
+        _ => cleaned[..100].to_string(),
+    }
+}
+
+/// Write `data` to `attachments/<name>` in the workspace (adding `-1`, `-2`… instead of
+/// overwriting); returns the path relative to the workspace.
+pub fn save_attachment(paths: &PathPolicy, name: &str, data: &[u8]) -> Result<String, String> {
+    let workspace = paths.workspace().to_path_buf();
+    let (stem, ext) = match name.rfind('.') {
+        Some(dot) if dot > 0 => (&name[..dot], &name[dot..]),
+        _ => (name, ""),
+    };
+    for n in 0..100 {
+        let candidate = if n == 0 {
+            name.to_string()
+        } else {
+            format!("{stem}-{n}{ext}")
+        };
+        let relative = format!("attachments/{candidate}");
+        let checked = paths
+            .check(&workspace, &relative, Access::Write)
+            .map_err(|d| d.reason)?;
+        if let Some(dir) = checked.parent() {
+            beneath::create_dirs(paths, dir).map_err(|e| format!("attachments/: {e}"))?;
+        }
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+        match beneath::open(paths, &checked, flags, 0o600) {
+            Ok(mut file) => {
+                file.write_all(data)
+                    .and_then(|_| file.sync_all())
+                    .map_err(|e| format!("{relative}: {e}"))?;
+                return Ok(relative);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("{relative}: {e}")),
+        }
+    }
+    Err(format!("too many files named {name} in attachments/"))
+}
+
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1024 * 1024 => format!("{:.1} MB", b as f64 / (1024.0 * 1024.0)),
+        b if b >= 1024 => format!("{:.1} KB", b as f64 / 1024.0),
+        b => format!("{b} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_become_one_safe_component() {
+        assert_eq!(safe_file_name("../../etc/passwd"), "passwd");
+        assert_eq!(safe_file_name("..\\..\\boot.ini"), "boot.ini");
+        assert_eq!(safe_file_name("my report (v2).pdf"), "my_report_v2_.pdf");
+        assert_eq!(safe_file_name(".bashrc"), "bashrc");
+        assert_eq!(safe_file_name(".."), "file");
+        assert_eq!(safe_file_name(""), "file");
+        assert_eq!(safe_file_name("отчёт.txt"), "txt");
+        let long = format!("{}.tar.gz", "a".repeat(300));
+        let cut = safe_file_name(&long);
+        assert_eq!(cut.len(), 100);
+        assert!(cut.ends_with(".gz"));
+    }
+
+    #[test]
+    fn attachments_are_saved_without_overwriting_or_following_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let paths = PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap();
+        assert_eq!(
+            save_attachment(&paths, "a.txt", b"one").unwrap(),
+            "attachments/a.txt"
+        );
+        assert_eq!(
+            save_attachment(&paths, "a.txt", b"two").unwrap(),
+            "attachments/a-1.txt"
+        );
+        let saved = paths.workspace().join("attachments");
+        assert_eq!(std::fs::read(saved.join("a.txt")).unwrap(), b"one");
+        // A symlinked attachments/ pointing outside is refused.
+        let ws2 = dir.path().join("ws2");
+        std::fs::create_dir(&ws2).unwrap();
+        std::os::unix::fs::symlink(dir.path(), ws2.join("attachments")).unwrap();
+        let paths2 = PathPolicy::new(&ws2, &[], &[], std::path::Path::new("/root")).unwrap();
+        assert!(save_attachment(&paths2, "x.txt", b"x").is_err());
+        assert!(!dir.path().join("x.txt").exists());
+    }
+}

@@ -1,0 +1,232 @@
+//! The Telegram channel: `warden bot`.
+//!
+//! Long polling (teloxide's client against the Bot API, or a local fake in tests) feeds a
+//! durable update log; each update passes access control and becomes a command, an approval
+//! button press, or a prompt for the chat's actor in the [`crate::gateway`]. Answers come back
+//! as Telegram HTML split into ≤ 4096-character parts. The token is only ever sent in request
+//! URLs and is redacted from every log line.
+//!
+//! ```ignore
+//! let bot = TelegramBot::connect(&app).await?;   // checks config, getMe, recovery
+//! let gateway = bot.gateway();                   // for the scheduler: gateway.submit(…)
+//! bot.run(shutdown_token).await?;                // until SIGTERM/SIGINT
+//! ```
+
+mod access;
+mod api;
+mod approvals;
+mod commands;
+pub mod format;
+mod handler;
+mod inputs;
+mod poll;
+pub mod split;
+pub mod store;
+mod view;
+
+pub use inputs::safe_file_name;
+
+use crate::app::App;
+use crate::config::TelegramConfig;
+use crate::gateway::{Gateway, GatewaySettings};
+use access::Access;
+use anyhow::Context;
+use api::{describe, Telegram};
+use approvals::Approvals;
+use handler::Handler;
+use inputs::Inputs;
+use std::sync::Arc;
+use std::time::Duration;
+use store::UpdateLog;
+use teloxide::prelude::Requester;
+use teloxide::types::BotCommand;
+use teloxide::{ApiError, RequestError};
+use tokio_util::sync::CancellationToken;
+use view::TelegramChannel;
+
+/// Why `warden bot` will not start with this config (a message naming what to set).
+pub fn check_config(config: &TelegramConfig) -> Result<(), String> {
+    if config.token.is_empty() {
+        return Err(
+            "no Telegram bot token: set TELEGRAM_BOT_TOKEN (or telegram.token in \
+                    ~/.warden/config.toml) to the token BotFather gave you"
+                .into(),
+        );
+    }
+    if config.allowed_users.is_empty() {
+        return Err(
+            "no allowed Telegram users: warden bot refuses to answer everyone. Set \
+                    TELEGRAM_ALLOWED_USERS (comma-separated numeric user IDs) or \
+                    telegram.allowed_users in ~/.warden/config.toml"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A connected bot, ready to poll.
+pub struct TelegramBot {
+    tg: Telegram,
+    gateway: Gateway,
+    handler: Handler,
+    approvals: Arc<Approvals>,
+    config: TelegramConfig,
+}
+
+impl TelegramBot {
+    /// Check the config, reach the Bot API (`getMe`), make sure no webhook blocks polling,
+    /// register the command menu, and recover runs a previous process left unfinished.
+    pub async fn connect(app: &App) -> anyhow::Result<TelegramBot> {
+        let config = app.config.telegram.clone();
+        check_config(&config).map_err(anyhow::Error::msg)?;
+        let tg = Telegram::new(config.token.expose(), config.api_url.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        let me = get_me(&tg).await?;
+        let username = me.user.username.clone().unwrap_or_default();
+        tracing::info!(bot = %username, "connected to the Telegram Bot API");
+        clear_webhook(&tg).await;
+        let menu: Vec<BotCommand> = commands::MENU
+            .iter()
+            .map(|(name, about)| BotCommand::new(*name, *about))
+            .collect();
+        if let Err(e) = tg.bot().set_my_commands(menu).await {
+            tracing::warn!("setMyCommands: {}", describe(&e));
+        }
+
+        let log = UpdateLog::new(app.db.clone());
+        if let Err(e) = log.prune() {
+            tracing::warn!("pruning old updates: {e}");
+        }
+        let approvals = Arc::new(Approvals::new(Duration::from_secs(
+            config.approval_timeout_secs.max(1),
+        )));
+        let channel = Arc::new(TelegramChannel::new(tg.clone(), approvals.clone()));
+        let gateway = Gateway::new(
+            app.agent.clone(),
+            app.db.clone(),
+            channel,
+            GatewaySettings {
+                queue_depth: config.queue_depth,
+                ..GatewaySettings::default()
+            },
+        );
+        let recovery = gateway
+            .recover()
+            .await
+            .context("recovering unfinished runs")?;
+        if recovery.interrupted + recovery.requeued > 0 {
+            tracing::info!(
+                interrupted = recovery.interrupted,
+                requeued = recovery.requeued,
+                "recovered runs from the previous start"
+            );
+        }
+        let handler = Handler {
+            tg: tg.clone(),
+            gateway: gateway.clone(),
+            access: Access::new(&config.allowed_users, me.user.id.0 as i64, &username),
+            log,
+            approvals: approvals.clone(),
+            inputs: Inputs {
+                tg: tg.clone(),
+                paths: app.paths.clone(),
+                supports_images: app.agent.provider().supports_images(),
+                max_bytes: config.max_file_bytes,
+            },
+        };
+        Ok(TelegramBot {
+            tg,
+            gateway,
+            handler,
+            approvals,
+            config,
+        })
+    }
+
+    /// The gateway, for other sources of prompts (the scheduler).
+    pub fn gateway(&self) -> Gateway {
+        self.gateway.clone()
+    }
+
+    /// Poll until `shutdown`, then stop: pending approvals are denied, running agents get
+    /// `shutdown_grace_secs` to finish and are then recorded as interrupted.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let polled = poll::run(
+            &self.tg,
+            &self.handler.log,
+            &self.handler,
+            &shutdown,
+            self.config.poll_timeout_secs,
+        )
+        .await;
+        tracing::info!("stopping: waiting for running agents");
+        self.approvals.close();
+        self.gateway
+            .shutdown(Duration::from_secs(self.config.shutdown_grace_secs))
+            .await;
+        polled.map_err(anyhow::Error::msg)
+    }
+}
+
+/// `warden bot`: run until SIGTERM or SIGINT.
+pub async fn run_bot(app: App) -> anyhow::Result<i32> {
+    let bot = TelegramBot::connect(&app).await?;
+    let shutdown = CancellationToken::new();
+    let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
+    eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");
+    let result = bot.run(shutdown).await;
+    signals.abort();
+    result.map(|_| 0)
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot watch SIGTERM: {e}");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    shutdown.cancel();
+}
+
+/// `getMe`, retrying network errors for a while; a rejected token fails at once.
+async fn get_me(tg: &Telegram) -> anyhow::Result<teloxide::types::Me> {
+    let mut wait = Duration::from_secs(1);
+    for attempt in 1.. {
+        match tg.bot().get_me().await {
+            Ok(me) => return Ok(me),
+            Err(RequestError::Api(ApiError::InvalidToken)) => {
+                anyhow::bail!("Telegram rejected the bot token (TELEGRAM_BOT_TOKEN)")
+            }
+            Err(e) if attempt >= 6 => {
+                anyhow::bail!("cannot reach the Telegram Bot API: {}", describe(&e))
+            }
+            Err(e) => {
+                tracing::warn!("getMe failed: {} (retrying in {wait:?})", describe(&e));
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Long polling does not work while a webhook is set: remove one if present.
+async fn clear_webhook(tg: &Telegram) {
+    match tg.bot().get_webhook_info().await {
+        Ok(info) if info.url.is_some() => {
+            tracing::warn!("a webhook was set; removing it to use long polling");
+            if let Err(e) = tg.bot().delete_webhook().await {
+                tracing::warn!("deleteWebhook: {}", describe(&e));
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("getWebhookInfo: {}", describe(&e)),
+    }
+}

@@ -1,0 +1,219 @@
+//! One chat's actor: takes prompts from the chat's queue one at a time, runs the agent,
+//! stores the answer, delivers it, and stops after a while with nothing to do.
+//!
+//! The queue and the running run live in a [`ChatSlot`] shared with the [`super::Gateway`], so
+//! `/stop`, `/steer` and `/status` act at once without waiting for the actor.
+
+use super::store::{RunRow, RunState};
+use super::{lock, Inner, Origin, RunInfo, RunResult, RunStatus, Submission};
+use crate::agent::{RunControl, RunEnd, RunRequest};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::Notify;
+
+#[derive(Default)]
+pub(super) struct ChatSlot {
+    pub state: Mutex<ChatState>,
+    /// Rung when a prompt is queued.
+    pub wake: Notify,
+}
+
+#[derive(Default)]
+pub(super) struct ChatState {
+    pub queue: VecDeque<Queued>,
+    pub running: Option<Running>,
+}
+
+pub(super) struct Queued {
+    pub run_id: i64,
+    pub preview: String,
+}
+
+pub(super) struct Running {
+    pub preview: String,
+    pub started: Instant,
+    pub control: RunControl,
+}
+
+pub(super) fn info(row: &RunRow) -> RunInfo {
+    RunInfo {
+        run_id: row.id,
+        chat_id: row.chat_id,
+        reply_to: row.reply_to,
+        preview: row.preview.clone(),
+        origin: row.origin.clone(),
+    }
+}
+
+pub(super) async fn run_chat(inner: Arc<Inner>, chat_id: i64, slot: Arc<ChatSlot>) {
+    loop {
+        if inner.closing.is_cancelled() {
+            retire(&inner, chat_id, &slot, true);
+            return;
+        }
+        let next = lock(&slot.state).queue.pop_front();
+        if let Some(queued) = next {
+            execute(&inner, &slot, queued).await;
+            continue;
+        }
+        tokio::select! {
+            _ = slot.wake.notified() => {}
+            _ = inner.closing.cancelled() => {}
+            _ = tokio::time::sleep(inner.settings.idle) => {
+                if retire(&inner, chat_id, &slot, false) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Remove the slot from the gateway if there is nothing left to do (or when closing).
+fn retire(inner: &Inner, chat_id: i64, slot: &Arc<ChatSlot>, closing: bool) -> bool {
+    let mut chats = lock(&inner.chats);
+    let idle = {
+        let state = lock(&slot.state);
+        state.queue.is_empty() && state.running.is_none()
+    };
+    if (idle || closing) && chats.get(&chat_id).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+        chats.remove(&chat_id);
+    }
+    idle || closing
+}
+
+async fn execute(inner: &Arc<Inner>, slot: &ChatSlot, queued: Queued) {
+    let row = match inner.store.get(queued.run_id) {
+        Ok(Some(row)) => row,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(run = queued.run_id, "reading a queued run: {e}");
+            return;
+        }
+    };
+    match row.state {
+        RunState::Queued => run_agent(inner, slot, row).await,
+        RunState::Replying => {
+            let text = row.answer.clone().unwrap_or_default();
+            deliver(inner, &row, &text).await;
+        }
+        // Finished meanwhile (a duplicate submission, a /stop).
+        _ => {}
+    }
+}
+
+async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
+    let control = RunControl::new();
+    if let Err(e) = inner.store.set_running(row.id) {
+        // Running without the durable mark could answer twice after a crash: do not run.
+        tracing::error!(run = row.id, "marking a run as running: {e}");
+        return;
+    }
+    lock(&slot.state).running = Some(Running {
+        preview: row.preview.clone(),
+        started: Instant::now(),
+        control: control.clone(),
+    });
+    let info = info(&row);
+    let view = inner.channel.open_run(&info, &control);
+    let result = inner
+        .agent
+        .run(RunRequest {
+            session: format!("{}:{}", inner.settings.session_prefix, row.chat_id),
+            input: row.input.clone(),
+            approver: view.approver(),
+            events: view.events(),
+            control,
+        })
+        .await;
+    view.finish().await;
+    lock(&slot.state).running = None;
+
+    let (status, text, leftover) = match result {
+        Ok(outcome) => match outcome.end {
+            RunEnd::Aborted if inner.aborting.load(Ordering::SeqCst) => {
+                // Cut short by shutdown, not by the user: told at the next start.
+                if let Err(e) = inner.store.set_interrupted(row.id) {
+                    tracing::error!(run = row.id, "recording an interrupted run: {e}");
+                }
+                inner.resolve(RunResult {
+                    run_id: row.id,
+                    status: RunStatus::Interrupted,
+                    text: String::new(),
+                });
+                return;
+            }
+            RunEnd::Aborted => (RunStatus::Stopped, outcome.text, Vec::new()),
+            RunEnd::Answered => (RunStatus::Answered, outcome.text, outcome.unconsumed_steer),
+            RunEnd::IterationLimit => (
+                RunStatus::IterationLimit,
+                outcome.text,
+                outcome.unconsumed_steer,
+            ),
+        },
+        Err(e) => (
+            RunStatus::Failed,
+            format!("Sorry, I could not finish that: {e}"),
+            Vec::new(),
+        ),
+    };
+    let text = if text.trim().is_empty() {
+        "(done — the model gave no text)".to_string()
+    } else {
+        text
+    };
+    if let Err(e) = inner.store.set_replying(row.id, status.as_str(), &text) {
+        tracing::error!(run = row.id, "storing an answer: {e}");
+    }
+    let row = RunRow {
+        state: RunState::Replying,
+        outcome: Some(status.as_str().into()),
+        answer: Some(text.clone()),
+        ..row
+    };
+    deliver(inner, &row, &text).await;
+    // Steering that came after the model's last step runs next, before anything queued.
+    for steer in leftover.into_iter().rev() {
+        let submission = Submission::text(row.chat_id, Origin::Steer, steer);
+        let gateway = super::Gateway {
+            inner: inner.clone(),
+        };
+        if let Err(e) = gateway.enqueue(submission, true) {
+            tracing::warn!(chat = row.chat_id, "queueing a late steer message: {e}");
+        }
+    }
+}
+
+/// Send the stored answer (skipping parts sent before a restart), then mark the run answered.
+async fn deliver(inner: &Inner, row: &RunRow, text: &str) {
+    if row.deliver {
+        let store = inner.store.clone();
+        let id = row.id;
+        let sent = move |parts: usize| {
+            if let Err(e) = store.set_parts_sent(id, parts) {
+                tracing::error!(run = id, "recording delivery progress: {e}");
+            }
+        };
+        if let Err(e) = inner
+            .channel
+            .deliver(&info(row), text, row.parts_sent, &sent)
+            .await
+        {
+            // Not retried forever: a blocked bot or a deleted chat would never accept it.
+            tracing::warn!(
+                run = row.id,
+                chat = row.chat_id,
+                "answer not delivered: {e}"
+            );
+        }
+    }
+    if let Err(e) = inner.store.set_answered(row.id) {
+        tracing::error!(run = row.id, "marking a run answered: {e}");
+    }
+    inner.resolve(RunResult {
+        run_id: row.id,
+        status: RunStatus::parse(row.outcome.as_deref().unwrap_or("answered")),
+        text: text.to_string(),
+    });
+}

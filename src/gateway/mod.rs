@@ -1,0 +1,563 @@
+//! The gateway: one actor per chat between the channels (and the scheduler) and the agent.
+//!
+//! Each chat has a queue of prompts; its actor runs them one at a time, so one chat's runs
+//! never overlap, while different chats run concurrently. An actor is created on demand and
+//! stops after a while without work. `/stop` aborts the running agent (which kills a running
+//! sandbox process) and drops the queue, `/steer` injects a message into the running agent,
+//! `/new` starts a fresh session. Every accepted prompt is a durable row (see [`store`]) before
+//! it is queued, so a crash loses none and answers none twice.
+//!
+//! Prompts that do not come from a chat message — scheduled jobs — go through the same queue:
+//!
+//! ```ignore
+//! let handle = gateway.submit(
+//!     Submission::text(chat_id, Origin::Scheduled { job_id: "7".into() }, "check the backups")
+//!         .dedup_key("cron:7:2026-11-21T08:00"),
+//! )?;
+//! let result = handle.wait().await?; // RunResult { status, text, .. }; the chat got it too
+//! ```
+
+mod actor;
+pub mod channel;
+pub mod store;
+
+pub use channel::{Channel, RunInfo, RunView};
+
+use crate::agent::Agent;
+use crate::db::{Database, DbError};
+use crate::llm::ContentBlock;
+use actor::{ChatSlot, Queued};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use store::{Inserted, NewRun, RunRow, RunState, RunStore};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Where a prompt came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Origin {
+    /// A message a user sent in the chat.
+    User { user_id: i64 },
+    /// A job of the scheduler (cron, heartbeat).
+    Scheduled { job_id: String },
+    /// A `/steer` message that reached the agent after its last step: it runs next.
+    Steer,
+    /// A stored origin this version cannot read.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A prompt for a chat's queue.
+#[derive(Clone, Debug)]
+pub struct Submission {
+    pub chat_id: i64,
+    pub origin: Origin,
+    /// What the agent receives as the user's message.
+    pub input: Vec<ContentBlock>,
+    /// A short text for `/status` and notices.
+    pub preview: String,
+    /// The chat message the answer replies to.
+    pub reply_to: Option<i32>,
+    /// Submitting the same key again returns the existing run instead of a second one
+    /// (a re-delivered update, a scheduler firing again after a restart).
+    pub dedup_key: Option<String>,
+    /// Send the answer to the chat (default). `false`: only the [`RunHandle`] gets it.
+    pub deliver: bool,
+}
+
+impl Submission {
+    pub fn text(chat_id: i64, origin: Origin, text: impl Into<String>) -> Submission {
+        let text = text.into();
+        Submission {
+            chat_id,
+            origin,
+            preview: preview(&text),
+            input: vec![ContentBlock::text(text)],
+            reply_to: None,
+            dedup_key: None,
+            deliver: true,
+        }
+    }
+
+    pub fn blocks(chat_id: i64, origin: Origin, input: Vec<ContentBlock>, preview: &str) -> Self {
+        Submission {
+            chat_id,
+            origin,
+            input,
+            preview: self::preview(preview),
+            reply_to: None,
+            dedup_key: None,
+            deliver: true,
+        }
+    }
+
+    pub fn reply_to(mut self, message_id: i32) -> Submission {
+        self.reply_to = Some(message_id);
+        self
+    }
+
+    pub fn dedup_key(mut self, key: impl Into<String>) -> Submission {
+        self.dedup_key = Some(key.into());
+        self
+    }
+
+    /// Do not send the answer to the chat.
+    pub fn silent(mut self) -> Submission {
+        self.deliver = false;
+        self
+    }
+}
+
+/// The first line of a prompt, shortened, for status displays and notices.
+pub fn preview(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let short: String = line.trim().chars().take(80).collect();
+    if short.len() < line.trim().len() || text.trim().lines().count() > 1 {
+        format!("{short}…")
+    } else {
+        short
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("busy: {queued} messages are already waiting in this chat")]
+    Busy { queued: usize },
+    #[error("warden is shutting down")]
+    ShuttingDown,
+    #[error("{0}")]
+    Store(#[from] DbError),
+}
+
+/// How a run ended, as the submitter sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    Answered,
+    /// The agent hit its per-run iteration cap (the text says so).
+    IterationLimit,
+    /// `/stop` while it ran.
+    Stopped,
+    /// The model could not be reached (the text says why).
+    Failed,
+    /// Dropped from the queue by `/stop` before it started.
+    Cancelled,
+    /// warden stopped while the agent worked on it; it is not run again.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Answered => "answered",
+            RunStatus::IterationLimit => "iteration_limit",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    fn parse(s: &str) -> RunStatus {
+        match s {
+            "answered" => RunStatus::Answered,
+            "iteration_limit" => RunStatus::IterationLimit,
+            "stopped" => RunStatus::Stopped,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => RunStatus::Interrupted,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunResult {
+    pub run_id: i64,
+    pub status: RunStatus,
+    /// The answer as sent to the chat (empty for cancelled and interrupted runs).
+    pub text: String,
+}
+
+impl RunResult {
+    fn from_row(row: &RunRow) -> RunResult {
+        RunResult {
+            run_id: row.id,
+            status: RunStatus::parse(row.outcome.as_deref().unwrap_or("interrupted")),
+            text: row.answer.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Waits for a submitted run's result.
+#[derive(Debug)]
+pub struct RunHandle {
+    pub run_id: i64,
+    rx: oneshot::Receiver<RunResult>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the gateway shut down before run {0} finished; it stays queued for the next start")]
+pub struct GatewayClosed(pub i64);
+
+impl RunHandle {
+    pub async fn wait(self) -> Result<RunResult, GatewayClosed> {
+        self.rx.await.map_err(|_| GatewayClosed(self.run_id))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct GatewaySettings {
+    /// Prompts that may wait behind the running one; more get [`SubmitError::Busy`].
+    pub queue_depth: usize,
+    /// An actor with nothing to do stops after this long (it is recreated on demand).
+    pub idle: Duration,
+    /// Session keys are `<prefix>:<chat_id>`.
+    pub session_prefix: String,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        GatewaySettings {
+            queue_depth: 5,
+            idle: Duration::from_secs(600),
+            session_prefix: "telegram".into(),
+        }
+    }
+}
+
+/// What `/status` shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChatStatus {
+    /// The running prompt's preview and how long it has run.
+    pub running: Option<(String, Duration)>,
+    /// Previews of the waiting prompts, in order.
+    pub queued: Vec<String>,
+}
+
+/// What `/stop` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StopReport {
+    pub aborted: bool,
+    pub dropped: usize,
+}
+
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: Arc<Agent>,
+    store: RunStore,
+    channel: Arc<dyn Channel>,
+    settings: GatewaySettings,
+    chats: Mutex<HashMap<i64, Arc<ChatSlot>>>,
+    waiters: Mutex<HashMap<i64, Vec<oneshot::Sender<RunResult>>>>,
+    /// Set at shutdown: no new prompts, no new runs.
+    closing: CancellationToken,
+    /// Set when shutdown aborts the runs still going: their abort means "interrupted".
+    aborting: AtomicBool,
+    tasks: TaskTracker,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Gateway {
+    pub fn new(
+        agent: Arc<Agent>,
+        db: Arc<Database>,
+        channel: Arc<dyn Channel>,
+        settings: GatewaySettings,
+    ) -> Gateway {
+        Gateway {
+            inner: Arc::new(Inner {
+                agent,
+                store: RunStore::new(db),
+                channel,
+                settings,
+                chats: Mutex::new(HashMap::new()),
+                waiters: Mutex::new(HashMap::new()),
+                closing: CancellationToken::new(),
+                aborting: AtomicBool::new(false),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// The session key of a chat.
+    pub fn session_key(&self, chat_id: i64) -> String {
+        format!("{}:{chat_id}", self.inner.settings.session_prefix)
+    }
+
+    /// Queue a prompt in its chat. Fails with [`SubmitError::Busy`] when `queue_depth` prompts
+    /// already wait there; with a known dedup key, returns a handle to the existing run.
+    pub fn submit(&self, submission: Submission) -> Result<RunHandle, SubmitError> {
+        self.enqueue(submission, false)
+    }
+
+    fn enqueue(&self, s: Submission, front: bool) -> Result<RunHandle, SubmitError> {
+        let inner = &self.inner;
+        if inner.closing.is_cancelled() {
+            return Err(SubmitError::ShuttingDown);
+        }
+        // The chats lock is held until the run is queued, so an idle actor cannot retire
+        // between our lookup and our push.
+        let chats = &mut lock(&inner.chats);
+        let slot = self.slot(chats, s.chat_id);
+        let mut state = lock(&slot.state);
+        if let Some(key) = &s.dedup_key {
+            if let Some(row) = inner.store.by_key(key)? {
+                return Ok(self.handle_for(&row));
+            }
+        }
+        if !front && state.queue.len() >= inner.settings.queue_depth {
+            return Err(SubmitError::Busy {
+                queued: state.queue.len(),
+            });
+        }
+        let new = NewRun {
+            chat_id: s.chat_id,
+            origin: &s.origin,
+            dedup_key: s.dedup_key.as_deref(),
+            input: &s.input,
+            preview: &s.preview,
+            reply_to: s.reply_to,
+            deliver: s.deliver,
+        };
+        let run_id = match inner.store.insert(&new)? {
+            Inserted::New(id) => id,
+            Inserted::Existing(row) => return Ok(self.handle_for(&row)),
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&inner.waiters).entry(run_id).or_default().push(tx);
+        let queued = Queued {
+            run_id,
+            preview: s.preview.clone(),
+        };
+        if front {
+            state.queue.push_front(queued);
+        } else {
+            state.queue.push_back(queued);
+        }
+        drop(state);
+        slot.wake.notify_one();
+        Ok(RunHandle { run_id, rx })
+    }
+
+    /// The chat's slot, starting its actor if it has none.
+    fn slot(&self, chats: &mut HashMap<i64, Arc<ChatSlot>>, chat_id: i64) -> Arc<ChatSlot> {
+        chats
+            .entry(chat_id)
+            .or_insert_with(|| {
+                let slot = Arc::new(ChatSlot::default());
+                let inner = self.inner.clone();
+                let actor_slot = slot.clone();
+                self.inner
+                    .tasks
+                    .spawn(actor::run_chat(inner, chat_id, actor_slot));
+                slot
+            })
+            .clone()
+    }
+
+    /// A handle for a run that exists already: resolved now if it is finished.
+    fn handle_for(&self, row: &RunRow) -> RunHandle {
+        let (tx, rx) = oneshot::channel();
+        match row.state {
+            RunState::Answered | RunState::Cancelled | RunState::Interrupted => {
+                let _ = tx.send(RunResult::from_row(row));
+            }
+            _ => lock(&self.inner.waiters)
+                .entry(row.id)
+                .or_default()
+                .push(tx),
+        }
+        RunHandle { run_id: row.id, rx }
+    }
+
+    /// `/stop`: abort the running agent and drop the waiting prompts.
+    pub fn stop(&self, chat_id: i64) -> StopReport {
+        let Some(slot) = lock(&self.inner.chats).get(&chat_id).cloned() else {
+            return StopReport::default();
+        };
+        let (aborted, dropped) = {
+            let mut state = lock(&slot.state);
+            let aborted = match &state.running {
+                Some(running) => {
+                    running.control.abort();
+                    true
+                }
+                None => false,
+            };
+            (aborted, state.queue.drain(..).collect::<Vec<_>>())
+        };
+        for queued in &dropped {
+            if let Err(e) = self.inner.store.set_cancelled(queued.run_id) {
+                tracing::warn!(run = queued.run_id, "recording a cancelled run: {e}");
+            }
+            self.inner.resolve(RunResult {
+                run_id: queued.run_id,
+                status: RunStatus::Cancelled,
+                text: String::new(),
+            });
+        }
+        StopReport {
+            aborted,
+            dropped: dropped.len(),
+        }
+    }
+
+    /// `/steer TEXT`: deliver `text` to the running agent before its next step. False when
+    /// nothing runs in the chat.
+    pub fn steer(&self, chat_id: i64, text: &str) -> bool {
+        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+        slot.is_some_and(|slot| match &lock(&slot.state).running {
+            Some(running) => {
+                running.control.steer(text);
+                true
+            }
+            None => false,
+        })
+    }
+
+    pub fn status(&self, chat_id: i64) -> ChatStatus {
+        let Some(slot) = lock(&self.inner.chats).get(&chat_id).cloned() else {
+            return ChatStatus::default();
+        };
+        let state = lock(&slot.state);
+        ChatStatus {
+            running: state
+                .running
+                .as_ref()
+                .map(|r| (r.preview.clone(), r.started.elapsed())),
+            queued: state.queue.iter().map(|q| q.preview.clone()).collect(),
+        }
+    }
+
+    /// `/new`: start a fresh session. Refused (`Ok(false)`) while a run is in progress, since
+    /// the running agent would write into the new session.
+    pub fn new_session(&self, chat_id: i64) -> Result<bool, DbError> {
+        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+        if let Some(slot) = slot {
+            if lock(&slot.state).running.is_some() {
+                return Ok(false);
+            }
+        }
+        self.inner
+            .agent
+            .sessions()
+            .reset(&self.session_key(chat_id))?;
+        Ok(true)
+    }
+
+    /// At start-up, before new prompts: tell users about runs a crash or shutdown cut short
+    /// (they are not run again: a half-done run may have had side effects), finish delivering
+    /// stored answers, and queue again the prompts that never started, in their order.
+    pub async fn recover(&self) -> Result<Recovery, DbError> {
+        let mut report = Recovery::default();
+        for row in self.inner.store.unfinished()? {
+            match row.state {
+                RunState::Running | RunState::Interrupted => {
+                    self.inner.store.set_interrupted(row.id)?;
+                    let notice = interrupted_notice(&row);
+                    let info = actor::info(&row);
+                    if let Err(e) = self.inner.channel.deliver(&info, &notice, 0, &|_| {}).await {
+                        tracing::warn!(run = row.id, "telling the chat about a restart: {e}");
+                    }
+                    self.inner.store.set_notified(row.id)?;
+                    report.interrupted += 1;
+                }
+                RunState::Queued | RunState::Replying => {
+                    let chats = &mut lock(&self.inner.chats);
+                    let slot = self.slot(chats, row.chat_id);
+                    lock(&slot.state).queue.push_back(Queued {
+                        run_id: row.id,
+                        preview: row.preview.clone(),
+                    });
+                    slot.wake.notify_one();
+                    report.requeued += 1;
+                }
+                RunState::Answered | RunState::Cancelled => {}
+            }
+        }
+        Ok(report)
+    }
+
+    /// Stop taking prompts, let running agents finish for up to `grace`, then abort them
+    /// (they are recorded as interrupted and the user is told at the next start). Queued
+    /// prompts stay queued in the database.
+    pub async fn shutdown(&self, grace: Duration) {
+        let inner = &self.inner;
+        inner.closing.cancel();
+        inner.tasks.close();
+        if tokio::time::timeout(grace, inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            self.abort_all().await;
+        }
+        // Handles of prompts still queued learn that they run at the next start.
+        lock(&inner.waiters).clear();
+    }
+
+    async fn abort_all(&self) {
+        let inner = &self.inner;
+        inner
+            .aborting
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let slots: Vec<Arc<ChatSlot>> = lock(&inner.chats).values().cloned().collect();
+        for slot in slots {
+            if let Some(running) = &lock(&slot.state).running {
+                running.control.abort();
+            }
+        }
+        if tokio::time::timeout(Duration::from_secs(10), inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some runs did not stop within 10 s of being aborted");
+        }
+    }
+}
+
+/// What [`Gateway::recover`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    pub interrupted: usize,
+    pub requeued: usize,
+}
+
+fn interrupted_notice(row: &RunRow) -> String {
+    let what = match &row.origin {
+        Origin::Scheduled { .. } => "the scheduled task",
+        _ => "",
+    };
+    format!(
+        "I was restarted while working on{}{}: “{}”. I did not run it again, because it may \
+         have done part of its work already; send it again if you still want it.",
+        if what.is_empty() { "" } else { " " },
+        what,
+        row.preview
+    )
+}
+
+impl Inner {
+    /// Hand `result` to everyone waiting for its run.
+    fn resolve(&self, result: RunResult) {
+        for tx in lock(&self.waiters)
+            .remove(&result.run_id)
+            .unwrap_or_default()
+        {
+            let _ = tx.send(result.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

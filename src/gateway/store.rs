@@ -1,0 +1,348 @@
+//! Durable runs: every prompt the gateway accepts is a row before it is queued, and its state
+//! moves `queued → running → replying → answered` (or `cancelled`, `interrupted`). The answer
+//! is stored before it is sent and the number of message parts already delivered is kept, so
+//! after a crash a run is neither lost nor answered twice.
+
+use super::Origin;
+use crate::db::{Database, DbError};
+use crate::llm::ContentBlock;
+use rusqlite::{params, OptionalExtension, Row};
+use std::sync::Arc;
+
+pub const SCHEMA: &str = "
+CREATE TABLE gateway_runs (
+    id          INTEGER PRIMARY KEY,
+    chat_id     INTEGER NOT NULL,
+    origin      TEXT NOT NULL,
+    dedup_key   TEXT UNIQUE,
+    input       TEXT NOT NULL,
+    preview     TEXT NOT NULL,
+    reply_to    INTEGER,
+    deliver     INTEGER NOT NULL DEFAULT 1,
+    state       TEXT NOT NULL DEFAULT 'queued',
+    outcome     TEXT,
+    answer      TEXT,
+    parts_sent  INTEGER NOT NULL DEFAULT 0,
+    notified    INTEGER NOT NULL DEFAULT 0,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX gateway_runs_state ON gateway_runs (state, id);
+";
+
+/// Where a run is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Queued,
+    Running,
+    /// The answer is stored; message parts are being delivered.
+    Replying,
+    Answered,
+    /// Dropped by `/stop` before it started.
+    Cancelled,
+    /// The process stopped while the agent was working on it.
+    Interrupted,
+}
+
+impl RunState {
+    fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Replying => "replying",
+            RunState::Answered => "answered",
+            RunState::Cancelled => "cancelled",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+
+    fn parse(s: &str) -> RunState {
+        match s {
+            "queued" => RunState::Queued,
+            "running" => RunState::Running,
+            "replying" => RunState::Replying,
+            "answered" => RunState::Answered,
+            "cancelled" => RunState::Cancelled,
+            // Unknown states are treated as the safest: not to be run again.
+            _ => RunState::Interrupted,
+        }
+    }
+}
+
+/// A run as stored.
+#[derive(Clone, Debug)]
+pub struct RunRow {
+    pub id: i64,
+    pub chat_id: i64,
+    pub origin: Origin,
+    pub input: Vec<ContentBlock>,
+    pub preview: String,
+    pub reply_to: Option<i32>,
+    pub deliver: bool,
+    pub state: RunState,
+    /// How the agent ended (`answered`, `iteration_limit`, `stopped`, `failed`…).
+    pub outcome: Option<String>,
+    pub answer: Option<String>,
+    pub parts_sent: usize,
+    /// For interrupted runs: whether the user was told.
+    pub notified: bool,
+}
+
+/// A run to insert.
+pub struct NewRun<'a> {
+    pub chat_id: i64,
+    pub origin: &'a Origin,
+    pub dedup_key: Option<&'a str>,
+    pub input: &'a [ContentBlock],
+    pub preview: &'a str,
+    pub reply_to: Option<i32>,
+    pub deliver: bool,
+}
+
+pub enum Inserted {
+    New(i64),
+    /// A run with the same dedup key exists already.
+    Existing(Box<RunRow>),
+}
+
+#[derive(Clone)]
+pub struct RunStore {
+    db: Arc<Database>,
+}
+
+const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
+                       answer, parts_sent, notified";
+
+fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
+    let origin: String = row.get(2)?;
+    let input: String = row.get(3)?;
+    let state: String = row.get(7)?;
+    Ok(RunRow {
+        id: row.get(0)?,
+        chat_id: row.get(1)?,
+        // A row that no longer parses keeps its id: it is reported, not silently dropped.
+        origin: serde_json::from_str(&origin).unwrap_or(Origin::Unknown),
+        input: serde_json::from_str(&input).unwrap_or_default(),
+        preview: row.get(4)?,
+        reply_to: row.get(5)?,
+        deliver: row.get(6)?,
+        state: RunState::parse(&state),
+        outcome: row.get(8)?,
+        answer: row.get(9)?,
+        parts_sent: row.get::<_, i64>(10)?.max(0) as usize,
+        notified: row.get(11)?,
+    })
+}
+
+fn json_err(e: serde_json::Error) -> DbError {
+    DbError::Io(std::io::Error::other(e))
+}
+
+impl RunStore {
+    pub fn new(db: Arc<Database>) -> RunStore {
+        RunStore { db }
+    }
+
+    /// Insert a queued run, or return the existing one with the same dedup key.
+    pub fn insert(&self, run: &NewRun<'_>) -> Result<Inserted, DbError> {
+        let origin = serde_json::to_string(run.origin).map_err(json_err)?;
+        let input = serde_json::to_string(run.input).map_err(json_err)?;
+        let changed = self.db.conn().execute(
+            "INSERT INTO gateway_runs (chat_id, origin, dedup_key, input, preview, reply_to, deliver)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (dedup_key) DO NOTHING",
+            params![
+                run.chat_id,
+                origin,
+                run.dedup_key,
+                input,
+                run.preview,
+                run.reply_to,
+                run.deliver
+            ],
+        )?;
+        if changed == 1 {
+            return Ok(Inserted::New(self.db.conn().last_insert_rowid()));
+        }
+        let key = run.dedup_key.unwrap_or_default();
+        let existing = self.by_key(key)?.ok_or_else(|| {
+            DbError::Io(std::io::Error::other(format!(
+                "run with key {key:?} neither inserted nor found"
+            )))
+        })?;
+        Ok(Inserted::Existing(Box::new(existing)))
+    }
+
+    pub fn get(&self, id: i64) -> Result<Option<RunRow>, DbError> {
+        let sql = format!("SELECT {COLUMNS} FROM gateway_runs WHERE id = ?1");
+        Ok(self
+            .db
+            .conn()
+            .query_row(&sql, [id], row_to_run)
+            .optional()?)
+    }
+
+    pub fn by_key(&self, key: &str) -> Result<Option<RunRow>, DbError> {
+        let sql = format!("SELECT {COLUMNS} FROM gateway_runs WHERE dedup_key = ?1");
+        Ok(self
+            .db
+            .conn()
+            .query_row(&sql, [key], row_to_run)
+            .optional()?)
+    }
+
+    /// Runs that need attention at start-up, oldest first: queued, running (interrupted by a
+    /// crash), replying, and interrupted ones whose user was not told yet.
+    pub fn unfinished(&self) -> Result<Vec<RunRow>, DbError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM gateway_runs
+             WHERE state IN ('queued', 'running', 'replying')
+                OR (state = 'interrupted' AND notified = 0)
+             ORDER BY id"
+        );
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([], row_to_run)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn set_state(&self, id: i64, state: RunState) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET state = ?2,
+                 updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+            params![id, state.as_str()],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_running(&self, id: i64) -> Result<(), DbError> {
+        self.set_state(id, RunState::Running)
+    }
+
+    /// The agent is done: keep its answer before any part of it is sent.
+    pub fn set_replying(&self, id: i64, outcome: &str, answer: &str) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET state = 'replying', outcome = ?2, answer = ?3,
+                 updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+            params![id, outcome, answer],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_parts_sent(&self, id: i64, parts: usize) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET parts_sent = ?2 WHERE id = ?1",
+            params![id, parts as i64],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_answered(&self, id: i64) -> Result<(), DbError> {
+        self.set_state(id, RunState::Answered)
+    }
+
+    pub fn set_cancelled(&self, id: i64) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET state = 'cancelled', outcome = 'cancelled',
+                 updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+            [id],
+        )?;
+        Ok(())
+    }
+
+    /// The run was cut short by a shutdown or crash; the user is told on the next start.
+    pub fn set_interrupted(&self, id: i64) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET state = 'interrupted', outcome = 'interrupted', notified = 0,
+                 updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+            [id],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_notified(&self, id: i64) -> Result<(), DbError> {
+        self.db
+            .conn()
+            .execute("UPDATE gateway_runs SET notified = 1 WHERE id = ?1", [id])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_run<'a>(
+        origin: &'a Origin,
+        key: Option<&'a str>,
+        input: &'a [ContentBlock],
+    ) -> NewRun<'a> {
+        NewRun {
+            chat_id: 7,
+            origin,
+            dedup_key: key,
+            input,
+            preview: "hi",
+            reply_to: Some(3),
+            deliver: true,
+        }
+    }
+
+    #[test]
+    fn dedup_key_returns_the_existing_run() {
+        let store = RunStore::new(Database::open_in_memory().unwrap());
+        let origin = Origin::Scheduled {
+            job_id: "j1".into(),
+        };
+        let input = vec![ContentBlock::text("hi")];
+        let Inserted::New(id) = store.insert(&new_run(&origin, Some("k"), &input)).unwrap() else {
+            panic!("first insert is new")
+        };
+        let Inserted::Existing(row) = store.insert(&new_run(&origin, Some("k"), &input)).unwrap()
+        else {
+            panic!("second insert finds the first")
+        };
+        assert_eq!(row.id, id);
+        assert_eq!(row.origin, origin);
+        assert!(matches!(
+            store.insert(&new_run(&origin, None, &input)).unwrap(),
+            Inserted::New(_)
+        ));
+    }
+
+    #[test]
+    fn unfinished_lists_what_a_restart_must_handle() {
+        let store = RunStore::new(Database::open_in_memory().unwrap());
+        let origin = Origin::Unknown;
+        let input = vec![ContentBlock::text("x")];
+        let ids: Vec<i64> = (0..5)
+            .map(
+                |_| match store.insert(&new_run(&origin, None, &input)).unwrap() {
+                    Inserted::New(id) => id,
+                    Inserted::Existing(_) => unreachable!(),
+                },
+            )
+            .collect();
+        store.set_running(ids[1]).unwrap();
+        store
+            .set_replying(ids[2], "answered", "the answer")
+            .unwrap();
+        store.set_parts_sent(ids[2], 1).unwrap();
+        store.set_answered(ids[3]).unwrap();
+        store.set_interrupted(ids[4]).unwrap();
+        let rows = store.unfinished().unwrap();
+        let states: Vec<RunState> = rows.iter().map(|r| r.state).collect();
+        assert_eq!(
+            states,
+            [
+                RunState::Queued,
+                RunState::Running,
+                RunState::Replying,
+                RunState::Interrupted
+            ]
+        );
+        assert_eq!(rows[2].answer.as_deref(), Some("the answer"));
+        assert_eq!(rows[2].parts_sent, 1);
+        store.set_notified(ids[4]).unwrap();
+        assert_eq!(store.unfinished().unwrap().len(), 3);
+    }
+}

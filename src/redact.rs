@@ -1,0 +1,88 @@
+//! Keeping secrets out of logs. Secrets the process holds (the bot token, API keys) are
+//! registered once they are known; every log line goes through [`LogWriter`], which replaces
+//! them with `<redacted>`. This is the backstop behind careful error handling: a library error
+//! that prints a URL with the bot token in it (`/bot<token>/getUpdates`) still never reaches
+//! the log.
+
+use std::io::{self, Write};
+use std::sync::RwLock;
+
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Secrets shorter than this are not registered: replacing every `abc` in the log would hide
+/// more than it protects (and such a value is no real secret).
+const MIN_LEN: usize = 6;
+
+/// Remember `secret` so it is removed from every log line and every [`redact`] result.
+pub fn register(secret: &str) {
+    let secret = secret.trim();
+    if secret.len() < MIN_LEN {
+        return;
+    }
+    let mut secrets = SECRETS.write().unwrap_or_else(|p| p.into_inner());
+    if !secrets.iter().any(|s| s == secret) {
+        secrets.push(secret.to_string());
+        // Longest first, so a secret containing another is replaced whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+/// `text` with every registered secret replaced.
+pub fn redact(text: &str) -> String {
+    let secrets = SECRETS.read().unwrap_or_else(|p| p.into_inner());
+    let mut out = text.to_string();
+    for secret in secrets.iter() {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
+/// A `tracing_subscriber` writer to stderr that redacts each formatted event.
+#[derive(Clone, Copy, Default)]
+pub struct LogWriter;
+
+/// Collects one event and writes it, redacted, when dropped (the subscriber formats an event
+/// into one writer and drops it).
+pub struct EventBuffer(Vec<u8>);
+
+impl Write for EventBuffer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for EventBuffer {
+    fn drop(&mut self) {
+        let line = redact(&String::from_utf8_lossy(&self.0));
+        let _ = io::stderr().lock().write_all(line.as_bytes());
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = EventBuffer;
+    fn make_writer(&'a self) -> EventBuffer {
+        EventBuffer(Vec::with_capacity(256))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_secrets_are_replaced_and_short_values_ignored() {
+        register("123456:ABCdefGHI-secret");
+        register("abc");
+        let line = "POST http://x/bot123456:ABCdefGHI-secret/GetMe failed; abc";
+        assert_eq!(
+            redact(line),
+            "POST http://x/bot<redacted>/GetMe failed; abc"
+        );
+    }
+}

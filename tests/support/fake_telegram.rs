@@ -1,0 +1,466 @@
+//! A fake Telegram Bot API: axum on 127.0.0.1:0 answering what teloxide calls —
+//! `getMe`, `getWebhookInfo`, `deleteWebhook`, `setMyCommands`, `getUpdates` (long poll that
+//! honors `offset` and `timeout`), `sendMessage` and `editMessageText` (HTML checked as
+//! Telegram checks it, 4096-character limit), `sendChatAction`, `deleteMessage`,
+//! `answerCallbackQuery`, `getFile` and file downloads (`/file/bot<token>/<path>`).
+//!
+//! Methods are matched case-insensitively (teloxide sends `/bot<token>/SendMessage`). Tests
+//! push updates (`push_text`, `push_callback`…) and inspect what the bot sent (`messages`,
+//! `calls`, `rejected`), waiting with `wait_until`.
+
+mod html;
+#[allow(unused_imports)]
+pub use html::parse as check_html;
+mod updates;
+
+#[allow(unused_imports)]
+pub use updates::{
+    callback, document_fields, message, photo_fields, text_fields, BOT_ID, BOT_USERNAME,
+};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// One API call the bot made.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Lower-cased method name (`sendmessage`).
+    pub method: String,
+    pub body: Value,
+    pub at: Instant,
+}
+
+/// A message the fake accepted from the bot.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub message_id: i64,
+    pub chat_id: i64,
+    /// As sent (HTML when `html`).
+    pub text: String,
+    /// What a user sees (entities decoded, tags removed).
+    pub visible: String,
+    pub html: bool,
+    pub reply_to: Option<i64>,
+    pub keyboard: Option<Value>,
+    /// Edits applied later, in order (visible text).
+    pub edits: Vec<String>,
+    pub deleted: bool,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_update_id: i64,
+    next_message_id: i64,
+    /// Updates not yet confirmed by an offset.
+    updates: Vec<Value>,
+    calls: Vec<Call>,
+    messages: Vec<Sent>,
+    rejected: Vec<(String, String)>,
+    files: HashMap<String, (String, Vec<u8>)>,
+}
+
+struct Shared {
+    token: String,
+    inner: Mutex<Inner>,
+    changed: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub struct FakeTelegram {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeTelegram {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl FakeTelegram {
+    pub async fn start(token: &str) -> FakeTelegram {
+        let shared = Arc::new(Shared {
+            token: token.to_string(),
+            inner: Mutex::new(Inner {
+                next_update_id: 500,
+                next_message_id: 1000,
+                ..Inner::default()
+            }),
+            changed: Notify::new(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .route("/{bot}/{method}", axum::routing::any(api))
+            .route("/file/{bot}/{*path}", axum::routing::get(file))
+            .with_state(shared.clone());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeTelegram {
+            addr,
+            shared,
+            server,
+        }
+    }
+
+    /// For `TELEGRAM_API_URL`.
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn next_message_id(&self) -> i64 {
+        let mut inner = self.shared.lock();
+        inner.next_message_id += 1;
+        inner.next_message_id
+    }
+
+    /// Queue an update (its `update_id` is assigned); returns the id.
+    pub fn push_update(&self, mut body: Value) -> i64 {
+        let id = {
+            let mut inner = self.shared.lock();
+            inner.next_update_id += 1;
+            let id = inner.next_update_id;
+            body["update_id"] = json!(id);
+            inner.updates.push(body);
+            id
+        };
+        self.shared.changed.notify_waiters();
+        id
+    }
+
+    /// A message with `fields` (see `text_fields`…); returns (update id, message id).
+    pub fn push_message(&self, chat_id: i64, from: i64, fields: Value) -> (i64, i64) {
+        let message_id = self.next_message_id();
+        let update = self.push_update(json!({
+            "message": message(message_id, chat_id, from, fields)
+        }));
+        (update, message_id)
+    }
+
+    pub fn push_text(&self, chat_id: i64, from: i64, text: &str) -> (i64, i64) {
+        self.push_message(chat_id, from, text_fields(text))
+    }
+
+    /// A button press with `data` on the bot's message.
+    pub fn push_callback(&self, from: i64, chat_id: i64, message_id: i64, data: &str) -> i64 {
+        let id = format!("cb{}", self.next_message_id());
+        self.push_update(json!({"callback_query": callback(&id, from, chat_id, message_id, data)}))
+    }
+
+    /// Serve `bytes` for getFile(`file_id`).
+    pub fn add_file(&self, file_id: &str, bytes: Vec<u8>) {
+        let path = format!("documents/{file_id}.bin");
+        self.shared
+            .lock()
+            .files
+            .insert(file_id.to_string(), (path, bytes));
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    pub fn count(&self, method: &str) -> usize {
+        let method = method.to_ascii_lowercase();
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
+    }
+
+    pub fn messages(&self) -> Vec<Sent> {
+        self.shared.lock().messages.clone()
+    }
+
+    /// Messages sent to `chat_id`.
+    pub fn messages_to(&self, chat_id: i64) -> Vec<Sent> {
+        self.messages()
+            .into_iter()
+            .filter(|m| m.chat_id == chat_id)
+            .collect()
+    }
+
+    /// Requests the fake refused, as (method, description).
+    pub fn rejected(&self) -> Vec<(String, String)> {
+        self.shared.lock().rejected.clone()
+    }
+
+    /// Updates served but not yet confirmed by a later offset.
+    pub fn unconfirmed(&self) -> usize {
+        self.shared.lock().updates.len()
+    }
+
+    /// Wait until `cond` holds (checked at every change and every 50 ms).
+    pub async fn wait_until(&self, what: &str, timeout: Duration, cond: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let changed = self.shared.changed.notified();
+            if cond(self) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out after {timeout:?} waiting until {what}; sent: {:#?}; rejected: {:?}",
+                    self.messages()
+                        .iter()
+                        .map(|m| (m.chat_id, m.visible.clone()))
+                        .collect::<Vec<_>>(),
+                    self.rejected()
+                );
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+        }
+    }
+
+    /// Wait for the bot's `n`-th call of `method` (counting from 1).
+    pub async fn wait_for_calls(&self, method: &str, n: usize, timeout: Duration) {
+        let what = format!("{n} {method} calls");
+        self.wait_until(&what, timeout, |t| t.count(method) >= n)
+            .await;
+    }
+}
+
+fn ok(result: Value) -> Response {
+    respond(200, json!({"ok": true, "result": result}))
+}
+
+fn error(status: u16, description: &str) -> Response {
+    respond(
+        status,
+        json!({"ok": false, "error_code": status, "description": description}),
+    )
+}
+
+fn respond(status: u16, body: Value) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap())
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn me() -> Value {
+    let mut me = updates::bot_user();
+    for (k, v) in [
+        ("can_join_groups", true),
+        ("can_read_all_group_messages", false),
+        ("supports_inline_queries", false),
+        ("can_connect_to_business", false),
+        ("has_main_web_app", false),
+    ] {
+        me[k] = json!(v);
+    }
+    me
+}
+
+async fn api(
+    State(shared): State<Arc<Shared>>,
+    Path((bot, method)): Path<(String, String)>,
+    _http_method: Method,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+    let method = method.to_ascii_lowercase();
+    if bot != format!("bot{}", shared.token) {
+        return error(401, "Unauthorized");
+    }
+    shared.lock().calls.push(Call {
+        method: method.clone(),
+        body: body.clone(),
+        at: Instant::now(),
+    });
+    shared.changed.notify_waiters();
+    let response = match method.as_str() {
+        "getme" => ok(me()),
+        "getwebhookinfo" => ok(json!({
+            "url": "", "has_custom_certificate": false, "pending_update_count": 0
+        })),
+        "deletewebhook" | "setmycommands" | "sendchataction" | "answercallbackquery" => {
+            ok(json!(true))
+        }
+        "getupdates" => get_updates(&shared, &body).await,
+        "sendmessage" => send_message(&shared, &body),
+        "editmessagetext" => edit_message(&shared, &body),
+        "deletemessage" => {
+            let id = body["message_id"].as_i64();
+            let mut inner = shared.lock();
+            match inner.messages.iter_mut().find(|m| Some(m.message_id) == id) {
+                Some(m) => {
+                    m.deleted = true;
+                    ok(json!(true))
+                }
+                None => error(400, "Bad Request: message to delete not found"),
+            }
+        }
+        "getfile" => {
+            let id = body["file_id"].as_str().unwrap_or("");
+            match shared.lock().files.get(id) {
+                Some((path, bytes)) => ok(json!({
+                    "file_id": id, "file_unique_id": format!("u-{id}"),
+                    "file_size": bytes.len(), "file_path": path,
+                })),
+                None => error(400, "Bad Request: invalid file_id"),
+            }
+        }
+        _ => error(404, "Not Found"),
+    };
+    shared.changed.notify_waiters();
+    response
+}
+
+async fn get_updates(shared: &Arc<Shared>, body: &Value) -> Response {
+    let offset = body["offset"].as_i64().unwrap_or(0);
+    let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(60));
+    let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let changed = shared.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        {
+            let mut inner = shared.lock();
+            // An offset confirms every update below it: Telegram forgets them.
+            inner
+                .updates
+                .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            let batch: Vec<Value> = inner.updates.iter().take(limit).cloned().collect();
+            if !batch.is_empty() {
+                return ok(Value::Array(batch));
+            }
+        }
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            return ok(json!([]));
+        }
+    }
+}
+
+fn chat_json(chat_id: i64) -> Value {
+    updates::chat(chat_id)
+}
+
+/// Check text as Telegram would: returns (as sent, visible) or the error response.
+fn check_text(
+    shared: &Shared,
+    method: &str,
+    body: &Value,
+) -> Result<(String, String, bool), Box<Response>> {
+    let text = body["text"].as_str().unwrap_or("").to_string();
+    let html = body["parse_mode"].as_str() == Some("HTML");
+    let reject = |description: String| {
+        shared
+            .lock()
+            .rejected
+            .push((method.to_string(), description.clone()));
+        Box::new(error(400, &description))
+    };
+    let visible = if html {
+        html::parse(&text).map_err(|e| reject(format!("Bad Request: can't parse entities: {e}")))?
+    } else {
+        text.clone()
+    };
+    if visible.trim().is_empty() {
+        return Err(reject("Bad Request: message text is empty".into()));
+    }
+    if html::utf16_len(&visible) > 4096 {
+        return Err(reject("Bad Request: message is too long".into()));
+    }
+    Ok((text, visible, html))
+}
+
+fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
+    let (text, visible, html) = match check_text(shared, "sendmessage", body) {
+        Ok(t) => t,
+        Err(response) => return *response,
+    };
+    let chat_id = body["chat_id"].as_i64().unwrap_or(0);
+    let mut inner = shared.lock();
+    inner.next_message_id += 1;
+    let message_id = inner.next_message_id;
+    inner.messages.push(Sent {
+        message_id,
+        chat_id,
+        text,
+        visible: visible.clone(),
+        html,
+        reply_to: body["reply_parameters"]["message_id"].as_i64(),
+        keyboard: body.get("reply_markup").cloned(),
+        edits: Vec::new(),
+        deleted: false,
+        at: Instant::now(),
+    });
+    ok(json!({
+        "message_id": message_id,
+        "date": updates::now(),
+        "chat": chat_json(chat_id),
+        "from": updates::bot_user(),
+        "text": visible,
+    }))
+}
+
+fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
+    let (_, visible, _) = match check_text(shared, "editmessagetext", body) {
+        Ok(t) => t,
+        Err(response) => return *response,
+    };
+    let chat_id = body["chat_id"].as_i64().unwrap_or(0);
+    let id = body["message_id"].as_i64();
+    let mut inner = shared.lock();
+    let Some(sent) = inner
+        .messages
+        .iter_mut()
+        .find(|m| Some(m.message_id) == id && m.chat_id == chat_id)
+    else {
+        return error(400, "Bad Request: message to edit not found");
+    };
+    if sent.edits.last().unwrap_or(&sent.visible) == &visible
+        && body.get("reply_markup").is_none()
+        && sent.keyboard.is_none()
+    {
+        return error(400, "Bad Request: message is not modified");
+    }
+    sent.edits.push(visible.clone());
+    sent.keyboard = body.get("reply_markup").cloned();
+    ok(json!({
+        "message_id": sent.message_id,
+        "date": updates::now(),
+        "edit_date": updates::now(),
+        "chat": chat_json(chat_id),
+        "from": updates::bot_user(),
+        "text": visible,
+    }))
+}
+
+async fn file(
+    State(shared): State<Arc<Shared>>,
+    Path((bot, path)): Path<(String, String)>,
+) -> Response {
+    if bot != format!("bot{}", shared.token) {
+        return error(401, "Unauthorized");
+    }
+    let inner = shared.lock();
+    match inner.files.values().find(|(p, _)| *p == path) {
+        Some((_, bytes)) => Response::builder()
+            .status(200)
+            .body(Body::from(bytes.clone()))
+            .unwrap(),
+        None => error(404, "Not Found"),
+    }
+}

@@ -1,0 +1,135 @@
+//! The real `warden bot` binary as a child process: HOME in a temp dir, configured only by
+//! environment variables pointing at the fake Telegram and fake LLM servers.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The fake token: not token-shaped, so nothing but our own redaction hides it.
+pub const TOKEN: &str = "test-token";
+/// The allowed user (and, in private chats, the chat).
+pub const OWNER: i64 = 4242;
+
+pub struct BotEnv {
+    pub home: PathBuf,
+    pub api_url: String,
+    pub llm_url: String,
+    pub allowed: String,
+    pub extra: Vec<(String, String)>,
+}
+
+impl BotEnv {
+    pub fn new(home: &Path, api_url: String, llm_url: String) -> BotEnv {
+        BotEnv {
+            home: home.to_path_buf(),
+            api_url,
+            llm_url,
+            allowed: OWNER.to_string(),
+            extra: vec![("RUST_LOG".into(), "warden=info".into())],
+        }
+    }
+
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .env("TELEGRAM_API_URL", &self.api_url)
+            .env("TELEGRAM_ALLOWED_USERS", &self.allowed)
+            .env("ANTHROPIC_BASE_URL", &self.llm_url)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .arg("bot");
+        for (k, v) in &self.extra {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Write `~/.warden/config.toml`.
+    pub fn write_config(&self, toml: &str) {
+        let dir = self.home.join(".warden");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), toml).unwrap();
+    }
+}
+
+pub struct BotProcess {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl BotProcess {
+    pub fn start(env: &BotEnv) -> BotProcess {
+        let mut child = env
+            .command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting warden bot");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        BotProcess { child, stderr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait for the exit (panics after `timeout`).
+    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        self.wait(timeout)
+    }
+
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "warden bot did not exit in {timeout:?}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for BotProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

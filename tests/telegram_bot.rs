@@ -1,0 +1,300 @@
+//! `warden bot` end to end: the real binary against a fake Bot API and a fake LLM on
+//! 127.0.0.1. Answers, access control, long answers, inputs, commands, groups, start-up
+//! refusals, and the token never reaching the log.
+
+mod support;
+
+use serde_json::json;
+use std::time::Duration;
+use support::fake_llm::{FakeLlm, Request, Turn};
+use support::fake_telegram::{self as tg, FakeTelegram};
+use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Answers `answer: <the user's text>`.
+async fn echo_llm() -> FakeLlm {
+    FakeLlm::anthropic_with(|req: &Request| Turn::text(format!("answer: {}", req.last_user_text())))
+        .await
+}
+
+struct Running {
+    tg: FakeTelegram,
+    llm: FakeLlm,
+    env: BotEnv,
+    bot: BotProcess,
+    _home: tempfile::TempDir,
+}
+
+async fn start_with(llm: FakeLlm, configure: impl FnOnce(&mut BotEnv)) -> Running {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let home = tempfile::tempdir().unwrap();
+    let mut env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
+    configure(&mut env);
+    let bot = BotProcess::start(&env);
+    tg.wait_for_calls("getUpdates", 1, WAIT).await;
+    Running {
+        tg,
+        llm,
+        env,
+        bot,
+        _home: home,
+    }
+}
+
+#[tokio::test]
+async fn an_allowed_user_gets_an_answer_and_the_token_never_reaches_the_log() {
+    let mut r = start_with(echo_llm().await, |env| {
+        env.extra = vec![("RUST_LOG".into(), "trace".into())];
+    })
+    .await;
+    let (_, message_id) = r.tg.push_text(OWNER, OWNER, "hello there");
+    r.tg.wait_until("the answer arrives", WAIT, |t| {
+        !t.messages_to(OWNER).is_empty()
+    })
+    .await;
+    let sent = r.tg.messages_to(OWNER);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(sent[0].visible, "answer: hello there");
+    assert_eq!(sent[0].reply_to, Some(message_id));
+    assert!(sent[0].html);
+    assert!(r.tg.count("sendChatAction") >= 1, "typing indicator");
+    assert_eq!(r.llm.request_count(), 1);
+    assert!(r.tg.count("setMyCommands") == 1);
+
+    let status = r.bot.terminate(WAIT);
+    assert!(status.success(), "{status:?}\n{}", r.bot.stderr());
+    let log = r.bot.stderr();
+    assert!(log.contains("connected to the Telegram Bot API"), "{log}");
+    assert!(
+        !log.contains(TOKEN),
+        "the token leaked into the log:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_stranger_gets_one_refusal_and_no_run() {
+    let r = start_with(echo_llm().await, |_| {}).await;
+    let stranger = 99;
+    r.tg.push_text(stranger, stranger, "let me in");
+    r.tg.push_text(
+        stranger,
+        stranger,
+        "please, run rm -rf / on the server right now",
+    );
+    // In a group a stranger's chatter is ignored, and so is the owner's without a mention.
+    r.tg.push_text(-500, stranger, "hi all");
+    r.tg.push_text(-500, OWNER, "talking to humans");
+    r.tg.push_text(-500, OWNER, &format!("@{} what is 2+2?", tg::BOT_USERNAME));
+    r.tg.push_text(OWNER, OWNER, "sync");
+    r.tg.wait_until("the owner's answers arrive", WAIT, |t| {
+        !t.messages_to(OWNER).is_empty() && !t.messages_to(-500).is_empty()
+    })
+    .await;
+    let refusals = r.tg.messages_to(stranger);
+    assert_eq!(refusals.len(), 1, "{refusals:#?}");
+    assert!(refusals[0].visible.contains("private"));
+    let group = r.tg.messages_to(-500);
+    assert_eq!(group.len(), 1);
+    assert_eq!(group[0].visible, "answer: what is 2+2?");
+    let prompts: Vec<String> = r
+        .llm
+        .requests()
+        .iter()
+        .map(|q| q.last_user_text())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(prompts
+        .iter()
+        .all(|p| !p.contains("rm -rf") && !p.contains("let me in")));
+    let log = r.bot.stderr();
+    assert!(log.contains("user_id=99"), "{log}");
+    assert!(
+        !log.contains("on the server right now"),
+        "whole message logged:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_long_answer_arrives_as_several_valid_html_messages() {
+    let mut answer = String::new();
+    let mut i = 0;
+    while answer.len() < 10_000 {
+        answer.push_str(&format!(
+            "## Section {i}\n\nIf a < b && c > d then **bold {i}** and `x<y>` & _it_.\n\n\
+             ```sh\nls -la | grep '<tag>' && echo \"a&b\"\n```\n\n- item [link](https://example.com/?a=1&b={i})\n\n"
+        ));
+        i += 1;
+    }
+    let sections = i;
+    let llm = FakeLlm::anthropic(vec![Turn::text(answer.clone())]).await;
+    let r = start_with(llm, |_| {}).await;
+    r.tg.push_text(OWNER, OWNER, "write a lot");
+    r.tg.wait_until("the answer arrives", WAIT, |t| {
+        t.messages_to(OWNER)
+            .iter()
+            .any(|m| m.visible.contains(&format!("Section {}", sections - 1)))
+    })
+    .await;
+    let parts = r.tg.messages_to(OWNER);
+    assert!(parts.len() >= 3, "{} parts", parts.len());
+    assert!(r.tg.rejected().is_empty(), "{:?}", r.tg.rejected());
+    for part in &parts {
+        assert!(part.html, "a part fell back to plain text");
+        assert!(part.visible.chars().map(char::len_utf16).sum::<usize>() <= 4096);
+    }
+    assert!(parts[0].reply_to.is_some());
+    let all: String = parts.iter().map(|p| p.visible.as_str()).collect();
+    for s in 0..sections {
+        assert!(all.contains(&format!("bold {s}")), "section {s} missing");
+    }
+    assert!(all.contains("If a < b && c > d"));
+    assert!(all.contains("grep '<tag>' && echo \"a&b\""));
+}
+
+#[tokio::test]
+async fn photos_documents_quotes_and_unsupported_messages() {
+    let r = start_with(echo_llm().await, |_| {}).await;
+    // A photo becomes an image block.
+    r.tg.add_file("photo-1", vec![0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3]);
+    r.tg.push_message(
+        OWNER,
+        OWNER,
+        tg::photo_fields("photo-1", 7, Some("what is this?")),
+    );
+    r.tg.wait_until("the photo answer", WAIT, |t| {
+        t.messages_to(OWNER).len() == 1
+    })
+    .await;
+    let request = r.llm.last_request();
+    let user = request.messages().last().unwrap().clone();
+    let blocks = user["content"].as_array().unwrap();
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b["type"] == "image" && b["source"]["data"] == json!("/9j/4AECAw==")),
+        "{user}"
+    );
+    // A document is saved under attachments/ with a safe name; the agent gets the path.
+    r.tg.add_file("doc-1", b"quarterly numbers".to_vec());
+    r.tg.push_message(
+        OWNER,
+        OWNER,
+        tg::document_fields("doc-1", "../../etc/passwd", 17, Some("summarize")),
+    );
+    r.tg.wait_until("the document answer", WAIT, |t| {
+        t.messages_to(OWNER).len() == 2
+    })
+    .await;
+    let saved = r.env.home.join(".warden/workspace/attachments/passwd");
+    assert_eq!(std::fs::read(&saved).unwrap(), b"quarterly numbers");
+    let prompt = r.llm.last_request().last_user_text();
+    assert!(prompt.contains("attachments/passwd"), "{prompt}");
+    assert!(prompt.contains("summarize"), "{prompt}");
+    // A reply carries the quoted message as context.
+    let earlier = tg::message(1, OWNER, OWNER, tg::text_fields("the meeting is at 3pm"));
+    let mut fields = tg::text_fields("move it to 4");
+    fields["reply_to_message"] = earlier;
+    r.tg.push_message(OWNER, OWNER, fields);
+    r.tg.wait_until("the reply answer", WAIT, |t| {
+        t.messages_to(OWNER).len() == 3
+    })
+    .await;
+    let prompt = r.llm.last_request().last_user_text();
+    assert!(prompt.contains("the meeting is at 3pm") && prompt.contains("move it to 4"));
+    // A sticker is not supported: a clear reply, no run.
+    let calls = r.llm.request_count();
+    r.tg.push_message(
+        OWNER,
+        OWNER,
+        json!({"sticker": {"file_id": "s", "file_unique_id": "s", "type": "regular",
+            "width": 1, "height": 1, "is_animated": false, "is_video": false}}),
+    );
+    r.tg.wait_until("the unsupported reply", WAIT, |t| {
+        t.messages_to(OWNER).len() == 4
+    })
+    .await;
+    assert!(r.tg.messages_to(OWNER)[3].visible.contains("not supported"));
+    assert_eq!(r.llm.request_count(), calls);
+}
+
+#[tokio::test]
+async fn help_status_and_new() {
+    let r = start_with(echo_llm().await, |_| {}).await;
+    r.tg.push_text(OWNER, OWNER, "/help");
+    r.tg.push_text(OWNER, OWNER, "/status");
+    r.tg.push_text(OWNER, OWNER, "remember the word kiwi");
+    r.tg.wait_until("three replies", WAIT, |t| t.messages_to(OWNER).len() == 3)
+        .await;
+    r.tg.push_text(OWNER, OWNER, "/new");
+    r.tg.push_text(OWNER, OWNER, "/frobnicate");
+    r.tg.push_text(OWNER, OWNER, "what was the word?");
+    r.tg.wait_until("six replies", WAIT, |t| t.messages_to(OWNER).len() == 6)
+        .await;
+    let texts: Vec<String> =
+        r.tg.messages_to(OWNER)
+            .iter()
+            .map(|m| m.visible.clone())
+            .collect();
+    assert!(texts[0].contains("/stop"), "{}", texts[0]);
+    assert_eq!(texts[1], "Idle.");
+    assert_eq!(texts[3], "Started a new conversation.");
+    assert!(texts[4].contains("Unknown command /frobnicate"));
+    // After /new the model sees only the new question.
+    let last = r.llm.last_request();
+    assert_eq!(last.messages().len(), 1, "{:?}", last.messages());
+}
+
+#[tokio::test]
+async fn without_allowed_users_or_token_the_bot_refuses_to_start() {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let home = tempfile::tempdir().unwrap();
+    let mut env = BotEnv::new(home.path(), tg.api_url(), "http://127.0.0.1:9".into());
+    env.allowed = String::new();
+    let out = env.command().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TELEGRAM_ALLOWED_USERS"), "{stderr}");
+    assert!(stderr.contains("telegram.allowed_users"), "{stderr}");
+
+    let mut cmd = BotEnv::new(home.path(), tg.api_url(), "http://127.0.0.1:9".into()).command();
+    cmd.env_remove("TELEGRAM_BOT_TOKEN");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TELEGRAM_BOT_TOKEN"), "{stderr}");
+    assert!(tg.calls().is_empty(), "it must not even connect");
+}
+
+#[tokio::test]
+async fn a_rejected_token_is_a_clear_error() {
+    let tg = FakeTelegram::start("another-token").await;
+    let home = tempfile::tempdir().unwrap();
+    let env = BotEnv::new(home.path(), tg.api_url(), "http://127.0.0.1:9".into());
+    let mut cmd = env.command();
+    cmd.env("ANTHROPIC_API_KEY", "k");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rejected the bot token"), "{stderr}");
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+}
+
+#[test]
+fn the_fake_checks_html_as_telegram_does() {
+    use support::fake_telegram::check_html;
+    assert_eq!(check_html("<b>a &amp; b</b>").unwrap(), "a & b");
+    assert!(check_html("<pre><code class=\"language-rust\">x</code></pre>").is_ok());
+    for bad in [
+        "a < b",
+        "AT&T",
+        "<b>open",
+        "<b><i>x</b></i>",
+        "<script>x</script>",
+        "<code><b>x</b></code>",
+    ] {
+        assert!(check_html(bad).is_err(), "{bad} accepted");
+    }
+}
