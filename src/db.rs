@@ -13,6 +13,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("scheduler", crate::scheduler::store::SCHEMA),
     ("heartbeat", crate::scheduler::heartbeat::SCHEMA),
     ("gateway_runs", crate::gateway::store::SCHEMA),
+    (
+        "gateway_runs_session",
+        crate::gateway::store::SESSION_COLUMN,
+    ),
     ("telegram", crate::channels::telegram::store::SCHEMA),
 ];
 

@@ -120,7 +120,10 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
     let result = inner
         .agent
         .run(RunRequest {
-            session: format!("{}:{}", inner.settings.session_prefix, row.chat_id),
+            session: row
+                .session
+                .clone()
+                .unwrap_or_else(|| format!("{}:{}", inner.settings.session_prefix, row.chat_id)),
             input: row.input.clone(),
             approver: view.approver(),
             events: view.events(),

@@ -68,6 +68,9 @@ pub struct Submission {
     pub dedup_key: Option<String>,
     /// Send the answer to the chat (default). `false`: only the [`RunHandle`] gets it.
     pub deliver: bool,
+    /// Run in this session instead of the chat's own (still queued in the chat): a scheduled
+    /// job that starts fresh each time, the heartbeat.
+    pub session: Option<String>,
 }
 
 impl Submission {
@@ -81,6 +84,7 @@ impl Submission {
             reply_to: None,
             dedup_key: None,
             deliver: true,
+            session: None,
         }
     }
 
@@ -93,6 +97,7 @@ impl Submission {
             reply_to: None,
             dedup_key: None,
             deliver: true,
+            session: None,
         }
     }
 
@@ -109,6 +114,12 @@ impl Submission {
     /// Do not send the answer to the chat.
     pub fn silent(mut self) -> Submission {
         self.deliver = false;
+        self
+    }
+
+    /// Run in `session` instead of the chat's own session.
+    pub fn in_session(mut self, session: impl Into<String>) -> Submission {
+        self.session = Some(session.into());
         self
     }
 }
@@ -329,6 +340,7 @@ impl Gateway {
             preview: &s.preview,
             reply_to: s.reply_to,
             deliver: s.deliver,
+            session: s.session.as_deref(),
         };
         let run_id = match inner.store.insert(&new)? {
             Inserted::New(id) => id,
@@ -379,6 +391,19 @@ impl Gateway {
                 .push(tx),
         }
         RunHandle { run_id: row.id, rx }
+    }
+
+    /// Send `text` to a chat outside any run: an answer the submitter filtered first (the
+    /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result).
+    pub async fn send(&self, chat_id: i64, origin: Origin, text: &str) -> Result<(), String> {
+        let info = RunInfo {
+            run_id: 0,
+            chat_id,
+            reply_to: None,
+            preview: preview(text),
+            origin,
+        };
+        self.inner.channel.deliver(&info, text, 0, &|_| {}).await
     }
 
     /// `/stop`: abort the running agent and drop the waiting prompts.

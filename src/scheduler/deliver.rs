@@ -19,6 +19,8 @@ pub type AnswerFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 #[derive(Clone)]
 pub struct Delivery {
     pub origin: Origin,
+    /// Unique per delivery (`cron:<job>:<slot>`): a queue that sees it twice runs it once.
+    pub key: String,
     /// The session the run happens in (its transcript and context).
     pub session: String,
     /// The session whose chat receives the answer; runs for one chat are queued one at a time.
@@ -32,6 +34,7 @@ impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delivery")
             .field("origin", &self.origin)
+            .field("key", &self.key)
             .field("session", &self.session)
             .field("chat_session", &self.chat_session)
             .field("prompt", &self.prompt)

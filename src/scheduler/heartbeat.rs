@@ -162,6 +162,7 @@ impl Heartbeat {
         let filter_store = store.clone();
         let delivery = Delivery {
             origin: Origin::Heartbeat,
+            key: format!("heartbeat:{}", now.to_rfc3339()),
             session: format!("heartbeat:{}", now.format("%Y%m%dT%H%M%S")),
             chat_session: self.settings.chat_session.clone(),
             prompt: self.prompt(now, &checklist),

@@ -9,11 +9,15 @@
 //! - [`clock`]: the real clock and a test clock;
 //! - [`runner`]: the timer loop;
 //! - [`heartbeat`] and [`active_hours`]: the periodic check-in;
-//! - [`settings`]: the `[scheduler]` config section, checked.
+//! - [`settings`]: the `[scheduler]` config section, checked;
+//! - [`gateway_deliver`] and [`daemon`]: delivery through the gateway, and the loops `warden
+//!   bot` runs beside Telegram.
 
 pub mod active_hours;
 pub mod clock;
+pub mod daemon;
 pub mod deliver;
+pub mod gateway_deliver;
 pub mod heartbeat;
 pub mod job;
 pub mod manage;

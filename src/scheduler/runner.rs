@@ -204,6 +204,7 @@ impl Runner {
                 id: job.id,
                 name: job.name.clone(),
             },
+            key: format!("cron:{}:{}", job.id, slot.to_rfc3339()),
             session,
             chat_session: job.target.chat_session().to_string(),
             prompt: self.job_prompt(&job, slot),
