@@ -452,3 +452,40 @@ async fn the_loop_arms_one_timer_for_the_soonest_job_and_rearms_on_changes() {
         .expect("the loop stops on shutdown")
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_job_added_by_another_process_is_picked_up_at_the_next_rescan() {
+    let start = utc("2026-11-21T08:00:00Z");
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TestClock::new(start));
+    let path = dir.path().join("warden.db");
+    let bot_side = JobManager::new(Database::open(&path).unwrap(), clock.clone(), limits());
+    let deliver = Arc::new(FakeDeliver::answering("done"));
+    let runner = Runner::new(&bot_side, deliver.clone(), RetryPolicy::default(), berlin());
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(runner.run(shutdown.clone()));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // `warden cron add` in another process: its own connection, no wake-up for this runner.
+    let cli_side = JobManager::new(Database::open(&path).unwrap(), clock.clone(), limits());
+    cli_side
+        .add(JobRequest {
+            at: Some("+5s".into()),
+            prompt: "from the command line".into(),
+            target: Some(Target::Session("telegram:42".into())),
+            created_by: "cli".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    // The runner sleeps until its rescan; then it arms the timer for the new job.
+    clock.advance(chrono::Duration::seconds(5));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        deliver.deliveries().is_empty(),
+        "not seen before the rescan"
+    );
+    clock.advance(chrono::Duration::from_std(warden::scheduler::runner::RESCAN).unwrap());
+    let seen = deliver.wait_for(1).await;
+    assert!(seen[0].prompt.ends_with("from the command line"));
+    shutdown.cancel();
+    task.await.unwrap();
+}

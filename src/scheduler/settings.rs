@@ -137,6 +137,24 @@ mod tests {
     }
 
     #[test]
+    fn the_section_parses_from_the_config_file() {
+        let config = crate::config::Config::parse(
+            "[scheduler]\ntimezone = \"America/New_York\"\nheartbeat_minutes = 15\n\
+             active_hours = [\"22:00-06:00\", \"12:00-13:00\"]\nmax_jobs = 5\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let settings = Settings::from_config(&config.scheduler).unwrap();
+        assert_eq!(settings.tz, chrono_tz::America::New_York);
+        assert_eq!(settings.heartbeat_every, Some(Duration::from_secs(15 * 60)));
+        assert_eq!(settings.limits.max_jobs, 5);
+        let err = crate::config::Config::parse("[scheduler]\nheartbeat = 5\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("heartbeat"), "{err}");
+    }
+
+    #[test]
     fn zone_names_come_from_zoneinfo_paths() {
         assert_eq!(
             zone_from_path(Path::new("/usr/share/zoneinfo/Europe/Berlin")),
