@@ -42,7 +42,7 @@ async fn start_with(llm: FakeLlm, configure: impl FnOnce(&mut BotEnv)) -> Runnin
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_user_gets_an_answer_and_the_token_never_reaches_the_log() {
     let mut r = start_with(echo_llm().await, |env| {
         env.extra = vec![("RUST_LOG".into(), "trace".into())];
@@ -72,7 +72,7 @@ async fn an_allowed_user_gets_an_answer_and_the_token_never_reaches_the_log() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stranger_gets_one_refusal_and_no_run() {
     let r = start_with(echo_llm().await, |_| {}).await;
     let stranger = 99;
@@ -115,7 +115,7 @@ async fn a_stranger_gets_one_refusal_and_no_run() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_answer_arrives_as_several_valid_html_messages() {
     let mut answer = String::new();
     let mut i = 0;
@@ -152,7 +152,7 @@ async fn a_long_answer_arrives_as_several_valid_html_messages() {
     assert!(all.contains("grep '<tag>' && echo \"a&b\""));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn photos_documents_quotes_and_unsupported_messages() {
     let r = start_with(echo_llm().await, |_| {}).await;
     // A photo becomes an image block.
@@ -218,7 +218,7 @@ async fn photos_documents_quotes_and_unsupported_messages() {
     assert_eq!(r.llm.request_count(), calls);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_status_and_new() {
     let r = start_with(echo_llm().await, |_| {}).await;
     r.tg.push_text(OWNER, OWNER, "/help");
@@ -245,7 +245,7 @@ async fn help_status_and_new() {
     assert_eq!(last.messages().len(), 1, "{:?}", last.messages());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_allowed_users_or_token_the_bot_refuses_to_start() {
     let tg = FakeTelegram::start(TOKEN).await;
     let home = tempfile::tempdir().unwrap();
@@ -266,7 +266,7 @@ async fn without_allowed_users_or_token_the_bot_refuses_to_start() {
     assert!(tg.calls().is_empty(), "it must not even connect");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_token_is_a_clear_error() {
     let tg = FakeTelegram::start("another-token").await;
     let home = tempfile::tempdir().unwrap();

@@ -90,7 +90,14 @@ impl RunView for TelegramView {
 
     async fn finish(self: Box<Self>) {
         self.done.cancel();
-        let _ = self.task.await;
+        let mut task = self.task;
+        // The presenter ends with one best-effort request; never let it hold up the answer.
+        if tokio::time::timeout(Duration::from_secs(5), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
     }
 }
 
