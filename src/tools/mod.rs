@@ -5,6 +5,7 @@
 pub mod approval;
 pub mod cron;
 pub mod files;
+pub mod memory_search;
 pub mod output;
 pub mod web_fetch;
 

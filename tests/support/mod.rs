@@ -4,7 +4,9 @@
 //! Use from a test file with `mod support;`. Not every test binary uses every helper.
 #![allow(dead_code)]
 
+pub mod app_config;
 pub mod deliver;
+pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_telegram;
 pub mod warden_bot;
