@@ -1,6 +1,7 @@
 //! The heartbeat: every N minutes, within active hours, the agent reads the workspace's
 //! `HEARTBEAT.md` checklist and says whether anything needs the owner's attention.
-//! - skipped (no model call) when the file is missing or holds only headings and blank lines;
+//! - skipped (no model call) when the file is missing or holds only headings, blank lines and
+//!   HTML comments;
 //! - the prompt carries the current date and time;
 //! - an answer that is just `HEARTBEAT_OK` is not sent; neither is an alert identical to one
 //!   sent in the last 24 hours (a hash and a time are stored);
@@ -222,7 +223,8 @@ impl Heartbeat {
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES).read_to_end(&mut bytes)?;
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        Ok((!is_effectively_empty(&text)).then_some(text))
+        // What a reader of the rendered file sees: comments are notes, not checks.
+        Ok((!is_effectively_empty(&text)).then(|| without_comments(&text).trim().to_string()))
     }
 
     fn last_beat(&self) -> Result<Option<DateTime<Utc>>, DbError> {
@@ -287,12 +289,28 @@ impl AlertStore {
     }
 }
 
-/// Nothing but headings and blank lines (a fresh template) counts as empty.
+/// Nothing but headings, blank lines and HTML comments (which markdown does not show: the
+/// seeded template keeps its guidance in one) counts as empty.
 pub fn is_effectively_empty(text: &str) -> bool {
-    text.lines().all(|line| {
+    without_comments(text).lines().all(|line| {
         let line = line.trim();
         line.is_empty() || line.starts_with('#')
     })
+}
+
+/// `text` with every `<!-- … -->` removed (an unclosed one runs to the end).
+fn without_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("<!--") {
+        out.push_str(&rest[..start]);
+        match rest[start + 4..].find("-->") {
+            Some(end) => rest = &rest[start + 4 + end + 3..],
+            None => return out,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The whole answer, trimmed (and without markdown emphasis or a final period), is the token.
@@ -319,6 +337,27 @@ mod tests {
         assert!(is_effectively_empty("# Heartbeat\n\n## Checks\n   \n"));
         assert!(!is_effectively_empty("# Heartbeat\n- check the mail\n"));
         assert!(!is_effectively_empty("remind me about rent on the 1st"));
+        assert!(is_effectively_empty(
+            "# H\n<!-- add checks:\n- like this\n-->\n\n<!-- x -->"
+        ));
+        assert!(is_effectively_empty("# H\n<!-- never closed\n- item"));
+        assert!(!is_effectively_empty("<!-- note --> - check the mail"));
+        assert!(!is_effectively_empty(
+            "<!-- a -->\n- check the mail\n<!-- b -->"
+        ));
+    }
+
+    #[test]
+    fn the_seeded_template_asks_nothing_until_a_check_is_added() {
+        let template = crate::memory::workspace::TEMPLATES
+            .iter()
+            .find(|(name, _)| *name == FILE_NAME)
+            .map(|(_, text)| *text)
+            .unwrap();
+        assert!(is_effectively_empty(template), "{template}");
+        assert!(!is_effectively_empty(&format!(
+            "{template}\n- Is the rent due?\n"
+        )));
     }
 
     #[test]
