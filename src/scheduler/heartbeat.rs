@@ -116,8 +116,11 @@ impl Heartbeat {
             if self.clock.now() < next {
                 continue;
             }
-            let beat = self.beat().await;
-            tracing::info!(?beat, "heartbeat");
+            // A beat queued behind a long run must not hold up shutdown.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                beat = self.beat() => tracing::info!(?beat, "heartbeat"),
+            }
         }
     }
 

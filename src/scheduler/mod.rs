@@ -1,6 +1,7 @@
 //! The scheduler: cron jobs and the heartbeat. Both feed prompts into the gateway through the
 //! [`Deliver`] trait, so a scheduled run waits in the chat's queue like a user's message.
 //!
+//! - [`deliver`]: the trait a prompt reaches a chat through;
 //! - [`job`]: what a job is and the validation every new job passes;
 //! - [`schedule`]: next-run computation (`at`, `every`, cron with DST rules), durations, backoff;
 //! - [`store`]: jobs in SQLite; [`runs`]: their run history (a run is recorded before it is
