@@ -348,3 +348,41 @@ async fn a_queued_run_keeps_its_session_across_a_restart() {
     assert!(h.history("cron:3:17").contains("check the feeds"));
     assert!(h.history("telegram:42").is_empty());
 }
+
+#[tokio::test]
+async fn a_fresh_session_run_cut_off_by_a_crash_is_closed_in_its_own_session() {
+    use warden::gateway::store::{Inserted, NewRun, RunStore};
+    let llm = llm().await;
+    let h = harness(&llm);
+    let origin = Origin::Scheduled { job_id: "4".into() };
+    let input = vec![warden::llm::ContentBlock::text("water the plants")];
+    let store = RunStore::new(h.db.clone());
+    let Inserted::New(id) = store
+        .insert(&NewRun {
+            chat_id: OWNER,
+            origin: &origin,
+            dedup_key: None,
+            input: &input,
+            preview: "water the plants",
+            reply_to: None,
+            deliver: true,
+            session: Some("cron:4:9"),
+        })
+        .unwrap()
+    else {
+        panic!("inserted");
+    };
+    // The previous process was running it: its prompt is in the job's session, no answer.
+    store.set_running(id).unwrap();
+    let sessions = SessionStore::new(h.db.clone());
+    sessions
+        .append("cron:4:9", &warden::llm::Message::user("water the plants"))
+        .unwrap();
+    let recovery = h.gateway.recover().await.unwrap();
+    assert_eq!(recovery.interrupted, 1);
+    assert!(h.history("cron:4:9").contains("interrupted by a restart"));
+    assert!(
+        h.history("telegram:42").is_empty(),
+        "the chat's transcript was touched"
+    );
+}

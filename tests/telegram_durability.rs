@@ -100,6 +100,14 @@ async fn kill_9_mid_run_loses_nothing_and_answers_nothing_twice() {
         .filter(|q| q.last_user_text() == "slow first")
         .count();
     assert_eq!(slow_runs, 1, "the interrupted run was not run again");
+    // The next run sees the interrupted one closed in its history.
+    let next = llm
+        .requests()
+        .into_iter()
+        .find(|q| q.last_user_text() == "queued behind")
+        .unwrap();
+    let history = serde_json::to_string(next.messages()).unwrap();
+    assert!(history.contains("interrupted by a restart"), "{history}");
     assert!(tg.rejected().is_empty(), "{:?}", tg.rejected());
 }
 

@@ -19,6 +19,7 @@
 
 mod actor;
 pub mod channel;
+mod recovery;
 pub mod store;
 
 pub use channel::{Channel, RunInfo, RunView};
@@ -481,39 +482,6 @@ impl Gateway {
         Ok(true)
     }
 
-    /// At start-up, before new prompts: tell users about runs a crash or shutdown cut short
-    /// (they are not run again: a half-done run may have had side effects), finish delivering
-    /// stored answers, and queue again the prompts that never started, in their order.
-    pub async fn recover(&self) -> Result<Recovery, DbError> {
-        let mut report = Recovery::default();
-        for row in self.inner.store.unfinished()? {
-            match row.state {
-                RunState::Running | RunState::Interrupted => {
-                    self.inner.store.set_interrupted(row.id)?;
-                    let notice = interrupted_notice(&row);
-                    let info = actor::info(&row);
-                    if let Err(e) = self.inner.channel.deliver(&info, &notice, 0, &|_| {}).await {
-                        tracing::warn!(run = row.id, "telling the chat about a restart: {e}");
-                    }
-                    self.inner.store.set_notified(row.id)?;
-                    report.interrupted += 1;
-                }
-                RunState::Queued | RunState::Replying => {
-                    let chats = &mut lock(&self.inner.chats);
-                    let slot = self.slot(chats, row.chat_id);
-                    lock(&slot.state).queue.push_back(Queued {
-                        run_id: row.id,
-                        preview: row.preview.clone(),
-                    });
-                    slot.wake.notify_one();
-                    report.requeued += 1;
-                }
-                RunState::Answered | RunState::Cancelled => {}
-            }
-        }
-        Ok(report)
-    }
-
     /// Stop taking prompts, let running agents finish for up to `grace`, then abort them
     /// (they are recorded as interrupted and the user is told at the next start). Queued
     /// prompts stay queued in the database.
@@ -558,21 +526,14 @@ pub struct Recovery {
     pub requeued: usize,
 }
 
-fn interrupted_notice(row: &RunRow) -> String {
-    let what = match &row.origin {
-        Origin::Scheduled { .. } => "the scheduled task",
-        _ => "",
-    };
-    format!(
-        "I was restarted while working on{}{}: “{}”. I did not run it again, because it may \
-         have done part of its work already; send it again if you still want it.",
-        if what.is_empty() { "" } else { " " },
-        what,
-        row.preview
-    )
-}
-
 impl Inner {
+    /// The session a run works in: its own (a fresh-session job, the heartbeat) or the chat's.
+    fn session_of(&self, row: &RunRow) -> String {
+        row.session
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", self.settings.session_prefix, row.chat_id))
+    }
+
     /// Hand `result` to everyone waiting for its run.
     fn resolve(&self, result: RunResult) {
         for tx in lock(&self.waiters)

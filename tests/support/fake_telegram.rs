@@ -66,6 +66,8 @@ struct Inner {
     messages: Vec<Sent>,
     rejected: Vec<(String, String)>,
     files: HashMap<String, (String, Vec<u8>)>,
+    /// When each update was first handed to the bot.
+    served: HashMap<i64, Instant>,
 }
 
 struct Shared {
@@ -201,6 +203,11 @@ impl FakeTelegram {
     /// Requests the fake refused, as (method, description).
     pub fn rejected(&self) -> Vec<(String, String)> {
         self.shared.lock().rejected.clone()
+    }
+
+    /// When `update_id` was first returned by getUpdates.
+    pub fn served_at(&self, update_id: i64) -> Option<Instant> {
+        self.shared.lock().served.get(&update_id).copied()
     }
 
     /// Updates served but not yet confirmed by a later offset.
@@ -342,6 +349,11 @@ async fn get_updates(shared: &Arc<Shared>, body: &Value) -> Response {
                 .updates
                 .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
             let batch: Vec<Value> = inner.updates.iter().take(limit).cloned().collect();
+            let now = Instant::now();
+            for update in &batch {
+                let id = update["update_id"].as_i64().unwrap_or(0);
+                inner.served.entry(id).or_insert(now);
+            }
             if !batch.is_empty() {
                 return ok(Value::Array(batch));
             }

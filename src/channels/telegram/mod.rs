@@ -172,9 +172,10 @@ impl TelegramBot {
 
 /// `warden bot`: run until SIGTERM or SIGINT.
 pub async fn run_bot(app: App) -> anyhow::Result<i32> {
-    let bot = TelegramBot::connect(&app).await?;
+    // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let bot = TelegramBot::connect(&app).await?;
     // Scheduled jobs and the heartbeat go through the same gateway as the chats.
     let scheduler = crate::scheduler::daemon::Daemon::start(&app, bot.gateway(), shutdown.clone());
     eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");

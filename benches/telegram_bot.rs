@@ -1,0 +1,106 @@
+//! `warden bot` costs, measured on the real binary against the fake Bot API and an instantly
+//! answering fake LLM (both on 127.0.0.1):
+//!
+//! - resident memory (VmRSS, and the peak VmHWM) of the idle bot after start-up, and again
+//!   after it has handled the messages below;
+//! - the overhead per message excluding the model: from the moment the fake hands the update
+//!   to the bot (getUpdates returns) until the answer's sendMessage arrives — one message at a
+//!   time, so nothing waits in a queue.
+//!
+//! `cargo bench --bench telegram_bot` (release build). `WARDEN_BENCH_MESSAGES` sets the count.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+use support::fake_llm::{FakeLlm, Request, Turn};
+use support::fake_telegram::FakeTelegram;
+use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn threads(pid: u32) -> u64 {
+    status_kb(pid, "Threads:")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing special. Either way
+    // this runs once.
+    let messages: usize = std::env::var("WARDEN_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run(messages));
+}
+
+async fn run(messages: usize) {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let llm = FakeLlm::anthropic_with(|req: &Request| {
+        Turn::text(format!("answer: {}", req.last_user_text()))
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let mut env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
+    env.extra = vec![("RUST_LOG".into(), "warn".into())];
+    let started = Instant::now();
+    let bot = BotProcess::start(&env);
+    tg.wait_for_calls("getUpdates", 1, Duration::from_secs(30))
+        .await;
+    let ready = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pid = bot.pid();
+    let idle_rss = status_kb(pid, "VmRSS:");
+    let idle_hwm = status_kb(pid, "VmHWM:");
+    let idle_threads = threads(pid);
+
+    let mut overheads = Vec::with_capacity(messages);
+    for i in 0..messages {
+        let (update, _) = tg.push_text(OWNER, OWNER, &format!("message {i}"));
+        let expected = format!("answer: message {i}");
+        tg.wait_until("the answer", Duration::from_secs(30), |t| {
+            t.messages_to(OWNER)
+                .last()
+                .is_some_and(|m| m.visible == expected)
+        })
+        .await;
+        let sent = tg.messages_to(OWNER).last().unwrap().at;
+        let served = tg.served_at(update).expect("the update was served");
+        overheads.push(sent.duration_since(served));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let busy_rss = status_kb(pid, "VmRSS:");
+    let busy_hwm = status_kb(pid, "VmHWM:");
+    overheads.sort();
+    let mean = overheads.iter().sum::<Duration>() / overheads.len() as u32;
+
+    println!("warden bot (release), fake Bot API + instant fake LLM on 127.0.0.1");
+    println!("  start-up to first getUpdates: {ready:.1?}");
+    println!("  idle:  VmRSS {idle_rss} kB, VmHWM {idle_hwm} kB, {idle_threads} threads");
+    println!("  after {messages} messages: VmRSS {busy_rss} kB, VmHWM {busy_hwm} kB");
+    println!(
+        "  per message, update served → sendMessage received: median {:.2?}, p90 {:.2?}, p99 {:.2?}, mean {mean:.2?}",
+        percentile(&overheads, 0.5),
+        percentile(&overheads, 0.9),
+        percentile(&overheads, 0.99),
+    );
+    println!("  (includes the fake LLM's HTTP round trip and the typing indicator request)");
+    drop(bot);
+}

@@ -1,0 +1,150 @@
+//! Start-up after a crash or a shutdown: what the previous process left unfinished.
+//!
+//! A run that was in the agent's hands is **not run again** — it may have done part of its
+//! work (files written, commands run, approvals given), and repeating that is worse than
+//! asking. The user is told ("I was restarted while working on: …") and its transcript is
+//! closed so the next run starts from a valid conversation. Stored answers are delivered from
+//! the first undelivered part; prompts that never started are queued again in their order.
+
+use super::actor::{self, Queued};
+use super::store::{RunRow, RunState};
+use super::{lock, Gateway, Origin, Recovery};
+use crate::db::DbError;
+use crate::llm::{ContentBlock, Message, Role};
+use crate::memory::sessions::SessionStore;
+
+impl Gateway {
+    /// Call once at start-up, before new prompts are submitted.
+    pub async fn recover(&self) -> Result<Recovery, DbError> {
+        let inner = &self.inner;
+        let mut report = Recovery::default();
+        for row in inner.store.unfinished()? {
+            match row.state {
+                RunState::Running | RunState::Interrupted => {
+                    inner.store.set_interrupted(row.id)?;
+                    let session = inner.session_of(&row);
+                    if let Err(e) = close_transcript(inner.agent.sessions(), &session) {
+                        tracing::warn!(run = row.id, "closing an interrupted transcript: {e}");
+                    }
+                    let info = actor::info(&row);
+                    let notice = interrupted_notice(&row);
+                    if let Err(e) = inner.channel.deliver(&info, &notice, 0, &|_| {}).await {
+                        tracing::warn!(run = row.id, "telling the chat about a restart: {e}");
+                    }
+                    inner.store.set_notified(row.id)?;
+                    report.interrupted += 1;
+                }
+                RunState::Queued | RunState::Replying => {
+                    let chats = &mut lock(&inner.chats);
+                    let slot = self.slot(chats, row.chat_id);
+                    lock(&slot.state).queue.push_back(Queued {
+                        run_id: row.id,
+                        preview: row.preview.clone(),
+                    });
+                    slot.wake.notify_one();
+                    report.requeued += 1;
+                }
+                RunState::Answered | RunState::Cancelled => {}
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn interrupted_notice(row: &RunRow) -> String {
+    let what = match &row.origin {
+        Origin::Scheduled { .. } => " the scheduled task",
+        _ => "",
+    };
+    format!(
+        "I was restarted while working on{what}: “{}”. I did not run it again, because it may \
+         have done part of its work already; send it again if you still want it.",
+        row.preview
+    )
+}
+
+/// Make a transcript cut off mid-run valid again: tool calls without results get a result
+/// saying they did not finish (the model API refuses a call without one), and the run ends
+/// with an assistant note.
+pub(super) fn close_transcript(sessions: &SessionStore, key: &str) -> Result<(), DbError> {
+    let history = sessions.load(key)?;
+    let Some(last) = history.last() else {
+        return Ok(());
+    };
+    let mut last_role = last.role;
+    if last.role == Role::Assistant {
+        let open: Vec<ContentBlock> = last
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { id, .. } => Some(ContentBlock::tool_result(
+                    id,
+                    "not finished: warden was restarted while this ran",
+                    true,
+                )),
+                _ => None,
+            })
+            .collect();
+        if !open.is_empty() {
+            sessions.append(key, &Message::tool_results(open))?;
+            last_role = Role::User;
+        }
+    }
+    if last_role == Role::User {
+        sessions.append(
+            key,
+            &Message::assistant("[this run was interrupted by a restart of warden]"),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Database;
+
+    #[test]
+    fn a_transcript_cut_after_a_tool_call_gets_results_and_an_end() {
+        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        store
+            .append("t:1", &Message::user("delete the logs"))
+            .unwrap();
+        store
+            .append(
+                "t:1",
+                &Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::ToolUse {
+                        id: "toolu_1".into(),
+                        name: "bash".into(),
+                        input: serde_json::json!({"command": "rm -r logs"}),
+                    }],
+                },
+            )
+            .unwrap();
+        close_transcript(&store, "t:1").unwrap();
+        let history = store.load("t:1").unwrap();
+        assert_eq!(history.len(), 4);
+        assert!(matches!(
+            &history[2].content[0],
+            ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "toolu_1"
+        ));
+        assert_eq!(history[3].role, Role::Assistant);
+        // A closed transcript is left alone.
+        close_transcript(&store, "t:1").unwrap();
+        assert_eq!(store.load("t:1").unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_transcript_cut_after_the_prompt_gets_an_end() {
+        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        store.append("t:2", &Message::user("hello")).unwrap();
+        close_transcript(&store, "t:2").unwrap();
+        let history = store.load("t:2").unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[1].role, Role::Assistant);
+        close_transcript(&store, "t:3").unwrap();
+        assert!(store.load("t:3").unwrap().is_empty());
+    }
+}
