@@ -10,6 +10,8 @@ use crate::memory::sessions::SessionStore;
 use crate::memory::workspace::{self, ConventionFiles};
 use crate::memory::MemoryIndex;
 use crate::policy::{PathPolicy, Policy};
+use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
 use crate::tools::web_fetch::WebFetch;
 use crate::tools::{files, ToolSet};
@@ -26,6 +28,10 @@ pub struct App {
     /// MEMORY.md, memory/*.md and compacted conversations, searchable.
     pub memory: Arc<MemoryIndex>,
     pub agent: Arc<Agent>,
+    /// The checked `[scheduler]` section.
+    pub scheduler: Settings,
+    /// Cron jobs: the `cron` tool and `warden bot`'s runner share it.
+    pub jobs: Arc<JobManager>,
 }
 
 impl App {
@@ -46,6 +52,12 @@ impl App {
                 .context("setting up the path validator")?,
         );
         let provider = crate::llm::from_config(&config.llm)?;
+        let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
+        let jobs = Arc::new(JobManager::new(
+            db.clone(),
+            Arc::new(SystemClock),
+            scheduler.limits.clone(),
+        ));
         let sessions = SessionStore::new(db.clone());
 
         let memory = Arc::new(
@@ -65,6 +77,7 @@ impl App {
             WebFetch::new(Vec::new()).context("building the HTTP client")?,
         ));
         tools.add(Arc::new(MemorySearch::new(memory.clone())));
+        tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));
         let mut prompt = SystemPrompt::new(&workspace, tools.names());
         prompt.add_section(Arc::new(ConventionFiles::new(
             paths.clone(),
@@ -88,6 +101,8 @@ impl App {
             paths,
             memory,
             agent: Arc::new(agent),
+            scheduler,
+            jobs,
         })
     }
 }

@@ -17,6 +17,12 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("memory_index", crate::memory::index::SCHEMA),
     ("gateway_runs", crate::gateway::store::SCHEMA),
     ("telegram", crate::channels::telegram::store::SCHEMA),
+    ("scheduler", crate::scheduler::store::SCHEMA),
+    ("heartbeat", crate::scheduler::heartbeat::SCHEMA),
+    (
+        "gateway_runs_session",
+        crate::gateway::store::SESSION_COLUMN,
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

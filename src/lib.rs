@@ -17,4 +17,5 @@ pub mod memory;
 pub mod policy;
 pub mod redact;
 pub mod sandbox;
+pub mod scheduler;
 pub mod tools;

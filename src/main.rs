@@ -24,6 +24,11 @@ enum Command {
     },
     /// Interactive terminal agent.
     Chat,
+    /// Scheduled jobs: the same store and checks as the agent's `cron` tool.
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
     /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS).
     Bot,
     /// Inspect the command policy.
@@ -53,6 +58,51 @@ enum PolicyCommand {
         #[arg(last = true)]
         command: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum CronCommand {
+    /// List the jobs.
+    List {
+        /// One JSON array of jobs.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a job: exactly one of --at, --every, --cron, then the prompt.
+    Add {
+        /// A time: 2026-11-21T09:30:00+01:00, a local `2026-11-21 09:30`, or a delay `+20m`.
+        #[arg(long)]
+        at: Option<String>,
+        /// An interval: 30m, 2h, 1d.
+        #[arg(long)]
+        every: Option<String>,
+        /// A cron expression: 5 fields, or 6 with seconds first.
+        #[arg(long)]
+        cron: Option<String>,
+        /// IANA time zone for --cron and local --at times (default: scheduler.timezone).
+        #[arg(long = "tz")]
+        timezone: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        /// Session to run in and answer to (default: the owner's chat, telegram:<first allowed user>).
+        #[arg(long)]
+        session: Option<String>,
+        /// Run in a fresh session each time; the answer still goes to the session's chat.
+        #[arg(long)]
+        new_session: bool,
+        /// Keep a one-shot job after it ran (default: it deletes itself).
+        #[arg(long)]
+        keep: bool,
+        /// What the agent should do when the job runs.
+        #[arg(required = true)]
+        prompt: Vec<String>,
+    },
+    /// Remove a job.
+    Rm { id: i64 },
+    /// Make a job due now (the running `warden bot` starts it).
+    Run { id: i64 },
+    /// A job and its recent runs.
+    Status { id: i64 },
 }
 
 fn main() -> ExitCode {
@@ -87,6 +137,37 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Chat => {
             let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
             runtime()?.block_on(warden::channels::terminal::chat(&app))
+        }
+        Command::Cron { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                CronCommand::List { json } => cli::cron::Action::List { json },
+                CronCommand::Add {
+                    at,
+                    every,
+                    cron,
+                    timezone,
+                    name,
+                    session,
+                    new_session,
+                    keep,
+                    prompt,
+                } => cli::cron::Action::Add(cli::cron::AddArgs {
+                    at,
+                    every,
+                    cron,
+                    timezone,
+                    name,
+                    session,
+                    new_session,
+                    keep,
+                    prompt: prompt.join(" "),
+                }),
+                CronCommand::Rm { id } => cli::cron::Action::Remove { id },
+                CronCommand::Run { id } => cli::cron::Action::Run { id },
+                CronCommand::Status { id } => cli::cron::Action::Status { id },
+            };
+            cli::cron::run(&config, action)
         }
         Command::Bot => {
             let config = cli::load_config(cli.config.as_deref())?;

@@ -120,7 +120,7 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
     let result = inner
         .agent
         .run(RunRequest {
-            session: format!("{}:{}", inner.settings.session_prefix, row.chat_id),
+            session: inner.session_of(&row),
             input: row.input.clone(),
             approver: view.approver(),
             events: view.events(),

@@ -69,6 +69,9 @@ pub struct Submission {
     pub dedup_key: Option<String>,
     /// Send the answer to the chat (default). `false`: only the [`RunHandle`] gets it.
     pub deliver: bool,
+    /// Run in this session instead of the chat's own (still queued in the chat): a scheduled
+    /// job that starts fresh each time, the heartbeat.
+    pub session: Option<String>,
 }
 
 impl Submission {
@@ -82,6 +85,7 @@ impl Submission {
             reply_to: None,
             dedup_key: None,
             deliver: true,
+            session: None,
         }
     }
 
@@ -94,6 +98,7 @@ impl Submission {
             reply_to: None,
             dedup_key: None,
             deliver: true,
+            session: None,
         }
     }
 
@@ -110,6 +115,12 @@ impl Submission {
     /// Do not send the answer to the chat.
     pub fn silent(mut self) -> Submission {
         self.deliver = false;
+        self
+    }
+
+    /// Run in `session` instead of the chat's own session.
+    pub fn in_session(mut self, session: impl Into<String>) -> Submission {
+        self.session = Some(session.into());
         self
     }
 }
@@ -330,6 +341,7 @@ impl Gateway {
             preview: &s.preview,
             reply_to: s.reply_to,
             deliver: s.deliver,
+            session: s.session.as_deref(),
         };
         let run_id = match inner.store.insert(&new)? {
             Inserted::New(id) => id,
@@ -380,6 +392,19 @@ impl Gateway {
                 .push(tx),
         }
         RunHandle { run_id: row.id, rx }
+    }
+
+    /// Send `text` to a chat outside any run: an answer the submitter filtered first (the
+    /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result).
+    pub async fn send(&self, chat_id: i64, origin: Origin, text: &str) -> Result<(), String> {
+        let info = RunInfo {
+            run_id: 0,
+            chat_id,
+            reply_to: None,
+            preview: preview(text),
+            origin,
+        };
+        self.inner.channel.deliver(&info, text, 0, &|_| {}).await
     }
 
     /// `/stop`: abort the running agent and drop the waiting prompts.
@@ -502,6 +527,13 @@ pub struct Recovery {
 }
 
 impl Inner {
+    /// The session a run works in: its own (a fresh-session job, the heartbeat) or the chat's.
+    fn session_of(&self, row: &RunRow) -> String {
+        row.session
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", self.settings.session_prefix, row.chat_id))
+    }
+
     /// Hand `result` to everyone waiting for its run.
     fn resolve(&self, result: RunResult) {
         for tx in lock(&self.waiters)

@@ -22,7 +22,7 @@ impl Gateway {
             match row.state {
                 RunState::Running | RunState::Interrupted => {
                     inner.store.set_interrupted(row.id)?;
-                    let session = self.session_key(row.chat_id);
+                    let session = inner.session_of(&row);
                     if let Err(e) = close_transcript(inner.agent.sessions(), &session) {
                         tracing::warn!(run = row.id, "closing an interrupted transcript: {e}");
                     }

@@ -30,6 +30,10 @@ CREATE TABLE gateway_runs (
 CREATE INDEX gateway_runs_state ON gateway_runs (state, id);
 ";
 
+/// A later migration: the session a run uses when it is not the chat's own (scheduled jobs
+/// with a fresh session each run, the heartbeat). NULL: the chat's session.
+pub const SESSION_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN session TEXT;";
+
 /// Where a run is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {
@@ -86,6 +90,8 @@ pub struct RunRow {
     pub parts_sent: usize,
     /// For interrupted runs: whether the user was told.
     pub notified: bool,
+    /// The session to run in, when not the chat's own.
+    pub session: Option<String>,
 }
 
 /// A run to insert.
@@ -97,6 +103,7 @@ pub struct NewRun<'a> {
     pub preview: &'a str,
     pub reply_to: Option<i32>,
     pub deliver: bool,
+    pub session: Option<&'a str>,
 }
 
 pub enum Inserted {
@@ -111,7 +118,7 @@ pub struct RunStore {
 }
 
 const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
-                       answer, parts_sent, notified";
+                       answer, parts_sent, notified, session";
 
 fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let origin: String = row.get(2)?;
@@ -131,6 +138,7 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         answer: row.get(9)?,
         parts_sent: row.get::<_, i64>(10)?.max(0) as usize,
         notified: row.get(11)?,
+        session: row.get(12)?,
     })
 }
 
@@ -148,8 +156,9 @@ impl RunStore {
         let origin = serde_json::to_string(run.origin).map_err(json_err)?;
         let input = serde_json::to_string(run.input).map_err(json_err)?;
         let changed = self.db.conn().execute(
-            "INSERT INTO gateway_runs (chat_id, origin, dedup_key, input, preview, reply_to, deliver)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (dedup_key) DO NOTHING",
+            "INSERT INTO gateway_runs (chat_id, origin, dedup_key, input, preview, reply_to, deliver,
+                 session)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (dedup_key) DO NOTHING",
             params![
                 run.chat_id,
                 origin,
@@ -157,7 +166,8 @@ impl RunStore {
                 input,
                 run.preview,
                 run.reply_to,
-                run.deliver
+                run.deliver,
+                run.session
             ],
         )?;
         if changed == 1 {
@@ -284,6 +294,7 @@ mod tests {
             preview: "hi",
             reply_to: Some(3),
             deliver: true,
+            session: None,
         }
     }
 

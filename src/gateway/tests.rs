@@ -381,6 +381,7 @@ async fn recovery_after_a_crash_resumes_delivery_where_it_stopped() {
             preview,
             reply_to: Some(4),
             deliver: true,
+            session: None,
         })
         .unwrap()
     {

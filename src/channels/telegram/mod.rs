@@ -11,6 +11,8 @@
 //! let gateway = bot.gateway();                   // for the scheduler: gateway.submit(…)
 //! bot.run(shutdown_token).await?;                // until SIGTERM/SIGINT
 //! ```
+//!
+//! `run_bot` starts the scheduler's runner and heartbeat beside the polling loop.
 
 mod access;
 mod api;
@@ -174,8 +176,11 @@ pub async fn run_bot(app: App) -> anyhow::Result<i32> {
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
     let bot = TelegramBot::connect(&app).await?;
+    // Scheduled jobs and the heartbeat go through the same gateway as the chats.
+    let scheduler = crate::scheduler::daemon::Daemon::start(&app, bot.gateway(), shutdown.clone());
     eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");
     let result = bot.run(shutdown).await;
+    scheduler.stopped(Duration::from_secs(5)).await;
     signals.abort();
     result.map(|_| 0)
 }

@@ -1,0 +1,146 @@
+//! `warden cron list|add|rm|run|status`: the same store and the same checks as the agent's
+//! `cron` tool, without needing an LLM key. Jobs run in `warden bot`, which notices changes
+//! made here within its rescan interval.
+
+use crate::config::Config;
+use crate::db::Database;
+use crate::scheduler::runner::RESCAN;
+use crate::scheduler::settings::owner_chat_session;
+use crate::scheduler::{
+    Job, JobError, JobManager, JobRequest, Schedule, Settings, SystemClock, Target,
+};
+use anyhow::Context;
+use serde_json::json;
+use std::sync::Arc;
+
+/// Exit code when a job request is refused (bad schedule, unknown id, too many jobs).
+pub const EXIT_REFUSED: i32 = 1;
+
+pub enum Action {
+    List { json: bool },
+    Add(AddArgs),
+    Remove { id: i64 },
+    Run { id: i64 },
+    Status { id: i64 },
+}
+
+#[derive(Default)]
+pub struct AddArgs {
+    pub at: Option<String>,
+    pub every: Option<String>,
+    pub cron: Option<String>,
+    pub timezone: Option<String>,
+    pub name: Option<String>,
+    /// Default: the owner's Telegram chat (the first allowed user).
+    pub session: Option<String>,
+    /// A fresh session for every run; the answer still goes to `session`'s chat.
+    pub new_session: bool,
+    /// Keep a one-shot job after it ran.
+    pub keep: bool,
+    pub prompt: String,
+}
+
+pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
+    let settings = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
+    let db = Database::open(&config.data_dir.join("warden.db"))
+        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    let jobs = JobManager::new(db, Arc::new(SystemClock), settings.limits.clone());
+    let tz = settings.tz;
+    let result = match action {
+        Action::List { json } => jobs.list().map(|list| {
+            if json {
+                let items: Vec<_> = list.iter().map(job_json).collect();
+                println!("{}", serde_json::Value::Array(items));
+            } else if list.is_empty() {
+                println!("No scheduled jobs.");
+            } else {
+                for job in &list {
+                    println!("{}", job.summary(tz));
+                }
+            }
+        }),
+        Action::Add(args) => {
+            let session = match args
+                .session
+                .or_else(|| owner_chat_session(&config.telegram.allowed_users))
+            {
+                Some(s) => s,
+                None => anyhow::bail!(
+                    "no session to deliver to: give --session telegram:<chat id>, or configure \
+                     telegram.allowed_users (the first is the owner)"
+                ),
+            };
+            let target = if args.new_session {
+                Target::Fresh { reply_to: session }
+            } else {
+                Target::Session(session)
+            };
+            jobs.add(JobRequest {
+                name: args.name,
+                at: args.at,
+                every: args.every,
+                cron: args.cron,
+                timezone: args.timezone,
+                prompt: args.prompt,
+                target: Some(target),
+                delete_after_run: args.keep.then_some(false),
+                created_by: "cli".into(),
+            })
+            .map(|job| println!("Scheduled {}", job.summary(tz)))
+        }
+        Action::Remove { id } => jobs
+            .remove(id)
+            .map(|job| println!("Removed job #{} {:?}.", job.id, job.name)),
+        Action::Run { id } => jobs.run_now(id).map(|job| {
+            println!(
+                "Job #{} is due now; a running `warden bot` starts it within {} seconds.",
+                job.id,
+                RESCAN.as_secs()
+            )
+        }),
+        Action::Status { id } => jobs.status(id, 10).map(|(job, runs)| {
+            println!("{}\nPrompt: {}", job.summary(tz), job.prompt);
+            for run in runs {
+                println!(
+                    "- {} {:?}: {}",
+                    run.slot.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z"),
+                    run.status,
+                    run.detail.unwrap_or_default().lines().next().unwrap_or("")
+                );
+            }
+        }),
+    };
+    match result {
+        Ok(()) => Ok(0),
+        Err(JobError::Store(e)) => Err(anyhow::anyhow!(e)),
+        Err(e) => {
+            eprintln!("warden: {e}");
+            Ok(EXIT_REFUSED)
+        }
+    }
+}
+
+fn job_json(job: &Job) -> serde_json::Value {
+    let (spec, timezone) = match &job.schedule {
+        Schedule::At(at) => (at.to_rfc3339(), None),
+        Schedule::Every { interval, .. } => {
+            (crate::scheduler::schedule::format_duration(*interval), None)
+        }
+        Schedule::Cron { expr, tz } => (expr.clone(), Some(tz.name())),
+    };
+    json!({
+        "id": job.id,
+        "name": job.name,
+        "kind": job.schedule.kind(),
+        "spec": spec,
+        "timezone": timezone,
+        "prompt": job.prompt,
+        "session": job.target.chat_session(),
+        "fresh_session": matches!(job.target, Target::Fresh { .. }),
+        "delete_after_run": job.delete_after_run,
+        "enabled": job.enabled,
+        "next_run_at": job.next_run_at.map(|t| t.to_rfc3339()),
+        "failures": job.failures,
+        "running": job.running,
+    })
+}

@@ -1,0 +1,61 @@
+//! What `warden bot` runs beside Telegram: the job runner and the heartbeat, both delivering
+//! through the gateway, both stopping with the bot.
+
+use super::gateway_deliver::GatewayDeliver;
+use super::settings::owner_chat_session;
+use super::{Heartbeat, Runner};
+use crate::app::App;
+use crate::gateway::Gateway;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The scheduler's loops in the bot.
+pub struct Daemon {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Start the runner and (when configured) the heartbeat; they run until `shutdown`. Does
+    /// nothing when `scheduler.enabled` is false or there is no owner to answer.
+    pub fn start(app: &App, gateway: Gateway, shutdown: CancellationToken) -> Daemon {
+        let settings = &app.scheduler;
+        let Some(&owner) = app.config.telegram.allowed_users.first() else {
+            return Daemon { tasks: Vec::new() };
+        };
+        if !settings.enabled {
+            tracing::info!("scheduler disabled (scheduler.enabled = false)");
+            return Daemon { tasks: Vec::new() };
+        }
+        let deliver = Arc::new(GatewayDeliver::new(gateway, owner));
+        let runner = Runner::new(&app.jobs, deliver.clone(), settings.retry, settings.tz);
+        let mut tasks = vec![tokio::spawn(runner.run(shutdown.clone()))];
+        let owner_chat = owner_chat_session(&app.config.telegram.allowed_users).unwrap_or_default();
+        match settings.heartbeat(&owner_chat) {
+            Some(heartbeat) => {
+                tracing::info!(every = ?heartbeat.every, tz = %heartbeat.tz, "heartbeat on");
+                let heartbeat = Heartbeat::new(
+                    heartbeat,
+                    app.paths.clone(),
+                    app.db.clone(),
+                    app.jobs.clock().clone(),
+                    deliver,
+                );
+                tasks.push(tokio::spawn(heartbeat.run(shutdown)));
+            }
+            None => tracing::info!("heartbeat off (scheduler.heartbeat_minutes = 0)"),
+        }
+        tracing::info!(tz = %settings.tz, "scheduler started");
+        Daemon { tasks }
+    }
+
+    /// Wait for the loops to stop after `shutdown` (a beat waiting on the gateway ends when
+    /// the gateway shuts down); give up after `grace`.
+    pub async fn stopped(self, grace: Duration) {
+        let all = futures::future::join_all(self.tasks);
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!("the scheduler did not stop within {grace:?}");
+        }
+    }
+}
