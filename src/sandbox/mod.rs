@@ -4,6 +4,8 @@
 //! (`crate::exec`) wires pipes and redirections between such processes itself, so both
 //! backends run exactly the IR the policy checked. The jail assumes the policy was fooled.
 
+pub mod docker;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
