@@ -22,8 +22,9 @@ const TMPFS_OPTIONS: &str = "rw,noexec,nosuid,nodev,size=67108864,mode=1777";
 /// user cannot hit PID 1 (the kernel skips a namespace's init), only its `sleep`, which the
 /// loop restarts.
 pub const IDLE_LOOP: &str = "trap '' HUP INT TERM; while :; do sleep 2147483647 & wait; done";
-/// Container paths an extra read or write root may not be mounted over.
-const RESERVED: &[&str] = &["/workspace", "/tmp", "/proc", "/sys", "/dev"];
+/// Container paths an extra read or write root may not be mounted on or under. (Below `/tmp`
+/// is fine: the bind mount lands inside the tmpfs.)
+const RESERVED: &[&str] = &["/workspace", "/proc", "/sys", "/dev"];
 
 /// One session container, fully described before anything is created.
 #[derive(Clone, Debug)]
@@ -276,7 +277,9 @@ fn check_extra_root(root: &Path) -> Result<(), SandboxError> {
             root.display()
         )));
     }
-    let clash = root == Path::new("/") || RESERVED.iter().any(|r| root.starts_with(r));
+    let clash = root == Path::new("/")
+        || root == Path::new("/tmp")
+        || RESERVED.iter().any(|r| root.starts_with(r));
     if clash {
         return Err(SandboxError::Setup(format!(
             "extra sandbox root {} would be mounted over a path the container needs \
