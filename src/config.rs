@@ -245,10 +245,11 @@ impl Config {
             self.telegram.api_url = Some(v);
         }
         if let Some(v) = env.var("TELEGRAM_ALLOWED_USERS") {
-            self.telegram.allowed_users = parse_user_ids(&v).map_err(|message| ConfigError::Env {
-                name: "TELEGRAM_ALLOWED_USERS".into(),
-                message,
-            })?;
+            self.telegram.allowed_users =
+                parse_user_ids(&v).map_err(|message| ConfigError::Env {
+                    name: "TELEGRAM_ALLOWED_USERS".into(),
+                    message,
+                })?;
         }
         Ok(())
     }
