@@ -31,8 +31,10 @@ pub enum CgroupVersion {
 pub struct PidsCgroupRoot {
     pub version: CgroupVersion,
     pub dir: PathBuf,
-    counter: AtomicU64,
 }
+
+/// Numbers the per-process cgroups of this warden process (shared by all its sandboxes).
+static NEXT_CGROUP: AtomicU64 = AtomicU64::new(0);
 
 impl PidsCgroupRoot {
     /// Find a pids hierarchy warden can write to and prepare its `warden` directory.
@@ -63,17 +65,19 @@ impl PidsCgroupRoot {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
         }
+        // It may exist (made by root) without being ours to write.
+        nix::unistd::access(
+            &dir,
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .map_err(|e| format!("cannot create cgroups in {}: {e}", dir.display()))?;
         remove_stale(&dir);
-        Ok(PidsCgroupRoot {
-            version,
-            dir,
-            counter: AtomicU64::new(0),
-        })
+        Ok(PidsCgroupRoot { version, dir })
     }
 
     /// Create the cgroup for one process (parent side).
     pub fn create(&self, max_processes: u64) -> Result<ProcessCgroup, SandboxError> {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT_CGROUP.fetch_add(1, Ordering::Relaxed);
         let dir = self.dir.join(format!("{}-{n}", std::process::id()));
         let setup = |what: &str, e: io::Error| {
             SandboxError::Setup(format!("pids cgroup {}: {what}: {e}", dir.display()))
