@@ -3,6 +3,9 @@
 //! The data path, top to bottom: channels and the scheduler feed the gateway, the agent asks
 //! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
 
+pub mod cli;
 pub mod config;
+pub mod doctor;
+pub mod exec;
 pub mod policy;
 pub mod sandbox;

@@ -4,13 +4,14 @@
 //! (`crate::exec`) wires pipes and redirections between such processes itself, so both
 //! backends run exactly the IR the policy checked. The jail assumes the policy was fooled.
 
-pub mod docker;
-
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+
+pub mod docker;
+pub mod host;
 
 /// Which sandbox implementation runs commands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -141,6 +142,13 @@ pub enum SandboxError {
     /// The program does not exist inside the sandbox (exit 127).
     #[error("{0}: command not found in the sandbox")]
     NotFound(String),
+    /// The program exists but the kernel refused to execute it, e.g. a file in the workspace,
+    /// which the jail never lets execute (exit 126; 127 for a missing interpreter).
+    #[error("{program}: cannot execute: {source}")]
+    CannotExecute {
+        program: String,
+        source: std::io::Error,
+    },
     #[error("sandbox I/O error: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -1,0 +1,81 @@
+//! `warden jail`: run one program in the sandbox WITHOUT the command policy, to test the jail.
+//!
+//! Exit status: the program's (128 + n for a signal), 124 timeout, 125 sandbox setup failed,
+//! 126 cannot execute, 127 not found, 130 interrupted.
+
+use super::{JailRequest, EXIT_SETUP, EXIT_USAGE};
+use crate::exec::{run_script, ExecOptions};
+use crate::policy::ir::Script;
+use crate::sandbox::Backend;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub struct JailArgs {
+    /// Sandbox backend (default: the config's `sandbox.backend`).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Workspace: readable and writable inside the jail, and the working directory
+    /// (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// An extra readable (and executable) path; repeatable.
+    #[arg(long = "read", value_name = "PATH")]
+    pub read: Vec<PathBuf>,
+    /// Wall-clock limit in seconds (default: the config's `sandbox.timeout_secs`).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Run even if the kernel has no Landlock (much weaker jail; says so loudly).
+    #[arg(long)]
+    pub allow_without_landlock: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
+    pub argv: Vec<String>,
+}
+
+pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
+    let config = match super::load_config(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warden: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let backend = args.backend.unwrap_or(config.sandbox.backend);
+    if backend != Backend::Host {
+        eprintln!(
+            "warden: the {backend} backend is not available in this build; use --backend host"
+        );
+        return EXIT_SETUP;
+    }
+    let runtime = match super::runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warden: cannot start the async runtime: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    runtime.block_on(async {
+        let request = JailRequest {
+            workspace: args.workspace,
+            read: args.read,
+            allow_without_landlock: args.allow_without_landlock,
+        };
+        let (sandbox, roots) = match super::host_sandbox(&config, &request) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                return EXIT_SETUP;
+            }
+        };
+        let options = ExecOptions::inherit(roots, super::timeout(args.timeout, &config));
+        super::cancel_on_signals(options.cancel.clone());
+        let script = Script::single(args.argv, sandbox.spec().workspace.clone());
+        match run_script(&sandbox, &script, &options).await {
+            Ok(out) => out.status,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                e.exit_code()
+            }
+        }
+    })
+}

@@ -1,0 +1,284 @@
+//! A pids cgroup per jailed process: the process-count limit that also holds for root (the
+//! kernel does not enforce `RLIMIT_NPROC` for uid 0), and a list of every descendant for
+//! `kill()`, whatever process group it ended up in.
+//!
+//! Layout: `<pids hierarchy>/<warden's own cgroup>/warden/<warden pid>-<n>/` with `pids.max` set
+//! to `Limits::max_processes`. The parent creates the directory and opens `cgroup.procs`
+//! (write-only, close-on-exec); the child writes "0" to it, which moves itself, before
+//! anything else runs. After the process group is dead the directory is removed.
+//!
+//! cgroup v1 (a `pids` hierarchy) is used when mounted; cgroup v2 only where the pids controller
+//! is delegated to warden's cgroup (`cgroup.subtree_control` lists `pids`). Without either, a
+//! root warden still runs but records why (`warden doctor` shows it).
+
+use super::fds::errno;
+use crate::sandbox::SandboxError;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// The directory under which warden creates one cgroup per jailed process.
+#[derive(Debug)]
+pub struct PidsCgroupRoot {
+    pub version: CgroupVersion,
+    pub dir: PathBuf,
+}
+
+/// Numbers the per-process cgroups of this warden process (shared by all its sandboxes).
+static NEXT_CGROUP: AtomicU64 = AtomicU64::new(0);
+
+impl PidsCgroupRoot {
+    /// Find a pids hierarchy warden can write to and prepare its `warden` directory.
+    pub fn detect() -> Result<PidsCgroupRoot, String> {
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let mounts = fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+
+        let (version, base) = if let Some(base) = v1_pids_dir(&own, &mounts) {
+            (CgroupVersion::V1, base)
+        } else if let Some(base) = v2_dir(&own, &mounts) {
+            let control =
+                fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
+            if !control.split_whitespace().any(|c| c == "pids") {
+                return Err(format!(
+                    "cgroup v2 without a delegated pids controller ({} does not list pids in cgroup.subtree_control)",
+                    base.display()
+                ));
+            }
+            (CgroupVersion::V2, base)
+        } else {
+            return Err("no pids cgroup hierarchy is mounted".into());
+        };
+        let dir = base.join("warden");
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+        // It may exist (made by root) without being ours to write.
+        nix::unistd::access(
+            &dir,
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .map_err(|e| format!("cannot create cgroups in {}: {e}", dir.display()))?;
+        remove_stale(&dir);
+        Ok(PidsCgroupRoot { version, dir })
+    }
+
+    /// Create the cgroup for one process (parent side).
+    pub fn create(&self, max_processes: u64) -> Result<ProcessCgroup, SandboxError> {
+        let n = NEXT_CGROUP.fetch_add(1, Ordering::Relaxed);
+        let dir = self.dir.join(format!("{}-{n}", std::process::id()));
+        let setup = |what: &str, e: io::Error| {
+            SandboxError::Setup(format!("pids cgroup {}: {what}: {e}", dir.display()))
+        };
+        fs::create_dir(&dir).map_err(|e| setup("create", e))?;
+        // From here on, dropping `cgroup` removes the directory again.
+        let mut cgroup = ProcessCgroup {
+            dir: dir.clone(),
+            procs: None,
+            version: self.version,
+        };
+        fs::write(dir.join("pids.max"), max_processes.to_string())
+            .map_err(|e| setup("set pids.max", e))?;
+        let procs = fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .map_err(|e| setup("open cgroup.procs", e))?;
+        cgroup.procs =
+            Some(super::fds::dup_private(&procs).map_err(|e| setup("duplicate cgroup.procs", e))?);
+        Ok(cgroup)
+    }
+}
+
+/// The cgroup of one jailed process.
+#[derive(Debug)]
+pub struct ProcessCgroup {
+    dir: PathBuf,
+    procs: Option<OwnedFd>,
+    version: CgroupVersion,
+}
+
+impl ProcessCgroup {
+    /// The descriptor the child writes "0" to.
+    pub fn procs_fd(&self) -> Option<RawFd> {
+        self.procs.as_ref().map(|fd| fd.as_raw_fd())
+    }
+
+    /// Close the parent's copy once the child has joined.
+    pub fn close_procs_fd(&mut self) {
+        self.procs = None;
+    }
+
+    /// Pids currently in the cgroup (zombies are not listed).
+    pub fn pids(&self) -> Vec<i32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// SIGKILL everything in the cgroup; returns how many processes were still listed.
+    pub fn kill_all(&self) -> usize {
+        if self.version == CgroupVersion::V2 && fs::write(self.dir.join("cgroup.kill"), "1").is_ok()
+        {
+            return self.pids().len();
+        }
+        let pids = self.pids();
+        for &pid in &pids {
+            // SAFETY: plain kill(2); the pid is in our cgroup, so it is one of ours.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        pids.len()
+    }
+
+    /// Remove the directory; fails (EBUSY) while a process is still in it.
+    pub fn remove(&self) -> io::Result<()> {
+        match fs::remove_dir(&self.dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for ProcessCgroup {
+    fn drop(&mut self) {
+        // Normally removed by the process's wait/kill; this is the last resort.
+        if self.dir.exists() {
+            self.kill_all();
+            if let Err(e) = self.remove() {
+                tracing::debug!(dir = %self.dir.display(), error = %e, "pids cgroup left behind");
+            }
+        }
+    }
+}
+
+/// Child side: move the calling process into the cgroup. Async-signal-safe.
+///
+/// # Safety
+/// Call only in the forked child.
+pub unsafe fn join_in_child(procs_fd: RawFd) -> Result<(), i32> {
+    if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// `<mount point of the v1 pids hierarchy>/<our path in it>`.
+fn v1_pids_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == "pids").then_some(path)
+    })?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut post = post.split_whitespace();
+        let (fstype, _source, options) = (post.next()?, post.next()?, post.next()?);
+        (fstype == "cgroup" && options.split(',').any(|o| o == "pids"))
+            .then(|| pre.split_whitespace().nth(4))
+            .flatten()
+    })?;
+    Some(Path::new(mount).join(path.trim_start_matches('/')))
+}
+
+/// `<cgroup2 mount point>/<our path in it>`.
+fn v2_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split_whitespace().next()? == "cgroup2")
+            .then(|| pre.split_whitespace().nth(4))
+            .flatten()
+    })?;
+    Some(Path::new(mount).join(path.trim_start_matches('/')))
+}
+
+/// Remove cgroups left by warden processes that no longer exist.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// The `pids.max` of a cgroup directory.
+pub fn read_pids_max(dir: &Path) -> io::Result<String> {
+    Ok(fs::read_to_string(dir.join("pids.max"))?.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+25 1 0:23 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+33 25 0:30 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+34 25 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+36 25 0:33 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn finds_v1_pids_and_v2_directories() {
+        let own = "8:pids:/user.slice\n4:memory:/x\n0::/user.slice/session-1.scope\n";
+        assert_eq!(
+            v1_pids_dir(own, MOUNTINFO),
+            Some(PathBuf::from("/sys/fs/cgroup/pids/user.slice"))
+        );
+        assert_eq!(
+            v2_dir(own, MOUNTINFO),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/unified/user.slice/session-1.scope"
+            ))
+        );
+        assert_eq!(v1_pids_dir("0::/\n", MOUNTINFO), None);
+        assert_eq!(
+            v2_dir("8:pids:/\n", "1 0 0:1 / / rw - ext4 /dev/sda rw\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn per_process_cgroup_is_created_limited_and_removed() {
+        if !super::super::kernel::is_root() {
+            eprintln!("skipped: creating pids cgroups needs root here");
+            return;
+        }
+        let root = match PidsCgroupRoot::detect() {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("skipped: no usable pids cgroup: {why}");
+                return;
+            }
+        };
+        let cg = root.create(17).unwrap();
+        assert_eq!(read_pids_max(cg.dir()).unwrap(), "17");
+        assert!(cg.procs_fd().unwrap() >= super::super::fds::FIRST_PRIVATE_FD);
+        assert!(cg.pids().is_empty());
+        cg.remove().unwrap();
+        assert!(!cg.dir().exists());
+    }
+}

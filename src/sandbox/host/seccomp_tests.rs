@@ -1,0 +1,379 @@
+//! Unit tests of the seccomp rule table: the compiled BPF programs are run through a small
+//! classic-BPF interpreter against `struct seccomp_data`, so every allow and deny decision is
+//! checked without forking. The integration tests (`tests/jail_*.rs`) check the same things
+//! against the real kernel.
+
+use super::*;
+use seccompiler::sock_filter;
+
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_ACTION_FULL: u32 = 0xffff_0000;
+
+fn ret_errno(e: i32) -> u32 {
+    0x0005_0000 | e as u32
+}
+
+/// Run a seccomp BPF program over `seccomp_data { nr, arch, ip, args }`.
+fn eval(prog: &[sock_filter], arch: u32, nr: i64, args: [u64; 6]) -> u32 {
+    let mut data = [0u8; 64];
+    data[0..4].copy_from_slice(&(nr as i32).to_ne_bytes());
+    data[4..8].copy_from_slice(&arch.to_ne_bytes());
+    for (i, a) in args.iter().enumerate() {
+        data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+    }
+    let (mut acc, mut pc) = (0u32, 0usize);
+    loop {
+        let ins = &prog[pc];
+        let k = ins.k;
+        match ins.code {
+            // BPF_LD | BPF_W | BPF_ABS
+            0x20 => {
+                let off = k as usize;
+                acc = u32::from_ne_bytes(data[off..off + 4].try_into().unwrap());
+                pc += 1;
+            }
+            // BPF_ALU | BPF_AND | BPF_K
+            0x54 => {
+                acc &= k;
+                pc += 1;
+            }
+            // BPF_JMP | BPF_JA
+            0x05 => pc += 1 + k as usize,
+            // BPF_JMP | BPF_JEQ / JGT / JGE / JSET | BPF_K
+            0x15 | 0x25 | 0x35 | 0x45 => {
+                let taken = match ins.code {
+                    0x15 => acc == k,
+                    0x25 => acc > k,
+                    0x35 => acc >= k,
+                    _ => acc & k != 0,
+                };
+                pc += 1 + if taken { ins.jt } else { ins.jf } as usize;
+            }
+            // BPF_RET | BPF_K
+            0x06 => return k,
+            other => panic!("instruction {other:#x} not handled by the test interpreter"),
+        }
+    }
+}
+
+/// Both filters as the kernel combines them: the most restrictive action wins; between equal
+/// actions, the newest filter's (clone3_enosys is installed last).
+fn kernel_result(p: &SeccompPrograms, nr: i64, args: [u64; 6]) -> u32 {
+    let newest = eval(&p.clone3_enosys, AUDIT_ARCH_X86_64, nr, args);
+    let oldest = eval(&p.allow_list, AUDIT_ARCH_X86_64, nr, args);
+    // Lower action value is more restrictive (KILL_PROCESS is negative as i32).
+    let rank = |r: u32| (r & RET_ACTION_FULL) as i32;
+    if rank(oldest) < rank(newest) {
+        oldest
+    } else {
+        newest
+    }
+}
+
+fn none() -> SeccompPrograms {
+    SeccompPrograms::new(Network::None).unwrap()
+}
+
+fn proxy() -> SeccompPrograms {
+    SeccompPrograms::new(Network::EgressProxy).unwrap()
+}
+
+fn call(p: &SeccompPrograms, nr: i64, args: &[u64]) -> u32 {
+    let mut full = [0u64; 6];
+    full[..args.len()].copy_from_slice(args);
+    kernel_result(p, nr, full)
+}
+
+const EPERM: i32 = libc::EPERM;
+
+#[test]
+fn ordinary_calls_are_allowed() {
+    let p = none();
+    for nr in [
+        libc::SYS_read,
+        libc::SYS_write,
+        libc::SYS_openat,
+        libc::SYS_execve,
+        libc::SYS_mmap,
+        libc::SYS_wait4,
+        libc::SYS_fork,
+        libc::SYS_exit_group,
+        libc::SYS_rt_sigaction,
+        libc::SYS_getdents64,
+    ] {
+        assert_eq!(call(&p, nr, &[]), RET_ALLOW, "syscall {nr}");
+    }
+}
+
+#[test]
+fn dangerous_calls_fail_with_eperm() {
+    let p = none();
+    for nr in [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_userfaultfd,
+        libc::SYS_setsid,
+        libc::SYS_setpgid,
+        libc::SYS_connect,
+        libc::SYS_shmget,
+        libc::SYS_msgget,
+        libc::SYS_semget,
+        libc::SYS_mq_open,
+        libc::SYS_chroot,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_modify_ldt,
+        libc::SYS_reboot,
+        libc::SYS_syslog,
+    ] {
+        assert_eq!(call(&p, nr, &[]), ret_errno(EPERM), "syscall {nr}");
+    }
+}
+
+#[test]
+fn clone3_fails_with_enosys_so_glibc_falls_back() {
+    assert_eq!(
+        call(&none(), libc::SYS_clone3, &[]),
+        ret_errno(libc::ENOSYS)
+    );
+    assert_eq!(
+        call(&proxy(), libc::SYS_clone3, &[]),
+        ret_errno(libc::ENOSYS)
+    );
+}
+
+#[test]
+fn clone_with_namespace_flags_is_denied() {
+    let p = none();
+    let fork_flags = (libc::CLONE_CHILD_CLEARTID | libc::CLONE_CHILD_SETTID | libc::SIGCHLD) as u64;
+    let thread_flags = (libc::CLONE_VM
+        | libc::CLONE_FS
+        | libc::CLONE_FILES
+        | libc::CLONE_SIGHAND
+        | libc::CLONE_THREAD
+        | libc::CLONE_SYSVSEM
+        | libc::CLONE_SETTLS
+        | libc::CLONE_PARENT_SETTID
+        | libc::CLONE_CHILD_CLEARTID) as u64;
+    assert_eq!(call(&p, libc::SYS_clone, &[fork_flags]), RET_ALLOW);
+    assert_eq!(call(&p, libc::SYS_clone, &[thread_flags]), RET_ALLOW);
+    for ns in [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+    ] {
+        assert_eq!(
+            call(&p, libc::SYS_clone, &[fork_flags | ns as u64]),
+            ret_errno(EPERM),
+            "flag {ns:#x}"
+        );
+    }
+}
+
+#[test]
+fn tiocsti_and_tioclinux_are_denied_even_with_high_bits() {
+    let p = none();
+    let tiocsti = libc::TIOCSTI;
+    assert_eq!(call(&p, libc::SYS_ioctl, &[0, tiocsti]), ret_errno(EPERM));
+    assert_eq!(
+        call(&p, libc::SYS_ioctl, &[0, tiocsti | 1 << 32]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(call(&p, libc::SYS_ioctl, &[0, TIOCLINUX]), ret_errno(EPERM));
+    assert_eq!(call(&p, libc::SYS_ioctl, &[1, libc::TCGETS]), RET_ALLOW);
+    assert_eq!(call(&p, libc::SYS_ioctl, &[1, libc::FIONREAD]), RET_ALLOW);
+}
+
+#[test]
+fn only_unix_stream_sockets_without_a_proxy() {
+    let p = none();
+    let unix = libc::AF_UNIX as u64;
+    let stream = libc::SOCK_STREAM as u64;
+    let cloexec = libc::SOCK_CLOEXEC as u64;
+    assert_eq!(
+        call(&p, libc::SYS_socket, &[unix, stream | cloexec, 0]),
+        RET_ALLOW
+    );
+    assert_eq!(
+        call(
+            &p,
+            libc::SYS_socket,
+            &[unix, libc::SOCK_SEQPACKET as u64, 0]
+        ),
+        RET_ALLOW
+    );
+    assert_eq!(
+        call(&p, libc::SYS_socket, &[unix, libc::SOCK_DGRAM as u64, 0]),
+        ret_errno(EPERM)
+    );
+    for family in [
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+        libc::AF_PACKET,
+    ] {
+        assert_eq!(
+            call(&p, libc::SYS_socket, &[family as u64, stream, 0]),
+            ret_errno(EPERM),
+            "family {family}"
+        );
+    }
+    assert_eq!(
+        call(&p, libc::SYS_socketpair, &[unix, stream, 0]),
+        RET_ALLOW
+    );
+    assert_eq!(
+        call(
+            &p,
+            libc::SYS_socketpair,
+            &[unix, libc::SOCK_DGRAM as u64, 0]
+        ),
+        ret_errno(EPERM)
+    );
+    assert_eq!(
+        call(&p, libc::SYS_connect, &[3, 0x1000, 16]),
+        ret_errno(EPERM)
+    );
+}
+
+#[test]
+fn proxy_mode_allows_tcp_connect_but_no_unix_sockets() {
+    let p = proxy();
+    let stream = libc::SOCK_STREAM as u64;
+    for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+        assert_eq!(call(&p, libc::SYS_socket, &[family, stream, 0]), RET_ALLOW);
+        assert_eq!(
+            call(
+                &p,
+                libc::SYS_socket,
+                &[family, stream, libc::IPPROTO_TCP as u64]
+            ),
+            RET_ALLOW
+        );
+        // UDP, and SCTP/MPTCP, which Landlock's TCP rules would not cover.
+        assert_eq!(
+            call(&p, libc::SYS_socket, &[family, libc::SOCK_DGRAM as u64, 0]),
+            ret_errno(EPERM)
+        );
+        assert_eq!(
+            call(&p, libc::SYS_socket, &[family, stream, 132]),
+            ret_errno(EPERM)
+        );
+        assert_eq!(
+            call(&p, libc::SYS_socket, &[family, stream, 262]),
+            ret_errno(EPERM)
+        );
+    }
+    assert_eq!(
+        call(&p, libc::SYS_socket, &[libc::AF_UNIX as u64, stream, 0]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(call(&p, libc::SYS_connect, &[3, 0x1000, 16]), RET_ALLOW);
+}
+
+#[test]
+fn sending_to_an_address_is_denied() {
+    let p = none();
+    assert_eq!(
+        call(&p, libc::SYS_sendto, &[3, 0x1000, 10, 0, 0, 0]),
+        RET_ALLOW
+    );
+    assert_eq!(
+        call(&p, libc::SYS_sendto, &[3, 0x1000, 10, 0, 0x2000, 16]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(call(&p, libc::SYS_sendmsg, &[3, 0x1000, 0]), RET_ALLOW);
+    assert_eq!(
+        call(&p, libc::SYS_sendmsg, &[3, 0x1000, MSG_FASTOPEN]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(
+        call(&p, libc::SYS_sendmmsg, &[3, 0x1000, 1, MSG_FASTOPEN]),
+        ret_errno(EPERM)
+    );
+}
+
+#[test]
+fn calls_on_other_processes_are_limited_to_self() {
+    let p = none();
+    assert_eq!(call(&p, libc::SYS_kill, &[1234, 9]), RET_ALLOW);
+    assert_eq!(call(&p, libc::SYS_kill, &[u64::MAX, 9]), ret_errno(EPERM));
+    assert_eq!(call(&p, libc::SYS_prlimit64, &[0, 7, 0, 0x1000]), RET_ALLOW);
+    assert_eq!(
+        call(&p, libc::SYS_prlimit64, &[1, 7, 0x1000, 0]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(call(&p, libc::SYS_setpriority, &[0, 0, 10]), RET_ALLOW);
+    assert_eq!(
+        call(&p, libc::SYS_setpriority, &[libc::PRIO_USER as u64, 0, 19]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(
+        call(&p, libc::SYS_setpriority, &[0, 1, 19]),
+        ret_errno(EPERM)
+    );
+    assert_eq!(
+        call(&p, libc::SYS_sched_setaffinity, &[0, 8, 0x1000]),
+        RET_ALLOW
+    );
+    assert_eq!(
+        call(&p, libc::SYS_sched_setaffinity, &[1, 8, 0x1000]),
+        ret_errno(EPERM)
+    );
+}
+
+#[test]
+fn personality_only_harmless_values() {
+    let p = none();
+    assert_eq!(call(&p, libc::SYS_personality, &[0xffff_ffff]), RET_ALLOW);
+    assert_eq!(call(&p, libc::SYS_personality, &[0]), RET_ALLOW);
+    // ADDR_NO_RANDOMIZE would switch off ASLR for what follows.
+    assert_eq!(
+        call(&p, libc::SYS_personality, &[0x0040000]),
+        ret_errno(EPERM)
+    );
+}
+
+#[test]
+fn x32_and_foreign_architectures_never_reach_the_allow_list() {
+    let p = none();
+    const X32_BIT: i64 = 0x4000_0000;
+    // read, write and execve through the x32 ABI: default deny.
+    for nr in [0, 1, 59] {
+        assert_eq!(
+            eval(&p.allow_list, AUDIT_ARCH_X86_64, X32_BIT | nr, [0; 6]),
+            ret_errno(EPERM)
+        );
+    }
+    // A 32-bit int 0x80 call is killed by the architecture check.
+    assert_eq!(
+        eval(&p.allow_list, AUDIT_ARCH_I386, 3, [0; 6]),
+        RET_KILL_PROCESS
+    );
+}
