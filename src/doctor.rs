@@ -2,6 +2,7 @@
 //! warden will use and why.
 
 use crate::config::Config;
+use crate::sandbox::docker::probe::DockerReport;
 use crate::sandbox::host::{cgroup, kernel};
 use crate::sandbox::Backend;
 use serde::Serialize;
@@ -48,20 +49,63 @@ pub struct Cgroup {
     pub detail: String,
 }
 
-/// The Docker section. The Docker backend replaces [`probe_docker`] with a real probe.
+/// The Docker section: daemon reachable, versions, runtime, image.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DockerStatus {
     pub probed: bool,
     pub available: bool,
     pub detail: String,
+    /// Everything the probe found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<DockerReport>,
 }
 
-/// Probe the Docker daemon. Until the Docker backend lands this says it did not look.
-pub fn probe_docker(_config: &Config) -> DockerStatus {
+/// Probe the Docker daemon configured in `sandbox.docker` (on a thread of its own, so this
+/// works inside or outside an async runtime).
+pub fn probe_docker(config: &Config) -> DockerStatus {
+    let docker = config.sandbox.docker.clone();
+    let probed = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        Ok::<_, String>(runtime.block_on(crate::sandbox::docker::probe::probe(&docker)))
+    })
+    .join();
+    let report = match probed {
+        Ok(Ok(report)) => report,
+        Ok(Err(why)) => {
+            return DockerStatus {
+                probed: false,
+                available: false,
+                detail: why,
+                report: None,
+            }
+        }
+        Err(_) => {
+            return DockerStatus {
+                probed: false,
+                available: false,
+                detail: "the Docker probe panicked".into(),
+                report: None,
+            }
+        }
+    };
+    let detail = match (&report.error, &report.server_version, &report.runtime) {
+        (Some(problem), _, _) => problem.clone(),
+        (None, Some(version), Some(runtime)) => format!(
+            "Docker {version} (API {}) at {}, runtime {runtime}, image {} present",
+            report.api_version.as_deref().unwrap_or("?"),
+            report.socket.display(),
+            report.image
+        ),
+        _ => format!("daemon at {} answers", report.socket.display()),
+    };
     DockerStatus {
-        probed: false,
-        available: false,
-        detail: "not probed: the Docker backend is not part of this build yet".into(),
+        probed: true,
+        available: report.usable(),
+        detail,
+        report: Some(report),
     }
 }
 

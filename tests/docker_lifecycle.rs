@@ -45,6 +45,12 @@ async fn the_container_is_created_on_first_use_with_every_restriction() {
     assert_eq!(host.memory_swap, Some(2 << 30));
     assert_eq!(host.nano_cpus, Some(1_000_000_000));
     assert!(host.binds.unwrap_or_default().is_empty());
+    let core = host.ulimits.unwrap_or_default();
+    assert!(
+        core.iter()
+            .any(|u| u.name.as_deref() == Some("core") && u.hard == Some(0)),
+        "{core:?}"
+    );
     let mounts = inspect.mounts.unwrap();
     assert_eq!(mounts.len(), 1);
     assert_eq!(mounts[0].destination.as_deref(), Some("/workspace"));

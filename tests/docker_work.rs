@@ -126,18 +126,37 @@ async fn exit_codes_and_separate_streams() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_program_is_not_found_and_prints_nothing() {
+async fn a_missing_or_unexecutable_program_fails_at_spawn() {
     let Some(_) = daemon().await else { return };
     let ws = Workspace::new();
     let sandbox = sandbox(ws.jail(), "notfound").await;
-    let (mut process, out, err) = start(&sandbox, &["no-such-program", "x"], &ws.path()).await;
-    let result = process.wait().await;
+    let (out_r, out_w) = pipe();
+    let mut s = spec(&["no-such-program", "x"], &ws.path());
+    s.stdout = Stdio::Fd(out_w);
+    let result = sandbox.spawn(s).await;
     assert!(
         matches!(&result, Err(SandboxError::NotFound(p)) if p == "no-such-program"),
-        "{result:?}"
+        "{:?}",
+        result.err()
     );
-    assert_eq!(out.join().unwrap(), "");
-    assert_eq!(err.join().unwrap(), "");
+    assert_eq!(
+        collect(out_r).join().unwrap(),
+        "",
+        "the runtime's message leaked"
+    );
+    std::fs::write(ws.path().join("script.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    let result = sandbox.spawn(spec(&["./script.sh"], &ws.path())).await;
+    match result {
+        Err(SandboxError::CannotExecute { program, source }) => {
+            assert_eq!(program, "./script.sh");
+            assert_eq!(
+                source.kind(),
+                std::io::ErrorKind::PermissionDenied,
+                "{source}"
+            );
+        }
+        other => panic!("expected CannotExecute, got {:?}", other.err()),
+    }
     // A program that prints the runtime's words itself is still just output.
     let out = run(
         &sandbox,

@@ -3,6 +3,7 @@
 //! Exit status: the program's (128 + n for a signal), 124 timeout, 125 sandbox setup failed,
 //! 126 cannot execute, 127 not found, 130 interrupted.
 
+use super::backend::CliSandbox;
 use super::{JailRequest, EXIT_SETUP, EXIT_USAGE};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::ir::Script;
@@ -41,12 +42,6 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     let backend = args.backend.unwrap_or(config.sandbox.backend);
-    if backend != Backend::Host {
-        eprintln!(
-            "warden: the {backend} backend is not available in this build; use --backend host"
-        );
-        return EXIT_SETUP;
-    }
     let runtime = match super::runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -60,22 +55,24 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
             read: args.read,
             allow_without_landlock: args.allow_without_landlock,
         };
-        let (sandbox, roots) = match super::host_sandbox(&config, &request) {
-            Ok(s) => s,
+        let opened = match CliSandbox::open(backend, &config, &request, "jail").await {
+            Ok(o) => o,
             Err(e) => {
                 eprintln!("warden: {e}");
                 return EXIT_SETUP;
             }
         };
-        let options = ExecOptions::inherit(roots, super::timeout(args.timeout, &config));
+        let options = ExecOptions::inherit(opened.roots, super::timeout(args.timeout, &config));
         super::cancel_on_signals(options.cancel.clone());
-        let script = Script::single(args.argv, sandbox.spec().workspace.clone());
-        match run_script(&sandbox, &script, &options).await {
+        let script = Script::single(args.argv, opened.workspace);
+        let status = match run_script(opened.sandbox.get(), &script, &options).await {
             Ok(out) => out.status,
             Err(e) => {
                 eprintln!("warden: {e}");
                 e.exit_code()
             }
-        }
+        };
+        opened.sandbox.close().await;
+        status
     })
 }

@@ -1,6 +1,7 @@
 //! The subcommands behind `main.rs`: argument structs (clap) and their logic, so the binary
 //! stays a thin dispatcher and tests can drive the same code.
 
+pub mod backend;
 pub mod doctor;
 pub mod image;
 pub mod jail;
@@ -40,12 +41,9 @@ pub struct JailRequest {
     pub allow_without_landlock: bool,
 }
 
-/// The host sandbox for a CLI subcommand: workspace (default: the current directory) and read
-/// roots canonicalized, limits from the config.
-pub fn host_sandbox(
-    config: &Config,
-    request: &JailRequest,
-) -> Result<(HostSandbox, ExecRoots), SandboxError> {
+/// The jail for a CLI subcommand: workspace (default: the current directory) and read roots
+/// canonicalized, limits from the config.
+pub fn jail_spec(config: &Config, request: &JailRequest) -> Result<JailSpec, SandboxError> {
     let workspace = match &request.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|e| {
@@ -61,6 +59,15 @@ pub fn host_sandbox(
         spec.read_roots.push(canonical(root, "readable root")?);
     }
     spec.limits = config.sandbox.limits.clone();
+    Ok(spec)
+}
+
+/// The host sandbox for a CLI subcommand.
+pub fn host_sandbox(
+    config: &Config,
+    request: &JailRequest,
+) -> Result<(HostSandbox, ExecRoots), SandboxError> {
+    let spec = jail_spec(config, request)?;
     let roots = ExecRoots::from_spec(&spec);
     let options = HostOptions {
         allow_without_landlock: request.allow_without_landlock

@@ -170,10 +170,20 @@ impl Sandbox for DockerSandbox {
     }
 }
 
+/// The descriptor to pump, or `None` for `/dev/null` (handed in as `Stdio::Null` or as an open
+/// `/dev/null`), which needs no pumping at all.
 fn into_fd(stdio: Stdio) -> Option<std::os::fd::OwnedFd> {
     match stdio {
         Stdio::Null => None,
+        Stdio::Fd(fd) if is_dev_null(&fd) => None,
         Stdio::Fd(fd) => Some(fd),
+    }
+}
+
+fn is_dev_null(fd: &std::os::fd::OwnedFd) -> bool {
+    match nix::sys::stat::fstat(fd) {
+        Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3),
+        Err(_) => false,
     }
 }
 

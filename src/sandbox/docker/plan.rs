@@ -92,10 +92,12 @@ impl ContainerPlan {
         for (root, writable) in &self.extra_roots {
             mounts.push(bind(root, &root.to_string_lossy(), !writable));
         }
+        // No core files: a killed program must not drop its memory into the workspace.
         let ulimits = [
             ("nofile", limits.open_files),
             ("fsize", limits.file_size_bytes),
             ("cpu", limits.cpu_seconds),
+            ("core", 0),
         ]
         .into_iter()
         .map(|(name, value)| ResourcesUlimits {

@@ -13,6 +13,8 @@ use tokio::task::JoinHandle;
 const MAX_POLL: Duration = Duration::from_millis(100);
 /// How long `kill` waits for the killed program's streams to end.
 const KILL_DRAIN: Duration = Duration::from_secs(5);
+/// How long the daemon may take to start a program before `spawn` gives up.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A program running through `docker exec`.
 pub struct DockerProcess {
@@ -72,7 +74,7 @@ impl DockerProcess {
         };
         let max_file_size = session.plan.limits.file_size_bytes;
         let pump = pump::start(exec.clone(), output, input, request.fds, max_file_size);
-        Ok(DockerProcess {
+        let mut process = DockerProcess {
             session: Arc::clone(session),
             exec,
             argv0: request.argv[0].clone(),
@@ -81,7 +83,64 @@ impl DockerProcess {
             status: None,
             killed: false,
             busy,
-        })
+        };
+        process.started().await?;
+        Ok(process)
+    }
+
+    /// Wait until the runtime has started the program, so that a missing or unexecutable
+    /// program is reported by `spawn`, as on the host (the daemon answers `start` before the
+    /// runtime has tried).
+    async fn started(&mut self) -> Result<(), SandboxError> {
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let inspect = self
+                .session
+                .docker
+                .inspect_exec(&self.exec.exec_id)
+                .await
+                .map_err(|e| exec_error(&self.argv0, &e))?;
+            if inspect.pid.unwrap_or(0) > 0 {
+                return Ok(());
+            }
+            if inspect.running != Some(true) && inspect.exit_code.is_some() {
+                self.drain().await;
+                return Err(self.start_error(inspect.exit_code));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.kill().await;
+                return Err(SandboxError::Setup(format!(
+                    "the container did not start {} within {} s",
+                    self.argv0,
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// The error for a program the runtime did not start.
+    fn start_error(&self, exit_code: Option<i64>) -> SandboxError {
+        let program = self.argv0.clone();
+        match &self.ending {
+            Some(Ending::NotFound) => SandboxError::NotFound(program),
+            Some(Ending::CannotStart(reason)) => {
+                let kind = if reason.contains("permission denied") {
+                    std::io::ErrorKind::PermissionDenied
+                } else {
+                    std::io::ErrorKind::Other
+                };
+                SandboxError::CannotExecute {
+                    program,
+                    source: std::io::Error::new(kind, reason.clone()),
+                }
+            }
+            _ => SandboxError::Setup(format!(
+                "the container did not start {program} (exit code {exit_code:?}, no reason given)"
+            )),
+        }
     }
 
     /// Wait until every output byte is written and the descriptors are closed.
@@ -127,9 +186,9 @@ impl JailedProcess for DockerProcess {
             return Ok(status);
         }
         self.drain().await;
-        if self.ending == Some(Ending::NotFound) {
+        if matches!(self.ending, Some(Ending::NotFound | Ending::CannotStart(_))) {
             self.busy.release();
-            return Err(SandboxError::NotFound(self.argv0.clone()));
+            return Err(self.start_error(None));
         }
         let status = self.exit_status().await?;
         self.status = Some(status);

@@ -54,6 +54,8 @@ pub enum Ending {
     Closed,
     /// The runtime found no such program; nothing ran.
     NotFound,
+    /// The runtime could not start the program for another reason (its message); nothing ran.
+    CannotStart(String),
 }
 
 /// Start pumping; the handle ends once all output is written and the descriptors are closed.
@@ -163,10 +165,7 @@ async fn pump_output(
     if let Some(message) = held {
         match start_failure(&exec, &message).await {
             Some(reason) if is_not_found(&reason) => ending = Ending::NotFound,
-            Some(reason) => {
-                let text = format!("warden: the container cannot start the program: {reason}\n");
-                send(Channel::Err, Bytes::from(text)).await;
-            }
+            Some(reason) => ending = Ending::CannotStart(reason),
             None => send(Channel::Out, message).await,
         }
     }

@@ -9,6 +9,10 @@
 
 use bollard::Docker;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// How long to wait for the daemon to report the pid of a running exec.
+const PID_WAIT: Duration = Duration::from_secs(2);
 
 /// Send `signal` to the program `exec_id` started in container `container_id`.
 pub async fn signal_exec(
@@ -17,13 +21,23 @@ pub async fn signal_exec(
     container_id: &str,
     signal: nix::sys::signal::Signal,
 ) -> Result<(), String> {
-    let inspect = docker
-        .inspect_exec(exec_id)
-        .await
-        .map_err(|e| format!("cannot inspect the exec: {e}"))?;
-    let pid = match inspect.pid {
-        Some(pid) if pid > 0 && inspect.running == Some(true) => pid as libc::pid_t,
-        _ => return Ok(()), // not running any more: nothing to signal
+    // The daemon records the pid only after the runtime returns, while the program may
+    // already be writing: wait for it.
+    let mut pause = Duration::from_millis(1);
+    let pid = loop {
+        let inspect = docker
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| format!("cannot inspect the exec: {e}"))?;
+        match (inspect.running, inspect.pid) {
+            (Some(true), Some(pid)) if pid > 0 => break pid as libc::pid_t,
+            (Some(true), _) if pause < PID_WAIT => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            (Some(true), _) => return Err("the daemon never reported the exec's pid".into()),
+            _ => return Ok(()), // not running any more: nothing to signal
+        }
     };
     let pidfd = pidfd_open(pid).map_err(|e| format!("cannot pin pid {pid}: {e}"))?;
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
@@ -34,6 +48,7 @@ pub async fn signal_exec(
             &container_id[..container_id.len().min(12)]
         ));
     }
+    tracing::debug!(pid, %signal, "signalling exec");
     pidfd_send_signal(&pidfd, signal).map_err(|e| format!("cannot signal pid {pid}: {e}"))
 }
 
