@@ -15,6 +15,8 @@ const MAX_POLL: Duration = Duration::from_millis(100);
 const KILL_DRAIN: Duration = Duration::from_secs(5);
 /// How long the daemon may take to start a program before `spawn` gives up.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often `spawn` asks the daemon whether a silent program has started.
+const START_POLL: Duration = Duration::from_millis(10);
 
 /// A program running through `docker exec`.
 pub struct DockerProcess {
@@ -22,6 +24,7 @@ pub struct DockerProcess {
     exec: ExecRef,
     argv0: String,
     pump: Option<JoinHandle<Ending>>,
+    first_output: Option<tokio::sync::oneshot::Receiver<()>>,
     ending: Option<Ending>,
     status: Option<ExitStatus>,
     killed: bool,
@@ -78,7 +81,8 @@ impl DockerProcess {
             session: Arc::clone(session),
             exec,
             argv0: request.argv[0].clone(),
-            pump: Some(pump),
+            pump: Some(pump.done),
+            first_output: Some(pump.first_output),
             ending: None,
             status: None,
             killed: false,
@@ -90,11 +94,25 @@ impl DockerProcess {
 
     /// Wait until the runtime has started the program, so that a missing or unexecutable
     /// program is reported by `spawn`, as on the host (the daemon answers `start` before the
-    /// runtime has tried).
+    /// runtime has tried). The first output, or its end, tells without asking the daemon; a
+    /// silent program is seen started once the daemon reports its pid.
     async fn started(&mut self) -> Result<(), SandboxError> {
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-        let mut pause = Duration::from_millis(1);
+        let Some(mut first_output) = self.first_output.take() else {
+            return Ok(());
+        };
         loop {
+            tokio::select! {
+                sign = &mut first_output => {
+                    if sign.is_ok() {
+                        return Ok(());
+                    }
+                    // The output ended without a byte: it ran and ended, or never started.
+                    self.drain().await;
+                    return self.start_result();
+                }
+                _ = tokio::time::sleep(START_POLL) => {}
+            }
             let inspect = self
                 .session
                 .docker
@@ -105,8 +123,9 @@ impl DockerProcess {
                 return Ok(());
             }
             if inspect.running != Some(true) && inspect.exit_code.is_some() {
+                // Ended already; the drained output tells a start failure from a quick program.
                 self.drain().await;
-                return Err(self.start_error(inspect.exit_code));
+                return self.start_result();
             }
             if tokio::time::Instant::now() >= deadline {
                 self.kill().await;
@@ -116,13 +135,19 @@ impl DockerProcess {
                     START_TIMEOUT.as_secs()
                 )));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// After the output ended: an error when it says the program never started.
+    fn start_result(&self) -> Result<(), SandboxError> {
+        match self.ending {
+            Some(Ending::NotFound | Ending::CannotStart(_)) => Err(self.start_error()),
+            _ => Ok(()),
         }
     }
 
     /// The error for a program the runtime did not start.
-    fn start_error(&self, exit_code: Option<i64>) -> SandboxError {
+    fn start_error(&self) -> SandboxError {
         let program = self.argv0.clone();
         match &self.ending {
             Some(Ending::NotFound) => SandboxError::NotFound(program),
@@ -137,9 +162,7 @@ impl DockerProcess {
                     source: std::io::Error::new(kind, reason.clone()),
                 }
             }
-            _ => SandboxError::Setup(format!(
-                "the container did not start {program} (exit code {exit_code:?}, no reason given)"
-            )),
+            _ => SandboxError::Setup(format!("the container did not start {program}")),
         }
     }
 
@@ -188,7 +211,7 @@ impl JailedProcess for DockerProcess {
         self.drain().await;
         if matches!(self.ending, Some(Ending::NotFound | Ending::CannotStart(_))) {
             self.busy.release();
-            return Err(self.start_error(None));
+            return Err(self.start_error());
         }
         let status = self.exit_status().await?;
         self.status = Some(status);

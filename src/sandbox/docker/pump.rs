@@ -58,25 +58,40 @@ pub enum Ending {
     CannotStart(String),
 }
 
-/// Start pumping; the handle ends once all output is written and the descriptors are closed.
+/// A running pump.
+pub struct Pump {
+    /// Ends once all output is written and the descriptors are closed.
+    pub done: JoinHandle<Ending>,
+    /// Fires with the program's first output (so it started); dropped unsent when the output
+    /// ended without any (the program ended, or never started: see `done`).
+    pub first_output: oneshot::Receiver<()>,
+}
+
+/// Start pumping.
 pub fn start(
     exec: ExecRef,
     output: OutputStream,
     input: InputSink,
     fds: Descriptors,
     max_file_size: u64,
-) -> JoinHandle<Ending> {
+) -> Pump {
     let (done_tx, done_rx) = oneshot::channel::<()>();
+    let (first_tx, first_rx) = oneshot::channel::<()>();
     if let Some(stdin) = fds.stdin {
         tokio::spawn(pump_stdin(stdin, input, done_rx));
     }
-    tokio::spawn(pump_output(
+    let done = tokio::spawn(pump_output(
         exec,
         output,
         [fds.stdout, fds.stderr],
         max_file_size,
         done_tx,
-    ))
+        first_tx,
+    ));
+    Pump {
+        done,
+        first_output: first_rx,
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +114,9 @@ async fn pump_output(
     fds: [Option<OwnedFd>; 2],
     max_file_size: u64,
     done_stdin: oneshot::Sender<()>,
+    first_output: oneshot::Sender<()>,
 ) -> Ending {
+    let mut first_output = Some(first_output);
     let (chunks_tx, chunks_rx) = mpsc::channel::<(Channel, Bytes)>(8);
     let (broken_tx, mut broken_rx) = mpsc::unbounded_channel::<Broken>();
     let (finished_tx, finished_rx) = oneshot::channel::<()>();
@@ -140,6 +157,9 @@ async fn pump_output(
                 if std::mem::take(&mut first) && message.starts_with(START_FAILED) {
                     held = Some(message);
                     continue;
+                }
+                if let Some(signal) = first_output.take() {
+                    let _ = signal.send(());
                 }
                 if let Some(h) = held.take() {
                     send(Channel::Out, h).await;
