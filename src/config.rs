@@ -102,6 +102,10 @@ pub struct ProviderConfig {
     pub max_tokens: Option<u32>,
     /// Seconds before one HTTP request is abandoned.
     pub timeout_secs: Option<u64>,
+    /// Seconds of silence tolerated between chunks of a streaming answer.
+    pub idle_timeout_secs: Option<u64>,
+    /// Tries per request (the first included) on rate limits, overload and connection errors.
+    pub max_attempts: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -3,7 +3,8 @@
 //! Exit status: the program's (128 + n for a signal), 124 timeout, 125 sandbox setup failed,
 //! 126 cannot execute, 127 not found, 130 interrupted.
 
-use super::{JailRequest, EXIT_SETUP, EXIT_USAGE};
+use super::sandbox as cli_sandbox;
+use super::{EXIT_SETUP, EXIT_USAGE};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::ir::Script;
 use crate::sandbox::Backend;
@@ -36,18 +37,14 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
     let config = match super::load_config(config_path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("warden: {e}");
+            eprintln!("warden: {e:#}");
             return EXIT_USAGE;
         }
     };
-    let backend = args.backend.unwrap_or(config.sandbox.backend);
-    if backend != Backend::Host {
-        eprintln!(
-            "warden: the {backend} backend is not available in this build; use --backend host"
-        );
-        return EXIT_SETUP;
+    if let Err(code) = cli_sandbox::require_host(args.backend, &config) {
+        return code;
     }
-    let runtime = match super::runtime() {
+    let runtime = match cli_sandbox::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("warden: cannot start the async runtime: {e}");
@@ -55,21 +52,23 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     runtime.block_on(async {
-        let request = JailRequest {
-            workspace: args.workspace,
-            read: args.read,
-            allow_without_landlock: args.allow_without_landlock,
-        };
-        let (sandbox, roots) = match super::host_sandbox(&config, &request) {
-            Ok(s) => s,
+        let built =
+            cli_sandbox::plain_paths(&config, args.workspace, &args.read).and_then(|paths| {
+                let spec = cli_sandbox::jail_spec(&paths, &config);
+                let sandbox =
+                    cli_sandbox::host_sandbox(spec, &config, args.allow_without_landlock)?;
+                Ok((paths, sandbox))
+            });
+        let (paths, sandbox) = match built {
+            Ok(b) => b,
             Err(e) => {
                 eprintln!("warden: {e}");
                 return EXIT_SETUP;
             }
         };
-        let options = ExecOptions::inherit(roots, super::timeout(args.timeout, &config));
-        super::cancel_on_signals(options.cancel.clone());
-        let script = Script::single(args.argv, sandbox.spec().workspace.clone());
+        let script = Script::single(args.argv, paths.workspace().to_path_buf());
+        let options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
+        cli_sandbox::cancel_on_signals(options.cancel.clone());
         match run_script(&sandbox, &script, &options).await {
             Ok(out) => out.status,
             Err(e) => {

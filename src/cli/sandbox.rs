@@ -1,0 +1,103 @@
+//! Building the sandbox a CLI command runs in (`jail`, `exec`): the jail's roots are exactly the
+//! roots the path checks use, so Landlock and the executor's own opens agree with the policy.
+
+use super::EXIT_SETUP;
+use crate::config::{home_dir, Config};
+use crate::policy::PathPolicy;
+use crate::sandbox::host::{HostOptions, HostSandbox};
+use crate::sandbox::{Backend, JailSpec, SandboxError};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The jail for `paths`: its workspace, writable and readable roots, and the config's limits.
+pub fn jail_spec(paths: &PathPolicy, config: &Config) -> JailSpec {
+    let mut spec = JailSpec::new(paths.workspace().to_path_buf());
+    spec.write_roots = paths
+        .write_roots()
+        .iter()
+        .filter(|r| r.as_path() != paths.workspace())
+        .cloned()
+        .collect();
+    spec.read_roots = paths
+        .read_roots()
+        .iter()
+        .filter(|r| !paths.write_roots().contains(r))
+        .cloned()
+        .collect();
+    spec.limits = config.sandbox.limits.clone();
+    spec
+}
+
+/// Path roots for a command run without the policy (`warden jail`): the workspace (default:
+/// the current directory) plus the config's and the flags' readable roots.
+pub fn plain_paths(
+    config: &Config,
+    workspace: Option<PathBuf>,
+    read: &[PathBuf],
+) -> Result<PathPolicy, SandboxError> {
+    let workspace = super::workspace_or_cwd(workspace)
+        .map_err(|e| SandboxError::Setup(format!("cannot determine the workspace: {e}")))?;
+    let read: Vec<PathBuf> = config.sandbox.read.iter().chain(read).cloned().collect();
+    PathPolicy::new(&workspace, &[], &read, &home_dir()).map_err(|e| {
+        SandboxError::Setup(format!("cannot use the workspace or a readable root: {e}"))
+    })
+}
+
+/// The host sandbox, honouring `--allow-without-landlock` and the config.
+pub fn host_sandbox(
+    spec: JailSpec,
+    config: &Config,
+    allow_without_landlock: bool,
+) -> Result<HostSandbox, SandboxError> {
+    let options = HostOptions {
+        allow_without_landlock: allow_without_landlock || config.sandbox.allow_without_landlock,
+    };
+    HostSandbox::with_options(spec, options)
+}
+
+/// Refuse backends this build cannot run yet (exit 125 with the reason).
+pub fn require_host(flag: Option<Backend>, config: &Config) -> Result<(), i32> {
+    let backend = flag.unwrap_or(config.sandbox.backend);
+    if backend == Backend::Host {
+        return Ok(());
+    }
+    eprintln!("warden: the {backend} backend is not available in this build; use --backend host");
+    Err(EXIT_SETUP)
+}
+
+/// The timeout from a flag or the config.
+pub fn timeout(flag: Option<u64>, config: &Config) -> Duration {
+    Duration::from_secs(flag.unwrap_or(config.sandbox.timeout_secs))
+}
+
+/// Cancel `token` on SIGINT, SIGTERM or SIGHUP, so the jailed processes are killed rather than
+/// orphaned when warden is interrupted.
+pub fn cancel_on_signals(token: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            tracing::warn!(
+                "cannot install signal handlers; an interrupted warden may leave jailed processes running"
+            );
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        token.cancel();
+    });
+}
+
+/// A runtime for one CLI command: a single thread is enough and starts fastest.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
