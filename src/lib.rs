@@ -4,8 +4,10 @@
 //! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
 
 pub mod agent;
+pub mod app;
 pub mod audit;
 pub mod beneath;
+pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod db;

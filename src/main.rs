@@ -21,6 +21,13 @@ enum Command {
     Jail(cli::jail::JailArgs),
     /// Show what this kernel supports and which sandbox backend warden will use.
     Doctor(cli::doctor::DoctorArgs),
+    /// One-shot agent run: prints the answer.
+    Run {
+        /// What to ask.
+        prompt: Vec<String>,
+    },
+    /// Interactive terminal agent.
+    Chat,
     /// Inspect the command policy.
     Policy {
         #[command(subcommand)]
@@ -73,6 +80,18 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Jail(args) => Ok(cli::jail::run(args, cli.config.as_deref())),
         Command::Doctor(args) => Ok(cli::doctor::run(args, cli.config.as_deref())),
+        Command::Run { prompt } => {
+            let prompt = prompt.join(" ");
+            if prompt.trim().is_empty() {
+                anyhow::bail!("give a prompt: warden run 'what is in my workspace?'");
+            }
+            let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
+            runtime()?.block_on(warden::channels::terminal::run_once(&app, &prompt))
+        }
+        Command::Chat => {
+            let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
+            runtime()?.block_on(warden::channels::terminal::chat(&app))
+        }
         Command::Policy {
             command:
                 PolicyCommand::Check {
@@ -94,6 +113,12 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             })
         }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 /// Logs go to stderr, filtered by RUST_LOG (default: warnings).
