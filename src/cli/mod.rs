@@ -2,6 +2,7 @@
 //! and calls into these, so tests can drive the library and the binary alike.
 
 pub mod doctor;
+pub mod exec;
 pub mod jail;
 pub mod policy;
 pub mod sandbox;
