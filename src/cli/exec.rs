@@ -89,6 +89,8 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     runtime.block_on(async {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        cli_sandbox::cancel_on_signals(cancel.clone());
         // The jail's roots are the checker's roots: what was checked is what the jail allows.
         let paths = checker.paths().clone();
         let spec = cli_sandbox::jail_spec(&paths, &config);
@@ -99,8 +101,8 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
                 return EXIT_SETUP;
             }
         };
-        let options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
-        cli_sandbox::cancel_on_signals(options.cancel.clone());
+        let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
+        options.cancel = cancel;
         match run_script(&sandbox, &verdict.script, &options).await {
             Ok(out) => out.status,
             Err(e) => {

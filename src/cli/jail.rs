@@ -52,6 +52,8 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     runtime.block_on(async {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        cli_sandbox::cancel_on_signals(cancel.clone());
         let built =
             cli_sandbox::plain_paths(&config, args.workspace, &args.read).and_then(|paths| {
                 let spec = cli_sandbox::jail_spec(&paths, &config);
@@ -67,8 +69,8 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
             }
         };
         let script = Script::single(args.argv, paths.workspace().to_path_buf());
-        let options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
-        cli_sandbox::cancel_on_signals(options.cancel.clone());
+        let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
+        options.cancel = cancel;
         match run_script(&sandbox, &script, &options).await {
             Ok(out) => out.status,
             Err(e) => {

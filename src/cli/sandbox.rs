@@ -72,20 +72,21 @@ pub fn timeout(flag: Option<u64>, config: &Config) -> Duration {
 }
 
 /// Cancel `token` on SIGINT, SIGTERM or SIGHUP, so the jailed processes are killed rather than
-/// orphaned when warden is interrupted.
+/// orphaned when warden is interrupted. The handlers are installed before this returns (call it
+/// before starting anything): a signal arriving earlier would kill warden and orphan the jail.
 pub fn cancel_on_signals(token: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::warn!(
+            "cannot install signal handlers; an interrupted warden may leave jailed processes running"
+        );
+        return;
+    };
     tokio::spawn(async move {
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
-            tracing::warn!(
-                "cannot install signal handlers; an interrupted warden may leave jailed processes running"
-            );
-            return;
-        };
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}

@@ -71,7 +71,7 @@ impl PidsCgroupRoot {
             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
         )
         .map_err(|e| format!("cannot create cgroups in {}: {e}", dir.display()))?;
-        remove_stale(&dir);
+        remove_stale(&dir, version);
         Ok(PidsCgroupRoot { version, dir })
     }
 
@@ -209,19 +209,41 @@ fn v2_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
     Some(Path::new(mount).join(path.trim_start_matches('/')))
 }
 
-/// Remove cgroups left by warden processes that no longer exist.
-fn remove_stale(dir: &Path) {
+/// Clean up after warden processes that no longer exist (crashed or SIGKILLed): kill whatever
+/// their jails left running and remove the cgroups.
+fn remove_stale(dir: &Path, version: CgroupVersion) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()) else {
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .map(|(p, _)| p)
+        else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            let _ = fs::remove_dir(entry.path());
+        if pid.parse::<u32>().is_err() || Path::new("/proc").join(pid).exists() {
+            continue;
         }
+        let stale = ProcessCgroup {
+            dir: entry.path(),
+            procs: None,
+            version,
+        };
+        let left = stale.kill_all();
+        if left > 0 {
+            tracing::warn!(cgroup = %stale.dir.display(), processes = left, "killed processes a dead warden left behind");
+            // Give the kills a moment; whatever is still there is retried next time.
+            for _ in 0..20 {
+                if stale.pids().is_empty() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        // Dropping `stale` removes the directory.
     }
 }
 
@@ -280,5 +302,44 @@ mod tests {
         assert!(cg.pids().is_empty());
         cg.remove().unwrap();
         assert!(!cg.dir().exists());
+    }
+
+    #[test]
+    fn leftovers_of_a_dead_warden_are_killed_and_removed() {
+        if !super::super::kernel::is_root() {
+            eprintln!("skipped: creating pids cgroups needs root here");
+            return;
+        }
+        let root = match PidsCgroupRoot::detect() {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("skipped: no usable pids cgroup: {why}");
+                return;
+            }
+        };
+        // A pid that no longer exists stands in for a crashed warden.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let dir = root.dir.join(format!("{dead_pid}-0"));
+        fs::create_dir(&dir).unwrap();
+        let mut orphan = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        fs::write(dir.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+
+        PidsCgroupRoot::detect().unwrap();
+        let status = orphan.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        for _ in 0..100 {
+            if !dir.exists() {
+                break;
+            }
+            PidsCgroupRoot::detect().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!dir.exists(), "stale cgroup not removed");
     }
 }
