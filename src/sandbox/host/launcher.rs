@@ -16,7 +16,7 @@
 use super::capabilities::CapabilityPlan;
 use super::fds::{dup_private, errno, FdPlan};
 use super::rlimits::RlimitPlan;
-use super::seccomp::SeccompPrograms;
+use super::seccomp::SeccompProgram;
 use super::{cgroup, landlock};
 use crate::sandbox::SandboxError;
 use std::convert::Infallible;
@@ -41,7 +41,7 @@ pub struct ChildPlan<'a> {
     /// The ruleset and the rights to grant on the process's own `/proc/<pid>`; `None` only in
     /// weak mode on a kernel without Landlock.
     pub landlock: Option<(RawFd, u64)>,
-    pub seccomp: &'a SeccompPrograms,
+    pub seccomp: &'a SeccompProgram,
 }
 
 /// The steps of the child, as reported when one fails.
@@ -250,7 +250,7 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
         landlock::restrict_self_in_child(ruleset).map_err(fail(Step::Landlock))?;
     }
 
-    // Seccomp: the allow-list, then clone3 → ENOSYS.
+    // Seccomp: the allow-list.
     plan.seccomp
         .install_in_child()
         .map_err(fail(Step::Seccomp))?;

@@ -54,7 +54,7 @@ pub struct HostSandbox {
     tmp: tmpdir::PrivateTmp,
     env: Vec<CString>,
     landlock: Option<landlock::LandlockTemplate>,
-    seccomp: seccomp::SeccompPrograms,
+    seccomp: seccomp::SeccompProgram,
     rlimits: rlimits::RlimitPlan,
     capabilities: capabilities::CapabilityPlan,
     cgroups: Option<cgroup::PidsCgroupRoot>,
@@ -118,7 +118,7 @@ impl HostSandbox {
             Some(_) => Network::EgressProxy,
             None => Network::None,
         };
-        let seccomp = seccomp::SeccompPrograms::new(network)?;
+        let seccomp = seccomp::SeccompProgram::new(network)?;
         let capabilities = capabilities::CapabilityPlan::for_current_process()?;
         let root = kernel::is_root();
 
