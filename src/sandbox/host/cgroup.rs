@@ -41,10 +41,15 @@ impl PidsCgroupRoot {
     pub fn detect() -> Result<PidsCgroupRoot, String> {
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let mounts = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        // The usual v1 mount point first; the mount table only when it is elsewhere.
+        let usual = v1_pids_at_usual_place(&own);
+        let mounts = match usual {
+            Some(_) => String::new(),
+            None => fs::read_to_string("/proc/self/mountinfo")
+                .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?,
+        };
 
-        let (version, base) = if let Some(base) = v1_pids_dir(&own, &mounts) {
+        let (version, base) = if let Some(base) = usual.or_else(|| v1_pids_dir(&own, &mounts)) {
             (CgroupVersion::V1, base)
         } else if let Some(base) = v2_dir(&own, &mounts) {
             let control =
@@ -179,13 +184,30 @@ pub unsafe fn join_in_child(procs_fd: RawFd) -> Result<(), i32> {
     Ok(())
 }
 
-/// `<mount point of the v1 pids hierarchy>/<our path in it>`.
-fn v1_pids_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
-    let path = own.lines().find_map(|l| {
+/// `/sys/fs/cgroup/pids/<our path>` when that is a cgroup v1 mount (checked with statfs).
+fn v1_pids_at_usual_place(own: &str) -> Option<PathBuf> {
+    const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+    let mount = Path::new("/sys/fs/cgroup/pids");
+    let stat = nix::sys::statfs::statfs(mount).ok()?;
+    if stat.filesystem_type().0 as i64 != CGROUP_SUPER_MAGIC {
+        return None;
+    }
+    let path = own_v1_pids_path(own)?;
+    Some(mount.join(path.trim_start_matches('/')))
+}
+
+/// Our path in the v1 pids hierarchy, from `/proc/self/cgroup`.
+fn own_v1_pids_path(own: &str) -> Option<&str> {
+    own.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         controllers.split(',').any(|c| c == "pids").then_some(path)
-    })?;
+    })
+}
+
+/// `<mount point of the v1 pids hierarchy>/<our path in it>`.
+fn v1_pids_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
+    let path = own_v1_pids_path(own)?;
     let mount = mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         let mut post = post.split_whitespace();

@@ -106,12 +106,8 @@ impl HostSandbox {
         let tmp = tmpdir::PrivateTmp::create()?;
         let env = env::build(&spec.workspace, tmp.path(), &spec.env)?;
         let landlock = match &landlock_abi {
-            Ok(_) => {
-                let template = landlock::LandlockTemplate::new(&spec, tmp.path())?;
-                // Build one ruleset now so a problem shows here, not at the first command.
-                template.instantiate()?;
-                Some(template)
-            }
+            // Rulesets are instantiated per spawn; a failure there is a setup error too.
+            Ok(_) => Some(landlock::LandlockTemplate::new(&spec, tmp.path())?),
             Err(_) => None,
         };
         let network = match spec.egress_proxy {

@@ -125,12 +125,20 @@ impl HostProcess {
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
         loop {
-            let group_left = self.kill_once() && group_has_live_members(self.pid);
+            // SAFETY: kill(2) of the jailed process group; ESRCH once it is empty.
+            let group_exists = unsafe { libc::kill(-self.pid, libc::SIGKILL) } == 0;
+            let group_alive = group_exists && group_has_live_members(self.pid);
+            // A cgroup that can be removed is empty; otherwise kill what is in it.
             let cgroup_gone = match &self.cgroup {
-                Some(cg) => cg.remove().is_ok(),
+                Some(cg) => {
+                    cg.remove().is_ok() || {
+                        cg.kill_all();
+                        false
+                    }
+                }
                 None => true,
             };
-            if !group_left && cgroup_gone {
+            if !group_alive && cgroup_gone {
                 break;
             }
             if start.elapsed() > KILL_DEADLINE {
