@@ -210,3 +210,30 @@ async fn finish(
         duration: started.elapsed(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_executor_future_can_move_between_threads() {
+        // The agent runs scripts on a multi-threaded runtime and aborts them from another task.
+        fn assert_send<T: Send>(_: &T) {}
+        let dir = tempfile::tempdir().unwrap();
+        let spec = crate::sandbox::JailSpec::new(dir.path().canonicalize().unwrap());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = runtime.enter();
+        let sandbox = crate::sandbox::host::HostSandbox::new(spec).unwrap();
+        let paths = PathPolicy::new(dir.path(), &[], &[], std::path::Path::new("/")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(1));
+        let script = Script::default();
+        let future = run_script(&sandbox, &script, &options);
+        assert_send(&future);
+        let out = runtime.block_on(future).unwrap();
+        assert_eq!(out.status, 0);
+        assert_eq!(out.stdout, "");
+    }
+}
