@@ -270,21 +270,7 @@ fn parse_user_ids(list: &str) -> Result<Vec<i64>, String> {
         .collect()
 }
 
-/// The home directory of the user running warden (`$HOME`, else `/`).
-pub fn home_dir() -> PathBuf {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
-}
-
-/// Replace a leading `~` or `~/` with the home directory.
-pub fn expand_home(path: &Path) -> PathBuf {
-    match path.strip_prefix("~") {
-        Ok(rest) => home_dir().join(rest),
-        Err(_) => path.to_path_buf(),
-    }
-}
+pub use crate::policy::paths::{expand_home, home_dir};
 
 #[cfg(test)]
 mod tests {

@@ -160,18 +160,12 @@ impl Policy {
             write_roots: Vec::new(),
         });
         policy.settings = Settings::from_file(&file.settings, Some(&policy.settings));
-        policy.read_roots.extend(
-            file.paths
-                .read
-                .iter()
-                .map(|p| crate::config::expand_home(p)),
-        );
-        policy.write_roots.extend(
-            file.paths
-                .write
-                .iter()
-                .map(|p| crate::config::expand_home(p)),
-        );
+        policy
+            .read_roots
+            .extend(file.paths.read.iter().map(|p| paths::expand_home(p)));
+        policy
+            .write_roots
+            .extend(file.paths.write.iter().map(|p| paths::expand_home(p)));
         // A user entry replaces the default entry for that program as a whole.
         policy.programs.extend(file.programs);
         policy

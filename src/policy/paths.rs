@@ -21,6 +21,22 @@ pub enum Access {
     Delete,
 }
 
+/// The home directory of the user running warden (`$HOME`, else `/`).
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Replace a leading `~` or `~/` with the home directory (config and policy files).
+pub fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => home_dir().join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
 /// Devices any command may use without being under a root.
 const DEVICES_READ_WRITE: &[&str] = &["/dev/null"];
 const DEVICES_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
