@@ -184,7 +184,7 @@ impl HostSandbox {
     fn start(
         &self,
         spec: ProcessSpec,
-    ) -> Result<(libc::pid_t, Option<cgroup::ProcessCgroup>), SandboxError> {
+    ) -> Result<(libc::pid_t, OwnedFd, Option<cgroup::ProcessCgroup>), SandboxError> {
         let argv0 = spec
             .argv
             .first()
@@ -235,11 +235,12 @@ impl HostSandbox {
             },
             seccomp: &self.seccomp,
         };
-        let pid = launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
+        let (pid, pidfd) =
+            launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
         if let Some(cg) = &mut cgroup {
             cg.close_procs_fd();
         }
-        Ok((pid, cgroup))
+        Ok((pid, pidfd, cgroup))
     }
 
     /// Whether a jailed program can see `path` at all.
@@ -270,11 +271,69 @@ impl Sandbox for HostSandbox {
     }
 
     async fn spawn(&self, spec: ProcessSpec) -> Result<Box<dyn JailedProcess>, SandboxError> {
-        let (pid, cgroup) = self.start(spec)?;
-        Ok(Box::new(process::HostProcess::new(pid, cgroup)?))
+        let (pid, pidfd, cgroup) = self.start(spec)?;
+        Ok(Box::new(process::HostProcess::new(pid, pidfd, cgroup)?))
     }
 
     fn guest_path(&self, host_path: &Path) -> Option<PathBuf> {
         self.visible(host_path).then(|| host_path.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Stdio;
+
+    fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
+        ProcessSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: Stdio::Null,
+            stdout: Stdio::Null,
+            stderr: Stdio::Null,
+            extra_fds: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_child_step_is_reported() {
+        let ws = tempfile::tempdir().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.path().canonicalize().unwrap())).unwrap();
+        let err = match sandbox
+            .spawn(spec(&["true"], Path::new("/nonexistent-dir")))
+            .await
+        {
+            Err(e) => e,
+            Ok(_) => panic!("spawned in a missing directory"),
+        };
+        assert!(
+            err.to_string().contains("cannot enter /nonexistent-dir"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn programs_run_and_report_their_status() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
+        let mut p = sandbox
+            .spawn(spec(&["sh", "-c", "exit 3"], &ws))
+            .await
+            .unwrap();
+        assert_eq!(p.wait().await.unwrap(), crate::sandbox::ExitStatus::Code(3));
+        let mut p = sandbox.spawn(spec(&["sleep", "30"], &ws)).await.unwrap();
+        p.kill().await;
+        assert_eq!(
+            p.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Signal(libc::SIGKILL)
+        );
+        assert!(matches!(
+            sandbox.spawn(spec(&["no-such-program-x"], &ws)).await,
+            Err(SandboxError::NotFound(_))
+        ));
+        assert_eq!(sandbox.guest_path(&ws.join("f")), Some(ws.join("f")));
+        assert_eq!(sandbox.guest_path(Path::new("/etc/shadow")), None);
     }
 }
