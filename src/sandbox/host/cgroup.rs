@@ -176,7 +176,7 @@ impl Drop for ProcessCgroup {
 /// Child side: move the calling process into the cgroup. Async-signal-safe.
 ///
 /// # Safety
-/// Call only in the forked child.
+/// Call only in the jail's child.
 pub unsafe fn join_in_child(procs_fd: RawFd) -> Result<(), i32> {
     if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
         return Err(errno());

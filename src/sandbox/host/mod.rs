@@ -5,7 +5,7 @@
 //! `capabilities.rs`, `cgroup.rs`, `env.rs`, `fds.rs` — and `launcher.rs`, the child-side
 //! sequence that applies them in order. [`HostSandbox::new`] builds everything that can be
 //! built once (the Landlock rule table, the seccomp programs, the environment, the limits), so
-//! a spawn only forks and applies.
+//! a spawn only clones and applies.
 
 mod capabilities;
 pub mod cgroup;
@@ -180,7 +180,7 @@ impl HostSandbox {
         self.tmp.path()
     }
 
-    /// Start one process (synchronous: fork, child setup, exec report).
+    /// Start one process (synchronous: clone, child setup, exec).
     fn start(
         &self,
         spec: ProcessSpec,

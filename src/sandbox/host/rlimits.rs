@@ -59,7 +59,7 @@ impl RlimitPlan {
     /// Child side: set every limit. Async-signal-safe. Returns the failing errno.
     ///
     /// # Safety
-    /// Call only in the forked child before `execve`.
+    /// Call only in the jail's child before `execve`.
     pub unsafe fn apply_in_child(&self) -> Result<(), i32> {
         for (resource, limit) in &self.entries {
             if libc::setrlimit(*resource, limit) != 0 {

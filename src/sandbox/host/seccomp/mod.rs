@@ -74,7 +74,7 @@ impl SeccompProgram {
     /// Child side: install the filter (needs `no_new_privs`). Async-signal-safe.
     ///
     /// # Safety
-    /// Call only in the forked child; afterwards only `execve` should follow.
+    /// Call only in the jail's child; afterwards only `execve` should follow.
     pub unsafe fn install_in_child(&self) -> Result<(), i32> {
         let fprog = libc::sock_fprog {
             len: self.program.len() as libc::c_ushort,
