@@ -102,6 +102,10 @@ pub struct ProviderConfig {
     pub max_tokens: Option<u32>,
     /// Seconds before one HTTP request is abandoned.
     pub timeout_secs: Option<u64>,
+    /// Seconds of silence tolerated between chunks of a streaming answer.
+    pub idle_timeout_secs: Option<u64>,
+    /// Tries per request (the first included) on rate limits, overload and connection errors.
+    pub max_attempts: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -266,21 +270,7 @@ fn parse_user_ids(list: &str) -> Result<Vec<i64>, String> {
         .collect()
 }
 
-/// The home directory of the user running warden (`$HOME`, else `/`).
-pub fn home_dir() -> PathBuf {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
-}
-
-/// Replace a leading `~` or `~/` with the home directory.
-pub fn expand_home(path: &Path) -> PathBuf {
-    match path.strip_prefix("~") {
-        Ok(rest) => home_dir().join(rest),
-        Err(_) => path.to_path_buf(),
-    }
-}
+pub use crate::policy::paths::{expand_home, home_dir};
 
 #[cfg(test)]
 mod tests {

@@ -3,9 +3,18 @@
 //! The data path, top to bottom: channels and the scheduler feed the gateway, the agent asks
 //! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
 
+pub mod agent;
+pub mod app;
+pub mod audit;
+pub mod beneath;
+pub mod channels;
 pub mod cli;
 pub mod config;
+pub mod db;
 pub mod doctor;
 pub mod exec;
+pub mod llm;
+pub mod memory;
 pub mod policy;
 pub mod sandbox;
+pub mod tools;

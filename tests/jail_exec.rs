@@ -6,10 +6,11 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use warden::exec::{run_script, ExecError, ExecOptions, ExecRoots, OutputMode, RunOutput};
+use warden::exec::{run_script, ExecError, ExecOptions, OutputMode, RunOutput};
 use warden::policy::ir::{
     Builtin, Command, Connector, OpenMode, Pipeline, Redirect, RedirectTarget, Script, Step,
 };
+use warden::policy::PathPolicy;
 use warden::sandbox::host::HostSandbox;
 use warden::sandbox::JailSpec;
 
@@ -19,6 +20,7 @@ fn cmd(argv: &[&str], cwd: &Path) -> Command {
         cwd: cwd.to_path_buf(),
         redirects: Vec::new(),
         builtin: None,
+        paths: Vec::new(),
     }
 }
 
@@ -28,6 +30,7 @@ fn cd(target: &Path, cwd: &Path) -> Command {
         cwd: cwd.to_path_buf(),
         redirects: Vec::new(),
         builtin: Some(Builtin::Cd(target.to_path_buf())),
+        paths: Vec::new(),
     }
 }
 
@@ -69,7 +72,8 @@ impl Harness {
             .build()
             .unwrap();
         let spec = JailSpec::new(env.ws.clone());
-        let options = ExecOptions::capture(ExecRoots::from_spec(&spec), Duration::from_secs(20));
+        let paths = PathPolicy::new(&env.ws, &[], &[], Path::new("/root")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(20));
         let sandbox = runtime.block_on(async { HostSandbox::new(spec).unwrap() });
         Harness {
             env,
@@ -250,7 +254,7 @@ fn redirections_outside_the_roots_or_through_symlinks_are_refused() {
     std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
     for (target, why) in [
         (outside.join("f"), "outside every writable root"),
-        (ws.join("link/f"), "symbolic link"),
+        (ws.join("link/f"), "symlink"),
         (
             PathBuf::from("/etc/warden-test"),
             "outside every writable root",

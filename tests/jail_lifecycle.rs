@@ -168,3 +168,29 @@ fn interrupting_warden_kills_the_jailed_command() {
     assert_eq!(status.code(), Some(130));
     assert_eq!(survivors(&format!("sleep {m}")), Vec::<u32>::new());
 }
+
+#[test]
+fn an_interrupt_at_any_moment_leaves_nothing_behind() {
+    let env = Env::new();
+    // Signal warden at increasing delays, from before the jail exists to while it runs.
+    for delay_ms in [0u64, 2, 5, 10, 20, 40] {
+        let m = marker();
+        let mut child = env
+            .command(
+                &["--timeout", "60"],
+                &["sh", "-c", &format!("sleep {m} & sleep {m}")],
+            )
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap();
+        assert_eq!(
+            survivors(&format!("sleep {m}")),
+            Vec::<u32>::new(),
+            "SIGTERM after {delay_ms} ms left processes"
+        );
+    }
+}

@@ -7,8 +7,9 @@ use std::net::TcpListener;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
-use warden::exec::{run_script, ExecOptions, ExecRoots};
+use warden::exec::{run_script, ExecOptions};
 use warden::policy::ir::Script;
+use warden::policy::PathPolicy;
 use warden::sandbox::host::HostSandbox;
 use warden::sandbox::JailSpec;
 
@@ -115,7 +116,8 @@ fn egress_proxy_port_is_the_only_way_out() {
         .unwrap();
     runtime.block_on(async {
         let sandbox = HostSandbox::new(spec.clone()).unwrap();
-        let options = ExecOptions::capture(ExecRoots::from_spec(&spec), Duration::from_secs(20));
+        let paths = PathPolicy::new(&env.ws, &[], &[], std::path::Path::new("/root")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(20));
         let connect = |port: u16| {
             Script::single(
                 vec![

@@ -15,7 +15,7 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> i32 {
     let config = match super::load_config(config_path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("warden: {e}");
+            eprintln!("warden: {e:#}");
             return EXIT_USAGE;
         }
     };

@@ -29,7 +29,7 @@ pub fn run(args: ImageArgs, config_path: Option<&Path>) -> i32 {
     let config = match super::load_config(config_path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("warden: {e}");
+            eprintln!("warden: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -41,7 +41,7 @@ pub fn run(args: ImageArgs, config_path: Option<&Path>) -> i32 {
             return 1;
         }
     };
-    let runtime = match super::runtime() {
+    let runtime = match super::sandbox::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("warden: cannot start the async runtime: {e}");

@@ -3,8 +3,8 @@
 //! Exit status: the program's (128 + n for a signal), 124 timeout, 125 sandbox setup failed,
 //! 126 cannot execute, 127 not found, 130 interrupted.
 
-use super::backend::CliSandbox;
-use super::{JailRequest, EXIT_SETUP, EXIT_USAGE};
+use super::sandbox::{self as cli_sandbox, CliSandbox};
+use super::{EXIT_SETUP, EXIT_USAGE};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::ir::Script;
 use crate::sandbox::Backend;
@@ -37,12 +37,12 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
     let config = match super::load_config(config_path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("warden: {e}");
+            eprintln!("warden: {e:#}");
             return EXIT_USAGE;
         }
     };
-    let backend = args.backend.unwrap_or(config.sandbox.backend);
-    let runtime = match super::runtime() {
+    let backend = cli_sandbox::backend(args.backend, &config);
+    let runtime = match cli_sandbox::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("warden: cannot start the async runtime: {e}");
@@ -50,29 +50,35 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     runtime.block_on(async {
-        let request = JailRequest {
-            workspace: args.workspace,
-            read: args.read,
-            allow_without_landlock: args.allow_without_landlock,
-        };
-        let opened = match CliSandbox::open(backend, &config, &request, "jail").await {
-            Ok(o) => o,
+        let cancel = tokio_util::sync::CancellationToken::new();
+        cli_sandbox::cancel_on_signals(cancel.clone());
+        let paths = match cli_sandbox::plain_paths(&config, args.workspace, &args.read) {
+            Ok(p) => p,
             Err(e) => {
                 eprintln!("warden: {e}");
                 return EXIT_SETUP;
             }
         };
-        let options = ExecOptions::inherit(opened.roots, super::timeout(args.timeout, &config));
-        super::cancel_on_signals(options.cancel.clone());
-        let script = Script::single(args.argv, opened.workspace);
-        let status = match run_script(opened.sandbox.get(), &script, &options).await {
+        let spec = cli_sandbox::jail_spec(&paths, &config);
+        let allow_weak = args.allow_without_landlock;
+        let sandbox = match CliSandbox::open(backend, spec, &config, allow_weak, "jail").await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                return EXIT_SETUP;
+            }
+        };
+        let script = Script::single(args.argv, paths.workspace().to_path_buf());
+        let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
+        options.cancel = cancel;
+        let status = match run_script(sandbox.get(), &script, &options).await {
             Ok(out) => out.status,
             Err(e) => {
                 eprintln!("warden: {e}");
                 e.exit_code()
             }
         };
-        opened.sandbox.close().await;
+        sandbox.close().await;
         status
     })
 }

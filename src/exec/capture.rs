@@ -5,18 +5,18 @@
 //! written to a new file in the save directory (inside the workspace), opened without following
 //! symlinks, so the model can read the whole output with its file tools.
 
-use super::open::create_new_beneath;
+use crate::beneath;
+use crate::policy::PathPolicy;
+use nix::fcntl::OFlag;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Where a capture may save its full output.
+/// Where a capture may save its full output: a directory beneath one of `paths`' roots.
 #[derive(Clone, Debug)]
 pub struct SaveTarget {
-    /// The workspace (or another writable root) the directory lies in.
-    pub root: PathBuf,
-    /// The directory, inside `root`.
+    pub paths: PathPolicy,
     pub dir: PathBuf,
 }
 
@@ -109,8 +109,15 @@ impl Capture {
             rand::random::<u32>()
         );
         let path = save.dir.join(name);
-        let opened =
-            std::fs::create_dir_all(&save.dir).and_then(|()| create_new_beneath(&save.root, &path));
+        // Created beneath the root without following symlinks: the jail could have planted one.
+        let opened = beneath::create_dirs(&save.paths, &save.dir).and_then(|()| {
+            beneath::open(
+                &save.paths,
+                &path,
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+                0o644,
+            )
+        });
         match opened {
             Ok(file) => {
                 self.spill = Some((path, file));
@@ -164,21 +171,6 @@ impl Capture {
     }
 }
 
-/// The save target for a save directory: the directory itself is the root when no enclosing
-/// root is known.
-pub fn save_target(dir: &Path, writable_roots: &[PathBuf]) -> SaveTarget {
-    let root = writable_roots
-        .iter()
-        .filter(|r| dir.starts_with(r))
-        .max_by_key(|r| r.components().count())
-        .cloned()
-        .unwrap_or_else(|| dir.to_path_buf());
-    SaveTarget {
-        root,
-        dir: dir.to_path_buf(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,7 +214,10 @@ mod tests {
     fn full_output_is_saved_inside_the_workspace() {
         let ws = tempfile::tempdir().unwrap();
         let ws = ws.path().canonicalize().unwrap();
-        let target = save_target(&ws.join(".warden/output"), std::slice::from_ref(&ws));
+        let target = SaveTarget {
+            paths: PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap(),
+            dir: ws.join(".warden/output"),
+        };
         let mut c = Capture::new("stdout", 8, Some(target));
         let input: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
         for chunk in input.chunks(7) {
@@ -248,7 +243,10 @@ mod tests {
         let ws = ws.path().canonicalize().unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), ws.join("out")).unwrap();
-        let target = save_target(&ws.join("out"), std::slice::from_ref(&ws));
+        let target = SaveTarget {
+            paths: PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap(),
+            dir: ws.join("out/sub"),
+        };
         let mut c = Capture::new("stdout", 2, Some(target));
         c.push(b"0123456789");
         let out = c.finish();

@@ -9,9 +9,8 @@ mod output;
 mod pipeline;
 mod redirect;
 
-pub use open::ExecRoots;
-
 use crate::policy::ir::Script;
+use crate::policy::PathPolicy;
 use crate::sandbox::{Sandbox, SandboxError};
 use pipeline::Outcome;
 use std::path::PathBuf;
@@ -51,13 +50,14 @@ pub struct ExecOptions {
     pub save_dir: Option<PathBuf>,
     /// Cancelling kills every running process; the script ends with status 130.
     pub cancel: CancellationToken,
-    /// Where warden itself may open redirection targets (the jail's roots).
-    pub roots: ExecRoots,
+    /// Where warden itself may open redirection targets: the same roots the policy checked
+    /// against and the jail confines to.
+    pub paths: PathPolicy,
 }
 
 impl ExecOptions {
     /// Capture mode with a 64 KiB cap per stream, stdin from /dev/null.
-    pub fn capture(roots: ExecRoots, timeout: Duration) -> ExecOptions {
+    pub fn capture(paths: PathPolicy, timeout: Duration) -> ExecOptions {
         ExecOptions {
             timeout,
             stdin: StdinMode::Null,
@@ -66,19 +66,19 @@ impl ExecOptions {
             },
             save_dir: None,
             cancel: CancellationToken::new(),
-            roots,
+            paths,
         }
     }
 
     /// The CLI: the jailed program uses warden's terminal.
-    pub fn inherit(roots: ExecRoots, timeout: Duration) -> ExecOptions {
+    pub fn inherit(paths: PathPolicy, timeout: Duration) -> ExecOptions {
         ExecOptions {
             timeout,
             stdin: StdinMode::Inherit,
             output: OutputMode::Inherit,
             save_dir: None,
             cancel: CancellationToken::new(),
-            roots,
+            paths,
         }
     }
 }
@@ -139,10 +139,10 @@ pub async fn run_script(
     options: &ExecOptions,
 ) -> Result<RunOutput, ExecError> {
     let started = tokio::time::Instant::now();
-    let save = options
-        .save_dir
-        .as_deref()
-        .map(|dir| capture::save_target(dir, &options.roots.writable));
+    let save = options.save_dir.clone().map(|dir| capture::SaveTarget {
+        paths: options.paths.clone(),
+        dir,
+    });
     let outputs = output::Outputs::new(options.stdin, &options.output, save)?;
     let Some(first) = script.commands().next() else {
         return Ok(finish(outputs, 0, false, false, started).await);
@@ -150,7 +150,7 @@ pub async fn run_script(
     let mut ctx = pipeline::Context {
         sandbox,
         outputs: &outputs,
-        roots: &options.roots,
+        paths: &options.paths,
         deadline: started + options.timeout,
         cancel: &options.cancel,
         cwd: first.cwd.clone(),
@@ -208,5 +208,32 @@ async fn finish(
         timed_out,
         cancelled,
         duration: started.elapsed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_executor_future_can_move_between_threads() {
+        // The agent runs scripts on a multi-threaded runtime and aborts them from another task.
+        fn assert_send<T: Send>(_: &T) {}
+        let dir = tempfile::tempdir().unwrap();
+        let spec = crate::sandbox::JailSpec::new(dir.path().canonicalize().unwrap());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = runtime.enter();
+        let sandbox = crate::sandbox::host::HostSandbox::new(spec).unwrap();
+        let paths = PathPolicy::new(dir.path(), &[], &[], std::path::Path::new("/")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(1));
+        let script = Script::default();
+        let future = run_script(&sandbox, &script, &options);
+        assert_send(&future);
+        let out = runtime.block_on(future).unwrap();
+        assert_eq!(out.status, 0);
+        assert_eq!(out.stdout, "");
     }
 }

@@ -4,8 +4,9 @@
 
 use super::output::Outputs;
 use super::redirect::FdTable;
-use super::{ExecError, ExecRoots};
+use super::ExecError;
 use crate::policy::ir::{Builtin, Command, Pipeline};
+use crate::policy::PathPolicy;
 use crate::sandbox::{JailedProcess, Sandbox, SandboxError};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ pub enum Outcome {
 pub struct Context<'a> {
     pub sandbox: &'a dyn Sandbox,
     pub outputs: &'a Outputs,
-    pub roots: &'a ExecRoots,
+    pub paths: &'a PathPolicy,
     pub deadline: Instant,
     pub cancel: &'a CancellationToken,
     /// The working directory `cd` builtins have moved to.
@@ -67,7 +68,7 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
             ctx.outputs.stdout()
         };
         let mut table = FdTable::new(stdin, stdout, ctx.outputs.stderr(), ctx.outputs.null());
-        if let Err(message) = table.apply(&command.redirects, ctx.roots) {
+        if let Err(message) = table.apply(&command.redirects, ctx.paths) {
             ctx.outputs.message(&message);
             statuses[index] = 1;
             continue;

@@ -4,8 +4,9 @@
 //! closes, here-documents become a sealed memfd. `2>&1 >file` and `>file 2>&1` therefore differ
 //! exactly as they do in bash.
 
-use super::open::{open_redirect, text_fd, ExecRoots};
+use super::open::{open_redirect, text_fd};
 use crate::policy::ir::{Redirect, RedirectTarget};
+use crate::policy::PathPolicy;
 use crate::sandbox::{ProcessSpec, Stdio};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -36,7 +37,7 @@ impl FdTable {
     }
 
     /// Apply redirections in order. The error is a bash-like message; the command must not run.
-    pub fn apply(&mut self, redirects: &[Redirect], roots: &ExecRoots) -> Result<(), String> {
+    pub fn apply(&mut self, redirects: &[Redirect], paths: &PathPolicy) -> Result<(), String> {
         for redirect in redirects {
             let fd = usize::from(redirect.fd);
             if fd >= SLOTS {
@@ -46,7 +47,7 @@ impl FdTable {
             }
             self.slots[fd] = match &redirect.target {
                 RedirectTarget::File { path, mode } => {
-                    Some(Arc::new(open_redirect(roots, path, *mode)?))
+                    Some(Arc::new(open_redirect(paths, path, *mode)?))
                 }
                 RedirectTarget::Dup(source) => {
                     let source = usize::from(*source);
@@ -93,6 +94,11 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::path::Path;
 
+    /// Roots for tests that open no file.
+    fn no_roots() -> PathPolicy {
+        PathPolicy::new(&std::env::temp_dir(), &[], &[], Path::new("/root")).unwrap()
+    }
+
     fn fd() -> Arc<OwnedFd> {
         Arc::new(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
     }
@@ -115,7 +121,7 @@ mod tests {
                 redirect(2, RedirectTarget::Dup(1)),
                 redirect(1, RedirectTarget::Close),
             ],
-            &ExecRoots::default(),
+            &no_roots(),
         )
         .unwrap();
         assert!(same(&t.slots[2], &stdout));
@@ -130,7 +136,7 @@ mod tests {
                 redirect(1, RedirectTarget::Dup(3)),
                 redirect(3, RedirectTarget::Close),
             ],
-            &ExecRoots::default(),
+            &no_roots(),
         )
         .unwrap();
         assert!(same(&t.slots[1], &stderr));
@@ -142,17 +148,11 @@ mod tests {
     fn dup_of_a_closed_descriptor_fails_like_bash() {
         let mut t = FdTable::new(fd(), fd(), fd(), fd());
         let err = t
-            .apply(
-                &[redirect(1, RedirectTarget::Dup(5))],
-                &ExecRoots::default(),
-            )
+            .apply(&[redirect(1, RedirectTarget::Dup(5))], &no_roots())
             .unwrap_err();
         assert_eq!(err, "5: Bad file descriptor");
         let err = t
-            .apply(
-                &[redirect(12, RedirectTarget::Close)],
-                &ExecRoots::default(),
-            )
+            .apply(&[redirect(12, RedirectTarget::Close)], &no_roots())
             .unwrap_err();
         assert!(err.contains("only 0-9"), "{err}");
     }
@@ -161,10 +161,7 @@ mod tests {
     fn file_order_matters_like_in_bash() {
         let ws = tempfile::tempdir().unwrap();
         let ws = ws.path().canonicalize().unwrap();
-        let roots = ExecRoots {
-            writable: vec![ws.clone()],
-            readable: vec![],
-        };
+        let roots = PathPolicy::new(&ws, &[], &[], Path::new("/root")).unwrap();
         let out = ws.join("out");
         let file = RedirectTarget::File {
             path: out.clone(),
@@ -206,7 +203,7 @@ mod tests {
                 redirect(4, RedirectTarget::Dup(1)),
                 redirect(2, RedirectTarget::Close),
             ],
-            &ExecRoots::default(),
+            &no_roots(),
         )
         .unwrap();
         let spec = t

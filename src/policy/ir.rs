@@ -60,6 +60,15 @@ pub struct Command {
     /// `cd` is evaluated by the executor itself; every other command is a program.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub builtin: Option<Builtin>,
+    /// The arguments the policy checked as paths, resolved, with how they are used.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<CheckedPath>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckedPath {
+    pub path: PathBuf,
+    pub access: crate::policy::paths::Access,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -117,6 +126,7 @@ impl Script {
                         cwd,
                         redirects: Vec::new(),
                         builtin: None,
+                        paths: Vec::new(),
                     }],
                 },
             }],

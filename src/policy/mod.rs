@@ -1,4 +1,242 @@
 //! The command policy: parse a bash command string (tree-sitter-bash), build the IR, apply the
 //! per-program rules and the path validator, and decide allow / deny / ask with a reason.
+//!
+//! Data path: `syntax` (tree → tokens) → `grammar` (tokens → raw script) → `check` (expansion,
+//! cwd tracking, rules, analyzers, paths) → [`Verdict`] with the checked [`ir::Script`].
 
+mod analyzers;
+mod check;
+mod expand;
+mod grammar;
+pub mod invariant;
 pub mod ir;
+pub mod paths;
+pub mod rules;
+mod syntax;
+mod words;
+
+use rules::{PolicyFile, ProgramRule, Settings};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use check::Checker;
+pub use ir::Script;
+pub use paths::{Access, PathPolicy};
+
+/// The embedded default policy (`policy/default.toml`).
+pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+    /// The user may approve it, command by command; with nobody to ask it is `Deny`.
+    Ask,
+}
+
+impl Decision {
+    /// The exit code of `warden policy check`: 0 allow, 1 deny, 3 ask.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Decision::Allow => 0,
+            Decision::Deny => 1,
+            Decision::Ask => 3,
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Ask => "ask",
+        })
+    }
+}
+
+/// Why something was refused; every denial carries a reason a person can read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    pub reason: String,
+}
+
+impl Denial {
+    pub fn new(reason: impl Into<String>) -> Denial {
+        Denial {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The policy's answer for one command string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub reason: String,
+    /// The checked IR. Complete when allowed or asked; for a denial, the commands analysed
+    /// before the one that was denied.
+    pub script: Script,
+}
+
+impl Verdict {
+    /// `{"decision":…, "reason":…, "commands":[{"argv":[…]}…]}` as in the CLI contract.
+    pub fn to_json(&self) -> serde_json::Value {
+        let commands: Vec<serde_json::Value> = self
+            .script
+            .commands()
+            .map(|c| serde_json::json!({ "argv": c.argv, "cwd": c.cwd }))
+            .collect();
+        serde_json::json!({
+            "decision": self.decision,
+            "reason": self.reason,
+            "commands": commands,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid policy {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("invalid root: {0}")]
+    Root(std::io::Error),
+}
+
+/// Rules, settings and extra roots, merged from the default and an optional user file.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    programs: BTreeMap<String, ProgramRule>,
+    settings: Settings,
+    read_roots: Vec<PathBuf>,
+    write_roots: Vec<PathBuf>,
+}
+
+impl Policy {
+    /// The embedded default policy.
+    pub fn embedded_default() -> Policy {
+        Policy::from_file(
+            parse_file(DEFAULT_POLICY, "embedded default policy").expect(
+                "the embedded default policy parses (checked by the default_policy_parses test)",
+            ),
+            None,
+        )
+    }
+
+    /// The default, extended (or replaced, with `extends_default = false`) by a user file.
+    pub fn load(user_file: Option<&Path>) -> Result<Policy, PolicyError> {
+        let Some(path) = user_file else {
+            return Ok(Policy::embedded_default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Policy::from_user_toml(&text, &path.display().to_string())
+    }
+
+    /// Like [`Policy::load`] from text.
+    pub fn from_user_toml(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        let file = parse_file(text, origin)?;
+        if file.extends_default == Some(false) {
+            return Ok(Policy::from_file(file, None));
+        }
+        Ok(Policy::from_file(file, Some(Policy::embedded_default())))
+    }
+
+    fn from_file(file: PolicyFile, base: Option<Policy>) -> Policy {
+        let mut policy = base.unwrap_or(Policy {
+            programs: BTreeMap::new(),
+            settings: Settings::from_file(&Default::default(), None),
+            read_roots: Vec::new(),
+            write_roots: Vec::new(),
+        });
+        policy.settings = Settings::from_file(&file.settings, Some(&policy.settings));
+        policy
+            .read_roots
+            .extend(file.paths.read.iter().map(|p| paths::expand_home(p)));
+        policy
+            .write_roots
+            .extend(file.paths.write.iter().map(|p| paths::expand_home(p)));
+        // A user entry replaces the default entry for that program as a whole.
+        policy.programs.extend(file.programs);
+        policy
+    }
+
+    pub fn rule(&self, program: &str) -> Option<&ProgramRule> {
+        self.programs.get(program)
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn programs(&self) -> impl Iterator<Item = (&String, &ProgramRule)> {
+        self.programs.iter()
+    }
+
+    /// Extra readable roots from the policy file.
+    pub fn read_roots(&self) -> &[PathBuf] {
+        &self.read_roots
+    }
+
+    /// Extra writable roots from the policy file.
+    pub fn write_roots(&self) -> &[PathBuf] {
+        &self.write_roots
+    }
+
+    /// A checker for commands in `workspace`, with `~` expanding to `home`.
+    pub fn checker(
+        self: &Arc<Self>,
+        workspace: &Path,
+        extra_read: &[PathBuf],
+        home: &Path,
+    ) -> Result<Checker, PolicyError> {
+        let mut read: Vec<PathBuf> = self.read_roots.clone();
+        read.extend_from_slice(extra_read);
+        let paths = PathPolicy::new(workspace, &self.write_roots, &read, home)
+            .map_err(PolicyError::Root)?;
+        Ok(Checker::new(Arc::clone(self), paths))
+    }
+}
+
+fn parse_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyError> {
+    toml::from_str(text).map_err(|e| PolicyError::Parse {
+        origin: origin.to_string(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_parses() {
+        let file = parse_file(DEFAULT_POLICY, "default").unwrap();
+        assert!(file.programs.contains_key("ls"));
+    }
+
+    #[test]
+    fn user_file_extends_or_replaces() {
+        let extended = Policy::from_user_toml("[programs.jq]\nargs = \"read\"\n", "u").unwrap();
+        assert!(extended.rule("jq").is_some() && extended.rule("ls").is_some());
+        let replaced =
+            Policy::from_user_toml("extends_default = false\n[programs.jq]\n", "u").unwrap();
+        assert!(replaced.rule("jq").is_some() && replaced.rule("ls").is_none());
+    }
+
+    #[test]
+    fn bad_policy_is_a_clear_error() {
+        let err = Policy::from_user_toml("[programs.ls]\nargz = 1\n", "mine.toml").unwrap_err();
+        assert!(err.to_string().contains("mine.toml"), "{err}");
+    }
+}

@@ -67,7 +67,7 @@ impl CapabilityPlan {
     /// Child side: drop everything. Async-signal-safe. Returns the failing errno.
     ///
     /// # Safety
-    /// Call only in the forked child before `execve`.
+    /// Call only in the jail's child before `execve`.
     pub unsafe fn drop_all_in_child(&self) -> Result<(), i32> {
         if self.lock_securebits_and_bounding {
             if libc::prctl(

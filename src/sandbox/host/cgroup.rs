@@ -41,10 +41,15 @@ impl PidsCgroupRoot {
     pub fn detect() -> Result<PidsCgroupRoot, String> {
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let mounts = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        // The usual v1 mount point first; the mount table only when it is elsewhere.
+        let usual = v1_pids_at_usual_place(&own);
+        let mounts = match usual {
+            Some(_) => String::new(),
+            None => fs::read_to_string("/proc/self/mountinfo")
+                .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?,
+        };
 
-        let (version, base) = if let Some(base) = v1_pids_dir(&own, &mounts) {
+        let (version, base) = if let Some(base) = usual.or_else(|| v1_pids_dir(&own, &mounts)) {
             (CgroupVersion::V1, base)
         } else if let Some(base) = v2_dir(&own, &mounts) {
             let control =
@@ -71,7 +76,7 @@ impl PidsCgroupRoot {
             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
         )
         .map_err(|e| format!("cannot create cgroups in {}: {e}", dir.display()))?;
-        remove_stale(&dir);
+        remove_stale(&dir, version);
         Ok(PidsCgroupRoot { version, dir })
     }
 
@@ -171,7 +176,7 @@ impl Drop for ProcessCgroup {
 /// Child side: move the calling process into the cgroup. Async-signal-safe.
 ///
 /// # Safety
-/// Call only in the forked child.
+/// Call only in the jail's child.
 pub unsafe fn join_in_child(procs_fd: RawFd) -> Result<(), i32> {
     if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
         return Err(errno());
@@ -179,13 +184,30 @@ pub unsafe fn join_in_child(procs_fd: RawFd) -> Result<(), i32> {
     Ok(())
 }
 
-/// `<mount point of the v1 pids hierarchy>/<our path in it>`.
-fn v1_pids_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
-    let path = own.lines().find_map(|l| {
+/// `/sys/fs/cgroup/pids/<our path>` when that is a cgroup v1 mount (checked with statfs).
+fn v1_pids_at_usual_place(own: &str) -> Option<PathBuf> {
+    const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+    let mount = Path::new("/sys/fs/cgroup/pids");
+    let stat = nix::sys::statfs::statfs(mount).ok()?;
+    if stat.filesystem_type().0 as i64 != CGROUP_SUPER_MAGIC {
+        return None;
+    }
+    let path = own_v1_pids_path(own)?;
+    Some(mount.join(path.trim_start_matches('/')))
+}
+
+/// Our path in the v1 pids hierarchy, from `/proc/self/cgroup`.
+fn own_v1_pids_path(own: &str) -> Option<&str> {
+    own.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         controllers.split(',').any(|c| c == "pids").then_some(path)
-    })?;
+    })
+}
+
+/// `<mount point of the v1 pids hierarchy>/<our path in it>`.
+fn v1_pids_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
+    let path = own_v1_pids_path(own)?;
     let mount = mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         let mut post = post.split_whitespace();
@@ -209,19 +231,41 @@ fn v2_dir(own: &str, mountinfo: &str) -> Option<PathBuf> {
     Some(Path::new(mount).join(path.trim_start_matches('/')))
 }
 
-/// Remove cgroups left by warden processes that no longer exist.
-fn remove_stale(dir: &Path) {
+/// Clean up after warden processes that no longer exist (crashed or SIGKILLed): kill whatever
+/// their jails left running and remove the cgroups.
+fn remove_stale(dir: &Path, version: CgroupVersion) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()) else {
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .map(|(p, _)| p)
+        else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            let _ = fs::remove_dir(entry.path());
+        if pid.parse::<u32>().is_err() || Path::new("/proc").join(pid).exists() {
+            continue;
         }
+        let stale = ProcessCgroup {
+            dir: entry.path(),
+            procs: None,
+            version,
+        };
+        let left = stale.kill_all();
+        if left > 0 {
+            tracing::warn!(cgroup = %stale.dir.display(), processes = left, "killed processes a dead warden left behind");
+            // Give the kills a moment; whatever is still there is retried next time.
+            for _ in 0..20 {
+                if stale.pids().is_empty() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        // Dropping `stale` removes the directory.
     }
 }
 
@@ -280,5 +324,44 @@ mod tests {
         assert!(cg.pids().is_empty());
         cg.remove().unwrap();
         assert!(!cg.dir().exists());
+    }
+
+    #[test]
+    fn leftovers_of_a_dead_warden_are_killed_and_removed() {
+        if !super::super::kernel::is_root() {
+            eprintln!("skipped: creating pids cgroups needs root here");
+            return;
+        }
+        let root = match PidsCgroupRoot::detect() {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("skipped: no usable pids cgroup: {why}");
+                return;
+            }
+        };
+        // A pid that no longer exists stands in for a crashed warden.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let dir = root.dir.join(format!("{dead_pid}-0"));
+        fs::create_dir(&dir).unwrap();
+        let mut orphan = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        fs::write(dir.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+
+        PidsCgroupRoot::detect().unwrap();
+        let status = orphan.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        for _ in 0..100 {
+            if !dir.exists() {
+                break;
+            }
+            PidsCgroupRoot::detect().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!dir.exists(), "stale cgroup not removed");
     }
 }

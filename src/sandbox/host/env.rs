@@ -98,7 +98,7 @@ fn is_executable_file(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// A path as a C string for the child (no allocation after fork).
+/// A path as a C string for the child (no allocation in the child).
 pub fn c_path(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| SandboxError::Setup(format!("path {} contains NUL", path.display())))

@@ -3,10 +3,10 @@
 //!
 //! The parent first duplicates every source to a number ≥ [`FIRST_PRIVATE_FD`] with
 //! close-on-exec, so no source can collide with a target number (`3>&5` while the source happens
-//! to be fd 3) and nothing leaks if a concurrent fork elsewhere in warden inherits them. The child
+//! to be fd 3) and nothing leaks if a process forked elsewhere in warden inherits them. The child
 //! then `dup2`s each source onto its target (which clears close-on-exec), closes the unused
 //! numbers 3-9, and marks everything from [`FIRST_PRIVATE_FD`] up close-on-exec. The jail's own
-//! descriptors (Landlock ruleset, cgroup, error pipe) also live up there and stay usable until
+//! descriptors (Landlock ruleset, cgroup) also live up there and stay usable until
 //! `execve`.
 
 use crate::sandbox::{SandboxError, Stdio};
@@ -20,7 +20,7 @@ pub const FIRST_PRIVATE_FD: RawFd = 10;
 pub struct FdPlan {
     /// (target, source), targets unique, sources ≥ FIRST_PRIVATE_FD.
     entries: Vec<(RawFd, OwnedFd)>,
-    /// The same pairs as raw numbers, for the child (no allocation after fork).
+    /// The same pairs as raw numbers, for the child (no allocation in the child).
     raw: [(RawFd, RawFd); 10],
     len: usize,
 }
@@ -68,10 +68,10 @@ impl FdPlan {
         self.entries.iter().map(|(t, _)| *t).collect()
     }
 
-    /// Child side, after fork: install the plan. Async-signal-safe.
+    /// Child side: install the plan. Async-signal-safe.
     ///
     /// # Safety
-    /// Call only in the forked child before `execve`.
+    /// Call only in the jail's child before `execve`.
     pub unsafe fn apply_in_child(&self) -> Result<(), i32> {
         let pairs = &self.raw[..self.len.min(self.raw.len())];
         for &(target, source) in pairs {

@@ -14,7 +14,7 @@
 //! The rule table (opened `O_PATH` descriptors and their rights) is built once, in
 //! `HostSandbox::new`. Each spawn instantiates a fresh kernel ruleset from it in the parent —
 //! a few `landlock_add_rule` calls — because the child adds one rule of its own, for its own
-//! `/proc/<pid>` (only known after fork): adding it to a ruleset shared between spawns (as a
+//! `/proc/<pid>` (only known in the child): adding it to a ruleset shared between spawns (as a
 //! `try_clone` would) would let every later process read its predecessors' `/proc` entries and
 //! grow the kernel object forever. The child then adds that rule and restricts itself with raw
 //! syscalls, no allocation.
@@ -205,7 +205,7 @@ struct PathBeneathAttr {
 /// Async-signal-safe.
 ///
 /// # Safety
-/// Call only in the forked child, with a ruleset descriptor from [`LandlockTemplate::instantiate`].
+/// Call only in the jail's child, with a ruleset descriptor from [`LandlockTemplate::instantiate`].
 pub unsafe fn allow_proc_self_in_child(ruleset: RawFd, access: u64) -> Result<(), i32> {
     let dir = libc::open(
         c"/proc/self".as_ptr(),
@@ -236,7 +236,7 @@ pub unsafe fn allow_proc_self_in_child(ruleset: RawFd, access: u64) -> Result<()
 /// Child side: enforce the ruleset on this process (needs `no_new_privs`). Async-signal-safe.
 ///
 /// # Safety
-/// Call only in the forked child.
+/// Call only in the jail's child.
 pub unsafe fn restrict_self_in_child(ruleset: RawFd) -> Result<(), i32> {
     if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0 {
         return Err(errno());

@@ -1,28 +1,33 @@
-//! Starting one jailed process: fork, then build the jail in the child, top to bottom, in the
+//! Starting one jailed process: clone, then build the jail in the child, top to bottom, in the
 //! order it is applied — session, fds, cgroup, env, rlimits, capabilities, no_new_privs,
 //! Landlock, seccomp, exec.
 //!
 //! The parent prepares everything beforehand (argv, envp, the absolute program path, the fd plan,
-//! the Landlock ruleset, the compiled seccomp programs). After `fork` the child only makes raw
-//! system calls: no allocation, no locks, no panics — warden may have other threads holding the
-//! allocator's lock at the moment of the fork. warden forks itself rather than using
-//! `std::process::Command` so that every descriptor number the child touches is known (std's
-//! internal error pipe could otherwise sit in the 3-9 range a redirection targets).
+//! the Landlock ruleset, the compiled seccomp program). The child is created the way glibc's
+//! `posix_spawn` does it — `clone(CLONE_VM | CLONE_VFORK)` on a stack of its own — so nothing of
+//! warden's memory is copied however large warden grows, and warden's thread sleeps until the
+//! child has executed the program or failed. `CLONE_PIDFD` hands back a pidfd with no window for
+//! pid reuse. Sharing memory with warden, the child only makes raw system calls: no allocation,
+//! no locks, no panics; all signals are blocked around the clone, so no warden signal handler
+//! can run on the child's stack before the child resets every disposition to the default.
 //!
-//! A failing step is reported to the parent over a close-on-exec pipe as (step, errno), and the
-//! child exits without running anything: the jail fails closed. A successful `execve` closes the
-//! pipe, which the parent sees as end of file.
+//! A failing step is stored as (step, errno) in memory the parent reads after the clone
+//! returns, and the child exits without running anything: the jail fails closed.
 
 use super::capabilities::CapabilityPlan;
-use super::fds::{dup_private, errno, FdPlan};
+use super::fds::{errno, FdPlan};
 use super::rlimits::RlimitPlan;
-use super::seccomp::SeccompPrograms;
+use super::seccomp::SeccompProgram;
 use super::{cgroup, landlock};
 use crate::sandbox::SandboxError;
 use std::convert::Infallible;
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The child's stack. Its frames are small (no allocation, a few structs).
+const CHILD_STACK_BYTES: usize = 256 * 1024;
 
 /// Everything the child needs, prepared by the parent.
 pub struct ChildPlan<'a> {
@@ -41,7 +46,7 @@ pub struct ChildPlan<'a> {
     /// The ruleset and the rights to grant on the process's own `/proc/<pid>`; `None` only in
     /// weak mode on a kernel without Landlock.
     pub landlock: Option<(RawFd, u64)>,
-    pub seccomp: &'a SeccompPrograms,
+    pub seccomp: &'a SeccompProgram,
 }
 
 /// The steps of the child, as reported when one fails.
@@ -103,7 +108,7 @@ impl Step {
 pub enum LaunchError {
     /// A step in the child failed; nothing ran.
     Child { step: Step, errno: i32 },
-    /// fork or the report pipe failed in the parent.
+    /// clone failed in the parent.
     Parent(io::Error),
 }
 
@@ -139,70 +144,81 @@ impl LaunchError {
     }
 }
 
-/// Fork and run the child sequence; returns the child's pid once it has executed the program.
-pub fn launch(plan: &ChildPlan<'_>) -> Result<libc::pid_t, LaunchError> {
-    let (report_read, pipe_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| LaunchError::Parent(e.into()))?;
-    // Above the 0-9 range the child rewires, like every descriptor it uses. The original must
-    // be closed too, or the parent would never see end of file.
-    let report_write = dup_private(&pipe_write).map_err(LaunchError::Parent)?;
-    drop(pipe_write);
+/// Start the child and run the jail sequence in it; returns its pid and pidfd once it has
+/// executed the program.
+pub fn launch(plan: &ChildPlan<'_>) -> Result<(libc::pid_t, OwnedFd), LaunchError> {
+    let shared = Shared {
+        plan,
+        failure: AtomicU64::new(0),
+    };
+    let mut stack = vec![0u8; CHILD_STACK_BYTES];
+    // The stack grows down from its (16-byte aligned) end.
+    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+    let mut pidfd: c_int = -1;
 
-    // SAFETY: the child runs only async-signal-safe code (see `child_main`) and never returns.
-    let pid = unsafe { libc::fork() };
+    // SAFETY: sigset manipulation on locals; the mask is restored below on every path.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    }
+    // SAFETY: `child_entry` runs on its own stack, only async-signal-safe code, and ends in
+    // execve or _exit; with CLONE_VFORK this thread sleeps until then, so `shared` and `stack`
+    // outlive every use by the child.
+    let pid = unsafe {
+        libc::clone(
+            child_entry,
+            top as *mut c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            &shared as *const Shared<'_> as *mut c_void,
+            &mut pidfd as *mut c_int,
+        )
+    };
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
+    drop(stack);
     if pid < 0 {
-        return Err(LaunchError::Parent(io::Error::last_os_error()));
+        return Err(LaunchError::Parent(clone_error));
     }
-    if pid == 0 {
-        // SAFETY: we are the freshly forked child.
-        unsafe { child_main(plan, report_write.as_raw_fd()) }
-    }
-    drop(report_write);
+    // SAFETY: CLONE_PIDFD stored a new descriptor (close-on-exec) that we now own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
 
-    let mut report = [0u8; 8];
-    let mut filled = 0;
-    while filled < report.len() {
-        match nix::unistd::read(&report_read, &mut report[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => {
-                reap(pid);
-                return Err(LaunchError::Parent(e.into()));
-            }
-        }
+    let failure = shared.failure.load(Ordering::Acquire);
+    if failure == 0 {
+        return Ok((pid, pidfd));
     }
-    if filled == 0 {
-        return Ok(pid);
-    }
-    reap(pid);
-    let step_raw = u32::from_ne_bytes([report[0], report[1], report[2], report[3]]);
-    let errno = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
-    match (filled, Step::from_u32(step_raw)) {
-        (8, Some(step)) => Err(LaunchError::Child { step, errno }),
-        _ => Err(LaunchError::Parent(io::Error::other(
-            "the jailed child sent a malformed failure report",
+    // The child has exited: reap it.
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let (step_raw, errno) = ((failure >> 32) as u32, failure as u32 as i32);
+    match Step::from_u32(step_raw) {
+        Some(step) => Err(LaunchError::Child { step, errno }),
+        None => Err(LaunchError::Parent(io::Error::other(
+            "the jailed child reported an unknown failure",
         ))),
     }
 }
 
-fn reap(pid: libc::pid_t) {
-    let mut status = 0;
-    // SAFETY: waits for our own child, which has exited or is about to.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+/// What the parent shares with the child (same memory, CLONE_VM).
+struct Shared<'a> {
+    plan: &'a ChildPlan<'a>,
+    /// 0, or (step << 32 | errno) of the step that failed.
+    failure: AtomicU64,
 }
 
-/// The child: build the jail, then exec. Never returns.
-///
-/// # Safety
-/// Only in the child right after fork.
-unsafe fn child_main(plan: &ChildPlan<'_>, report_fd: RawFd) -> ! {
-    let Err((step, err)) = build_jail_and_exec(plan);
-    let mut msg = [0u8; 8];
-    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
-    msg[4..].copy_from_slice(&err.to_ne_bytes());
-    libc::write(report_fd, msg.as_ptr().cast(), msg.len());
-    libc::_exit(125);
+/// The child's first function, on its own stack.
+extern "C" fn child_entry(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `Shared`, alive until this child execs or exits.
+    let shared = unsafe { &*(arg as *const Shared<'_>) };
+    // SAFETY: we are the freshly cloned child.
+    let Err((step, err)) = unsafe { build_jail_and_exec(shared.plan) };
+    let report = (u64::from(step as u32) << 32) | u64::from(err as u32);
+    shared.failure.store(report, Ordering::Release);
+    // SAFETY: leave without running anything else (no atexit handlers, no flushing).
+    unsafe { libc::_exit(125) }
 }
 
 /// The jail, in the order it is built. Returns only on failure.
@@ -250,7 +266,7 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
         landlock::restrict_self_in_child(ruleset).map_err(fail(Step::Landlock))?;
     }
 
-    // Seccomp: the allow-list, then clone3 → ENOSYS.
+    // Seccomp: the allow-list.
     plan.seccomp
         .install_in_child()
         .map_err(fail(Step::Seccomp))?;

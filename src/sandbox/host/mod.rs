@@ -5,7 +5,7 @@
 //! `capabilities.rs`, `cgroup.rs`, `env.rs`, `fds.rs` — and `launcher.rs`, the child-side
 //! sequence that applies them in order. [`HostSandbox::new`] builds everything that can be
 //! built once (the Landlock rule table, the seccomp programs, the environment, the limits), so
-//! a spawn only forks and applies.
+//! a spawn only clones and applies.
 
 mod capabilities;
 pub mod cgroup;
@@ -54,7 +54,7 @@ pub struct HostSandbox {
     tmp: tmpdir::PrivateTmp,
     env: Vec<CString>,
     landlock: Option<landlock::LandlockTemplate>,
-    seccomp: seccomp::SeccompPrograms,
+    seccomp: seccomp::SeccompProgram,
     rlimits: rlimits::RlimitPlan,
     capabilities: capabilities::CapabilityPlan,
     cgroups: Option<cgroup::PidsCgroupRoot>,
@@ -106,19 +106,15 @@ impl HostSandbox {
         let tmp = tmpdir::PrivateTmp::create()?;
         let env = env::build(&spec.workspace, tmp.path(), &spec.env)?;
         let landlock = match &landlock_abi {
-            Ok(_) => {
-                let template = landlock::LandlockTemplate::new(&spec, tmp.path())?;
-                // Build one ruleset now so a problem shows here, not at the first command.
-                template.instantiate()?;
-                Some(template)
-            }
+            // Rulesets are instantiated per spawn; a failure there is a setup error too.
+            Ok(_) => Some(landlock::LandlockTemplate::new(&spec, tmp.path())?),
             Err(_) => None,
         };
         let network = match spec.egress_proxy {
             Some(_) => Network::EgressProxy,
             None => Network::None,
         };
-        let seccomp = seccomp::SeccompPrograms::new(network)?;
+        let seccomp = seccomp::SeccompProgram::new(network)?;
         let capabilities = capabilities::CapabilityPlan::for_current_process()?;
         let root = kernel::is_root();
 
@@ -184,11 +180,11 @@ impl HostSandbox {
         self.tmp.path()
     }
 
-    /// Start one process (synchronous: fork, child setup, exec report).
+    /// Start one process (synchronous: clone, child setup, exec).
     fn start(
         &self,
         spec: ProcessSpec,
-    ) -> Result<(libc::pid_t, Option<cgroup::ProcessCgroup>), SandboxError> {
+    ) -> Result<(libc::pid_t, OwnedFd, Option<cgroup::ProcessCgroup>), SandboxError> {
         let argv0 = spec
             .argv
             .first()
@@ -239,11 +235,12 @@ impl HostSandbox {
             },
             seccomp: &self.seccomp,
         };
-        let pid = launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
+        let (pid, pidfd) =
+            launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
         if let Some(cg) = &mut cgroup {
             cg.close_procs_fd();
         }
-        Ok((pid, cgroup))
+        Ok((pid, pidfd, cgroup))
     }
 
     /// Whether a jailed program can see `path` at all.
@@ -274,11 +271,69 @@ impl Sandbox for HostSandbox {
     }
 
     async fn spawn(&self, spec: ProcessSpec) -> Result<Box<dyn JailedProcess>, SandboxError> {
-        let (pid, cgroup) = self.start(spec)?;
-        Ok(Box::new(process::HostProcess::new(pid, cgroup)?))
+        let (pid, pidfd, cgroup) = self.start(spec)?;
+        Ok(Box::new(process::HostProcess::new(pid, pidfd, cgroup)?))
     }
 
     fn guest_path(&self, host_path: &Path) -> Option<PathBuf> {
         self.visible(host_path).then(|| host_path.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Stdio;
+
+    fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
+        ProcessSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: Stdio::Null,
+            stdout: Stdio::Null,
+            stderr: Stdio::Null,
+            extra_fds: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_child_step_is_reported() {
+        let ws = tempfile::tempdir().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.path().canonicalize().unwrap())).unwrap();
+        let err = match sandbox
+            .spawn(spec(&["true"], Path::new("/nonexistent-dir")))
+            .await
+        {
+            Err(e) => e,
+            Ok(_) => panic!("spawned in a missing directory"),
+        };
+        assert!(
+            err.to_string().contains("cannot enter /nonexistent-dir"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn programs_run_and_report_their_status() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
+        let mut p = sandbox
+            .spawn(spec(&["sh", "-c", "exit 3"], &ws))
+            .await
+            .unwrap();
+        assert_eq!(p.wait().await.unwrap(), crate::sandbox::ExitStatus::Code(3));
+        let mut p = sandbox.spawn(spec(&["sleep", "30"], &ws)).await.unwrap();
+        p.kill().await;
+        assert_eq!(
+            p.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Signal(libc::SIGKILL)
+        );
+        assert!(matches!(
+            sandbox.spawn(spec(&["no-such-program-x"], &ws)).await,
+            Err(SandboxError::NotFound(_))
+        ));
+        assert_eq!(sandbox.guest_path(&ws.join("f")), Some(ws.join("f")));
+        assert_eq!(sandbox.guest_path(Path::new("/etc/shadow")), None);
     }
 }

@@ -12,7 +12,7 @@ use super::cgroup::ProcessCgroup;
 use crate::sandbox::{ExitStatus, JailedProcess, SandboxError};
 use async_trait::async_trait;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 
@@ -29,34 +29,32 @@ pub struct HostProcess {
 }
 
 impl HostProcess {
-    /// Take over a launched child (not yet reaped by anyone: only warden's jail reaps it).
+    /// Take over a launched child and its pidfd (not yet reaped by anyone: only warden's jail
+    /// reaps it).
     pub fn new(
         pid: libc::pid_t,
+        pidfd: OwnedFd,
         cgroup: Option<ProcessCgroup>,
     ) -> Result<HostProcess, SandboxError> {
-        // SAFETY: pidfd_open on our own unreaped child returns a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if fd < 0 {
-            let err = io::Error::last_os_error();
-            // SAFETY: the child is ours; without a pidfd we cannot wait for it properly.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
-            return Err(SandboxError::Setup(format!("pidfd_open failed: {err}")));
-        }
-        // SAFETY: fd is a new descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
         // SAFETY: the OwnedFd moves into the AsyncFd and stays open for its whole lifetime.
-        let pidfd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
-            .map_err(|e| SandboxError::Setup(format!("cannot watch the pidfd: {e}")))?;
-        Ok(HostProcess {
-            pid,
-            pidfd,
-            cgroup,
-            status: None,
-        })
+        match unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) } {
+            Ok(pidfd) => Ok(HostProcess {
+                pid,
+                pidfd,
+                cgroup,
+                status: None,
+            }),
+            Err(e) => {
+                // Without a watched pidfd we cannot wait for it: kill and reap it now.
+                // SAFETY: the child and its group are ours; it is unreaped, so the ids are too.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+                Err(SandboxError::Setup(format!("cannot watch the pidfd: {e}")))
+            }
+        }
     }
 
     /// waitid on the pidfd; `WNOWAIT` leaves the zombie in place.
@@ -125,12 +123,20 @@ impl HostProcess {
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
         loop {
-            let group_left = self.kill_once() && group_has_live_members(self.pid);
+            // SAFETY: kill(2) of the jailed process group; ESRCH once it is empty.
+            let group_exists = unsafe { libc::kill(-self.pid, libc::SIGKILL) } == 0;
+            let group_alive = group_exists && group_has_live_members(self.pid);
+            // A cgroup that can be removed is empty; otherwise kill what is in it.
             let cgroup_gone = match &self.cgroup {
-                Some(cg) => cg.remove().is_ok(),
+                Some(cg) => {
+                    cg.remove().is_ok() || {
+                        cg.kill_all();
+                        false
+                    }
+                }
                 None => true,
             };
-            if !group_left && cgroup_gone {
+            if !group_alive && cgroup_gone {
                 break;
             }
             if start.elapsed() > KILL_DEADLINE {

@@ -10,6 +10,7 @@
 //! jail unable to fork at all.
 
 use crate::sandbox::Limits;
+use std::os::unix::fs::MetadataExt;
 
 /// Extra CPU seconds between SIGXCPU (soft) and SIGKILL (hard).
 const CPU_GRACE_SECS: u64 = 5;
@@ -58,7 +59,7 @@ impl RlimitPlan {
     /// Child side: set every limit. Async-signal-safe. Returns the failing errno.
     ///
     /// # Safety
-    /// Call only in the forked child before `execve`.
+    /// Call only in the jail's child before `execve`.
     pub unsafe fn apply_in_child(&self) -> Result<(), i32> {
         for (resource, limit) in &self.entries {
             if libc::setrlimit(*resource, limit) != 0 {
@@ -69,7 +70,8 @@ impl RlimitPlan {
     }
 }
 
-/// Tasks (processes and threads) currently owned by real uid `uid`, counted from `/proc`.
+/// Tasks (processes and threads) currently owned by `uid`, counted from `/proc` (processes
+/// whose effective uid differs, such as running setuid programs, are not counted).
 pub fn tasks_of_user(uid: u32) -> u64 {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0;
@@ -83,6 +85,10 @@ pub fn tasks_of_user(uid: u32) -> u64 {
         else {
             continue;
         };
+        // /proc/<pid> belongs to the process's effective uid: skip other users without reading.
+        if entry.metadata().map(|m| m.uid() != uid).unwrap_or(true) {
+            continue;
+        }
         let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
             continue;
         };

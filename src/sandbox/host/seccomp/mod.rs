@@ -23,20 +23,20 @@
 //! `sched_set*`, `ioprio_set`) only on the caller itself. The jail keeps warden's uid, so for
 //! those the uid check in the kernel is no protection.
 //!
-//! `clone3` must fail with ENOSYS (not EPERM) so glibc falls back to `clone`, whose flags the
-//! filter can see. seccompiler has one match action per filter, so a second small filter does
-//! that; the kernel applies the most restrictive result, and among two errno results the one of
-//! the newest filter.
+//! `clone3` fails with ENOSYS (not EPERM) so glibc falls back to `clone`, whose flags the filter
+//! can see (clone3 passes them in memory, out of a filter's reach).
 //!
-//! seccompiler checks the architecture (anything but x86_64 is killed) but not the x32 bit: x32
-//! system call numbers (bit 30 set) match no allow-list entry and fall to the default EPERM.
-//! Keep it an allow-list. Only x86_64 has a table; elsewhere the jail refuses to start.
+//! The table is compiled by `bpf.rs` into one compact program (a binary search over the system
+//! call numbers), built once per `HostSandbox` and installed by each child. The architecture is
+//! checked (anything but x86_64 is killed); x32 numbers (bit 30 set) lie above every listed
+//! number and get the default EPERM — keep it an allow-list. Only x86_64 has a table; elsewhere
+//! the jail refuses to start.
+
+mod bpf;
+
+pub use bpf::{Action, Cond, Rule};
 
 use crate::sandbox::SandboxError;
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
-    SeccompFilter, SeccompRule,
-};
 use std::collections::BTreeMap;
 
 /// Whether the jail may reach an egress proxy over TCP.
@@ -46,73 +46,55 @@ pub enum Network {
     EgressProxy,
 }
 
-/// The compiled filters, installed in the child in this order.
+/// `AUDIT_ARCH_X86_64`.
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+const EPERM: Action = Action::Errno(libc::EPERM as u16);
+
+/// The compiled filter.
 #[derive(Debug)]
-pub struct SeccompPrograms {
-    allow_list: BpfProgram,
-    clone3_enosys: BpfProgram,
+pub struct SeccompProgram {
+    program: Vec<libc::sock_filter>,
 }
 
-impl SeccompPrograms {
-    /// Compile both filters (parent side, once per `HostSandbox`).
-    pub fn new(network: Network) -> Result<SeccompPrograms, SandboxError> {
-        let arch = target_arch()?;
-        let err = |e: seccompiler::BackendError| {
+impl SeccompProgram {
+    /// Compile the filter (parent side, once per `HostSandbox`).
+    pub fn new(network: Network) -> Result<SeccompProgram, SandboxError> {
+        if !cfg!(target_arch = "x86_64") {
+            return Err(SandboxError::Setup(format!(
+                "the host jail's seccomp allow-list exists for x86_64 only, not {}",
+                std::env::consts::ARCH
+            )));
+        }
+        let program = bpf::compile(&table(network), &EPERM, AUDIT_ARCH_X86_64).map_err(|e| {
             SandboxError::Setup(format!("compiling the seccomp filter failed: {e}"))
-        };
-        let allow = SeccompFilter::new(
-            allow_list_rules(network)?,
-            SeccompAction::Errno(libc::EPERM as u32),
-            SeccompAction::Allow,
-            arch,
-        )
-        .map_err(err)?;
-        let clone3 = SeccompFilter::new(
-            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::ENOSYS as u32),
-            arch,
-        )
-        .map_err(err)?;
-        Ok(SeccompPrograms {
-            allow_list: allow.try_into().map_err(err)?,
-            clone3_enosys: clone3.try_into().map_err(err)?,
-        })
+        })?;
+        Ok(SeccompProgram { program })
     }
 
-    /// Child side: install both filters (needs `no_new_privs`). Async-signal-safe.
+    /// Child side: install the filter (needs `no_new_privs`). Async-signal-safe.
     ///
     /// # Safety
-    /// Call only in the forked child; afterwards only `execve` should follow.
+    /// Call only in the jail's child; afterwards only `execve` should follow.
     pub unsafe fn install_in_child(&self) -> Result<(), i32> {
-        for program in [&self.allow_list, &self.clone3_enosys] {
-            let fprog = libc::sock_fprog {
-                len: program.len() as libc::c_ushort,
-                // seccompiler's sock_filter has the kernel's layout.
-                filter: program.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0,
-                &fprog as *const libc::sock_fprog,
-            ) != 0
-            {
-                return Err(super::fds::errno());
-            }
+        let fprog = libc::sock_fprog {
+            len: self.program.len() as libc::c_ushort,
+            filter: self.program.as_ptr() as *mut libc::sock_filter,
+        };
+        if libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &fprog as *const libc::sock_fprog,
+        ) != 0
+        {
+            return Err(super::fds::errno());
         }
         Ok(())
     }
-}
 
-fn target_arch() -> Result<seccompiler::TargetArch, SandboxError> {
-    if cfg!(target_arch = "x86_64") {
-        Ok(seccompiler::TargetArch::x86_64)
-    } else {
-        Err(SandboxError::Setup(format!(
-            "the host jail's seccomp allow-list exists for x86_64 only, not {}",
-            std::env::consts::ARCH
-        )))
+    #[cfg(test)]
+    fn instructions(&self) -> &[libc::sock_filter] {
+        &self.program
     }
 }
 
@@ -194,159 +176,123 @@ const ALWAYS_ALLOWED: &[libc::c_long] = &[];
 /// Namespace flags of `clone` (CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID |
 /// NEWNET), as in Docker's profile.
 pub const CLONE_NAMESPACE_FLAGS: u64 = 0x7E02_0000;
-const SOCK_TYPE_MASK: u64 = 0xf;
-const MSG_FASTOPEN: u64 = 0x2000_0000;
-const TIOCLINUX: u64 = 0x541C;
+const SOCK_TYPE_MASK: u32 = 0xf;
+const MSG_FASTOPEN: u32 = 0x2000_0000;
+const TIOCLINUX: u32 = 0x541C;
 
-fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<SeccompCondition, SandboxError> {
-    SeccompCondition::new(arg, len, op, value)
-        .map_err(|e| SandboxError::Setup(format!("bad seccomp condition: {e}")))
+fn nr(syscall: libc::c_long) -> u32 {
+    syscall as u32
 }
 
-fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
-    SeccompRule::new(conditions).map_err(|e| SandboxError::Setup(format!("bad seccomp rule: {e}")))
-}
-
-/// `arg == value` for each value: one rule per value (rules of a syscall are OR-ed).
-fn any_of(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, SandboxError> {
-    values
-        .iter()
-        .map(|&v| rule(vec![cond(arg, Len::Dword, Op::Eq, v)?]))
-        .collect()
+fn rules(rules: Vec<Vec<Cond>>) -> Action {
+    Action::Rules(rules.into_iter().map(Rule).collect())
 }
 
 /// The allow-list with its argument checks.
-pub fn allow_list_rules(network: Network) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SandboxError> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        ALWAYS_ALLOWED.iter().map(|&nr| (nr, Vec::new())).collect();
-    let mut add = |nr: libc::c_long, r: Vec<SeccompRule>| {
-        rules.insert(nr, r);
+pub fn table(network: Network) -> BTreeMap<u32, Action> {
+    let mut table: BTreeMap<u32, Action> = ALWAYS_ALLOWED
+        .iter()
+        .map(|&n| (nr(n), Action::Allow))
+        .collect();
+    let mut set = |syscall: libc::c_long, action: Action| {
+        table.insert(nr(syscall), action);
     };
 
-    add(
+    set(libc::SYS_clone3, Action::Errno(libc::ENOSYS as u16));
+    set(
         libc::SYS_ioctl,
-        vec![rule(vec![
-            cond(1, Len::Dword, Op::Ne, libc::TIOCSTI)?,
-            cond(1, Len::Dword, Op::Ne, TIOCLINUX)?,
-        ])?],
+        rules(vec![vec![
+            Cond::ne32(1, libc::TIOCSTI as u32),
+            Cond::ne32(1, TIOCLINUX),
+        ]]),
     );
-    add(
+    set(
         libc::SYS_clone,
-        vec![rule(vec![cond(
-            0,
-            Len::Qword,
-            Op::MaskedEq(CLONE_NAMESPACE_FLAGS),
-            0,
-        )?])?],
+        rules(vec![vec![Cond::masked_eq64(0, CLONE_NAMESPACE_FLAGS, 0)]]),
     );
     // kill(-1) would signal every process the uid may signal.
-    add(
-        libc::SYS_kill,
-        vec![rule(vec![cond(
-            0,
-            Len::Dword,
-            Op::Ne,
-            u64::from(u32::MAX),
-        )?])?],
-    );
+    set(libc::SYS_kill, rules(vec![vec![Cond::ne32(0, u32::MAX)]]));
     // Only the caller itself (pid 0).
-    add(
-        libc::SYS_prlimit64,
-        vec![rule(vec![cond(0, Len::Dword, Op::Eq, 0)?])?],
-    );
-    for nr in [
+    set(libc::SYS_prlimit64, rules(vec![vec![Cond::eq32(0, 0)]]));
+    for syscall in [
         libc::SYS_sched_setaffinity,
         libc::SYS_sched_setscheduler,
         libc::SYS_sched_setparam,
         libc::SYS_sched_setattr,
     ] {
-        add(nr, vec![rule(vec![cond(0, Len::Dword, Op::Eq, 0)?])?]);
+        set(syscall, rules(vec![vec![Cond::eq32(0, 0)]]));
     }
     // setpriority(PRIO_PROCESS | PRIO_PGRP, 0): the caller or its own (jailed) process group.
-    add(
+    set(
         libc::SYS_setpriority,
-        [libc::PRIO_PROCESS as u64, libc::PRIO_PGRP as u64]
-            .iter()
-            .map(|&which| {
-                rule(vec![
-                    cond(0, Len::Dword, Op::Eq, which)?,
-                    cond(1, Len::Dword, Op::Eq, 0)?,
-                ])
-            })
-            .collect::<Result<_, _>>()?,
+        rules(
+            [libc::PRIO_PROCESS, libc::PRIO_PGRP]
+                .iter()
+                .map(|&which| vec![Cond::eq32(0, which), Cond::eq32(1, 0)])
+                .collect(),
+        ),
     );
     // ioprio_set(IOPRIO_WHO_PROCESS | IOPRIO_WHO_PGRP, 0).
-    add(
+    set(
         libc::SYS_ioprio_set,
-        [1u64, 2]
-            .iter()
-            .map(|&which| {
-                rule(vec![
-                    cond(0, Len::Dword, Op::Eq, which)?,
-                    cond(1, Len::Dword, Op::Eq, 0)?,
-                ])
-            })
-            .collect::<Result<_, _>>()?,
+        rules(
+            [1u32, 2]
+                .iter()
+                .map(|&which| vec![Cond::eq32(0, which), Cond::eq32(1, 0)])
+                .collect(),
+        ),
     );
     // Linux personality, the 32-bit and UNAME26 variants, and the query value.
-    add(
+    set(
         libc::SYS_personality,
-        any_of(0, &[0, 0x8, 0x20000, 0x20008, 0xffff_ffff])?,
+        rules(
+            [0, 0x8, 0x20000, 0x20008, 0xffff_ffff]
+                .iter()
+                .map(|&p| vec![Cond::eq32(0, p)])
+                .collect(),
+        ),
     );
 
     // Sockets.
-    let stream_types = [libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
-    let unix_rules = stream_types
+    let stream_types = [libc::SOCK_STREAM as u32, libc::SOCK_SEQPACKET as u32];
+    let unix_streams: Vec<Vec<Cond>> = stream_types
         .iter()
         .map(|&ty| {
-            rule(vec![
-                cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?,
-                cond(1, Len::Dword, Op::MaskedEq(SOCK_TYPE_MASK), ty)?,
-            ])
+            vec![
+                Cond::eq32(0, libc::AF_UNIX as u32),
+                Cond::masked_eq32(1, SOCK_TYPE_MASK, ty),
+            ]
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    add(libc::SYS_socketpair, unix_rules.clone());
+        .collect();
+    set(libc::SYS_socketpair, rules(unix_streams.clone()));
     match network {
-        Network::None => add(libc::SYS_socket, unix_rules),
+        Network::None => set(libc::SYS_socket, rules(unix_streams)),
         Network::EgressProxy => {
             let mut tcp = Vec::new();
-            for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
-                for protocol in [0, libc::IPPROTO_TCP as u64] {
-                    tcp.push(rule(vec![
-                        cond(0, Len::Dword, Op::Eq, family)?,
-                        cond(
-                            1,
-                            Len::Dword,
-                            Op::MaskedEq(SOCK_TYPE_MASK),
-                            libc::SOCK_STREAM as u64,
-                        )?,
-                        cond(2, Len::Dword, Op::Eq, protocol)?,
-                    ])?);
+            for family in [libc::AF_INET as u32, libc::AF_INET6 as u32] {
+                for protocol in [0, libc::IPPROTO_TCP as u32] {
+                    tcp.push(vec![
+                        Cond::eq32(0, family),
+                        Cond::masked_eq32(1, SOCK_TYPE_MASK, libc::SOCK_STREAM as u32),
+                        Cond::eq32(2, protocol),
+                    ]);
                 }
             }
-            add(libc::SYS_socket, tcp);
-            add(libc::SYS_connect, Vec::new());
+            set(libc::SYS_socket, rules(tcp));
+            set(libc::SYS_connect, Action::Allow);
         }
     }
-    add(
-        libc::SYS_sendto,
-        vec![rule(vec![cond(4, Len::Qword, Op::Eq, 0)?])?],
+    set(libc::SYS_sendto, rules(vec![vec![Cond::eq64(4, 0)]]));
+    set(
+        libc::SYS_sendmsg,
+        rules(vec![vec![Cond::masked_eq32(2, MSG_FASTOPEN, 0)]]),
     );
-    for nr in [libc::SYS_sendmsg, libc::SYS_sendmmsg] {
-        let flags_arg = if nr == libc::SYS_sendmsg { 2 } else { 3 };
-        add(
-            nr,
-            vec![rule(vec![cond(
-                flags_arg,
-                Len::Dword,
-                Op::MaskedEq(MSG_FASTOPEN),
-                0,
-            )?])?],
-        );
-    }
-    Ok(rules)
+    set(
+        libc::SYS_sendmmsg,
+        rules(vec![vec![Cond::masked_eq32(3, MSG_FASTOPEN, 0)]]),
+    );
+    table
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
-#[path = "seccomp_tests.rs"]
 mod tests;

@@ -1,16 +1,15 @@
-//! Unit tests of the seccomp rule table: the compiled BPF programs are run through a small
+//! Unit tests of the seccomp rule table: the compiled BPF program is run through a small
 //! classic-BPF interpreter against `struct seccomp_data`, so every allow and deny decision is
-//! checked without forking. The integration tests (`tests/jail_*.rs`) check the same things
-//! against the real kernel.
+//! checked without forking, and compared with what seccompiler compiles from the same table.
+//! The integration tests (`tests/jail_*.rs`) check the same things against the real kernel.
 
 use super::*;
-use seccompiler::sock_filter;
+use libc::sock_filter;
 
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 const AUDIT_ARCH_I386: u32 = 0x4000_0003;
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
-const RET_ACTION_FULL: u32 = 0xffff_0000;
 
 fn ret_errno(e: i32) -> u32 {
     0x0005_0000 | e as u32
@@ -59,29 +58,20 @@ fn eval(prog: &[sock_filter], arch: u32, nr: i64, args: [u64; 6]) -> u32 {
     }
 }
 
-/// Both filters as the kernel combines them: the most restrictive action wins; between equal
-/// actions, the newest filter's (clone3_enosys is installed last).
-fn kernel_result(p: &SeccompPrograms, nr: i64, args: [u64; 6]) -> u32 {
-    let newest = eval(&p.clone3_enosys, AUDIT_ARCH_X86_64, nr, args);
-    let oldest = eval(&p.allow_list, AUDIT_ARCH_X86_64, nr, args);
-    // Lower action value is more restrictive (KILL_PROCESS is negative as i32).
-    let rank = |r: u32| (r & RET_ACTION_FULL) as i32;
-    if rank(oldest) < rank(newest) {
-        oldest
-    } else {
-        newest
-    }
+/// The filter's verdict for a native x86_64 call.
+fn kernel_result(p: &SeccompProgram, nr: i64, args: [u64; 6]) -> u32 {
+    eval(p.instructions(), AUDIT_ARCH_X86_64, nr, args)
 }
 
-fn none() -> SeccompPrograms {
-    SeccompPrograms::new(Network::None).unwrap()
+fn none() -> SeccompProgram {
+    SeccompProgram::new(Network::None).unwrap()
 }
 
-fn proxy() -> SeccompPrograms {
-    SeccompPrograms::new(Network::EgressProxy).unwrap()
+fn proxy() -> SeccompProgram {
+    SeccompProgram::new(Network::EgressProxy).unwrap()
 }
 
-fn call(p: &SeccompPrograms, nr: i64, args: &[u64]) -> u32 {
+fn call(p: &SeccompProgram, nr: i64, args: &[u64]) -> u32 {
     let mut full = [0u64; 6];
     full[..args.len()].copy_from_slice(args);
     kernel_result(p, nr, full)
@@ -205,7 +195,10 @@ fn tiocsti_and_tioclinux_are_denied_even_with_high_bits() {
         call(&p, libc::SYS_ioctl, &[0, tiocsti | 1 << 32]),
         ret_errno(EPERM)
     );
-    assert_eq!(call(&p, libc::SYS_ioctl, &[0, TIOCLINUX]), ret_errno(EPERM));
+    assert_eq!(
+        call(&p, libc::SYS_ioctl, &[0, u64::from(TIOCLINUX)]),
+        ret_errno(EPERM)
+    );
     assert_eq!(call(&p, libc::SYS_ioctl, &[1, libc::TCGETS]), RET_ALLOW);
     assert_eq!(call(&p, libc::SYS_ioctl, &[1, libc::FIONREAD]), RET_ALLOW);
 }
@@ -310,11 +303,15 @@ fn sending_to_an_address_is_denied() {
     );
     assert_eq!(call(&p, libc::SYS_sendmsg, &[3, 0x1000, 0]), RET_ALLOW);
     assert_eq!(
-        call(&p, libc::SYS_sendmsg, &[3, 0x1000, MSG_FASTOPEN]),
+        call(&p, libc::SYS_sendmsg, &[3, 0x1000, u64::from(MSG_FASTOPEN)]),
         ret_errno(EPERM)
     );
     assert_eq!(
-        call(&p, libc::SYS_sendmmsg, &[3, 0x1000, 1, MSG_FASTOPEN]),
+        call(
+            &p,
+            libc::SYS_sendmmsg,
+            &[3, 0x1000, 1, u64::from(MSG_FASTOPEN)]
+        ),
         ret_errno(EPERM)
     );
 }
@@ -367,13 +364,126 @@ fn x32_and_foreign_architectures_never_reach_the_allow_list() {
     // read, write and execve through the x32 ABI: default deny.
     for nr in [0, 1, 59] {
         assert_eq!(
-            eval(&p.allow_list, AUDIT_ARCH_X86_64, X32_BIT | nr, [0; 6]),
+            eval(p.instructions(), AUDIT_ARCH_X86_64, X32_BIT | nr, [0; 6]),
             ret_errno(EPERM)
         );
     }
     // A 32-bit int 0x80 call is killed by the architecture check.
     assert_eq!(
-        eval(&p.allow_list, AUDIT_ARCH_I386, 3, [0; 6]),
+        eval(p.instructions(), AUDIT_ARCH_I386, 3, [0; 6]),
         RET_KILL_PROCESS
     );
+}
+
+#[test]
+fn the_program_stays_small() {
+    // The kernel emulates and JIT-compiles the filter at every spawn; keep it compact.
+    for p in [none(), proxy()] {
+        assert!(
+            p.instructions().len() < 700,
+            "{} instructions",
+            p.instructions().len()
+        );
+    }
+}
+
+/// seccompiler's program for the same table (clone3 aside: seccompiler has one match action
+/// per filter), as a reference implementation of the argument comparisons.
+fn seccompiler_reference(network: Network) -> Vec<seccompiler::sock_filter> {
+    use seccompiler::{SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op};
+    let mut rules = BTreeMap::new();
+    for (nr, action) in table(network) {
+        let chain = match action {
+            Action::Allow => Vec::new(),
+            Action::Errno(_) => continue,
+            Action::Rules(rs) => rs
+                .iter()
+                .map(|Rule(conds)| {
+                    let conds = conds
+                        .iter()
+                        .map(|c| {
+                            let (arg, kind, mask, value) = c.describe();
+                            let (len, op) = match kind {
+                                "eq32" => (Len::Dword, Op::Eq),
+                                "ne32" => (Len::Dword, Op::Ne),
+                                "masked32" => (Len::Dword, Op::MaskedEq(mask)),
+                                _ => (Len::Qword, Op::MaskedEq(mask)),
+                            };
+                            seccompiler::SeccompCondition::new(arg, len, op, value).unwrap()
+                        })
+                        .collect();
+                    seccompiler::SeccompRule::new(conds).unwrap()
+                })
+                .collect(),
+        };
+        rules.insert(i64::from(nr), chain);
+    }
+    let filter = seccompiler::SeccompFilter::new(
+        rules,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+        seccompiler::TargetArch::x86_64,
+    )
+    .unwrap();
+    filter.try_into().unwrap()
+}
+
+/// Run seccompiler's program through the same interpreter.
+fn eval_reference(prog: &[seccompiler::sock_filter], nr: i64, args: [u64; 6]) -> u32 {
+    let converted: Vec<sock_filter> = prog
+        .iter()
+        .map(|i| sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    eval(&converted, AUDIT_ARCH_X86_64, nr, args)
+}
+
+#[test]
+fn the_compact_filter_agrees_with_seccompiler() {
+    // Interesting argument values: the constants the rules compare with, their neighbours and
+    // high-bit variants.
+    let mut values: Vec<u64> = vec![0, 1, 2, 3, 5, 6, 8, 10, 17, 0xffff_ffff, u64::MAX, 1 << 32];
+    for v in [
+        libc::TIOCSTI,
+        TIOCLINUX as u64,
+        libc::TCGETS,
+        u64::from(MSG_FASTOPEN),
+        CLONE_NAMESPACE_FLAGS,
+        libc::CLONE_NEWUSER as u64,
+        libc::SIGCHLD as u64,
+        0x20000,
+        0x20008,
+        0x40000,
+        libc::SOCK_CLOEXEC as u64 | 1,
+        libc::SOCK_NONBLOCK as u64 | 5,
+    ] {
+        values.extend([v, v | 1 << 32, v + 1]);
+    }
+    let mut checked = 0;
+    for network in [Network::None, Network::EgressProxy] {
+        let ours = SeccompProgram::new(network).unwrap();
+        let reference = seccompiler_reference(network);
+        for nr in (0..=470i64).chain([0x4000_0000, 0x4000_0001, 0x4000_003b, -1]) {
+            if nr == libc::SYS_clone3 {
+                continue;
+            }
+            for (i, &a) in values.iter().enumerate() {
+                let b = values[(i * 7 + 3) % values.len()];
+                let c = values[(i * 13 + 5) % values.len()];
+                for args in [[a, b, c, 0, 0, 0], [b, a, 0, c, a, 0], [0, a, b, c, 0, 0]] {
+                    assert_eq!(
+                        kernel_result(&ours, nr, args),
+                        eval_reference(&reference, nr, args),
+                        "syscall {nr} args {args:x?} ({network:?})"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000);
 }

@@ -1,0 +1,304 @@
+//! The agent loop: build the system prompt, call the provider, run the tool calls it asks for
+//! in order, feed the results back, stop at the end of the turn. At most `max_iterations`
+//! model calls per run; steer (a message injected between tool calls, skipping the rest of that
+//! batch) and abort (cancels the stream and kills the running sandbox process). Every message
+//! is appended to the session as soon as it exists, so a crash keeps what was said.
+
+pub mod control;
+pub mod prompt;
+
+pub use control::RunControl;
+pub use prompt::{PromptSection, SystemPrompt};
+
+use crate::audit::AuditDecision;
+use crate::llm::{ChatRequest, ContentBlock, LlmError, Message, Provider, Role, StreamEvent};
+use crate::memory::sessions::SessionStore;
+use crate::tools::approval::Approver;
+use crate::tools::{ToolContext, ToolSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a channel sees while a run goes on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentEvent {
+    /// Model text as it streams.
+    TextDelta(String),
+    /// A tool call is about to run. `summary` is a short human description of the input.
+    ToolStart {
+        id: String,
+        name: String,
+        summary: String,
+    },
+    /// A tool call finished.
+    ToolEnd {
+        id: String,
+        name: String,
+        decision: AuditDecision,
+        is_error: bool,
+        duration: Duration,
+    },
+    /// A steering message was delivered to the model.
+    Steered(String),
+    /// Progress reported by a tool ("Running `ls -la`…").
+    Progress(String),
+}
+
+pub type EventFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The model finished its turn.
+    Answered,
+    /// The iteration cap was reached.
+    IterationLimit,
+    /// `/stop` or Ctrl-C.
+    Aborted,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The final text for the user.
+    pub text: String,
+    pub end: RunEnd,
+    /// Model calls made.
+    pub iterations: u32,
+    /// Steering messages that arrived after the last tool call (the caller may run them next).
+    pub unconsumed_steer: Vec<String>,
+    /// Token usage of the last model call (for compaction decisions).
+    pub last_input_tokens: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Llm(#[from] LlmError),
+    #[error("session store: {0}")]
+    Store(#[from] crate::db::DbError),
+}
+
+pub struct Agent {
+    provider: Arc<dyn Provider>,
+    tools: Arc<ToolSet>,
+    sessions: SessionStore,
+    prompt: SystemPrompt,
+    max_iterations: u32,
+}
+
+/// One run's inputs.
+pub struct RunRequest {
+    pub session: String,
+    /// The user's message (text, images).
+    pub input: Vec<ContentBlock>,
+    pub approver: Arc<dyn Approver>,
+    pub events: EventFn,
+    pub control: RunControl,
+}
+
+impl Agent {
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        tools: Arc<ToolSet>,
+        sessions: SessionStore,
+        prompt: SystemPrompt,
+        max_iterations: u32,
+    ) -> Agent {
+        Agent {
+            provider,
+            tools,
+            sessions,
+            prompt,
+            max_iterations: max_iterations.max(1),
+        }
+    }
+
+    pub fn sessions(&self) -> &SessionStore {
+        &self.sessions
+    }
+
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
+    /// Run one user message to the end of the model's turn.
+    pub async fn run(&self, request: RunRequest) -> Result<RunOutcome, AgentError> {
+        let RunRequest {
+            session,
+            input,
+            approver,
+            events,
+            control,
+        } = request;
+        let mut history = self.sessions.load(&session)?;
+        let user = Message {
+            role: Role::User,
+            content: input,
+        };
+        self.sessions.append(&session, &user)?;
+        history.push(user);
+
+        let progress_events = events.clone();
+        let ctx = ToolContext {
+            session: session.clone(),
+            cancel: control.cancel_token(),
+            approver,
+            progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
+        };
+        let stream_events = events.clone();
+        let sink = move |event: StreamEvent| {
+            if let StreamEvent::TextDelta { text } = event {
+                stream_events(AgentEvent::TextDelta(text));
+            }
+        };
+        let tool_specs = self.tools.specs();
+        let mut iterations = 0;
+        let mut last_input_tokens = 0;
+        while iterations < self.max_iterations {
+            if control.is_aborted() {
+                return self.aborted(&session, iterations, last_input_tokens);
+            }
+            iterations += 1;
+            let request = ChatRequest {
+                system: self.prompt.render(chrono::Local::now().fixed_offset()),
+                messages: history.clone(),
+                tools: tool_specs.clone(),
+                max_tokens: None,
+                model: None,
+            };
+            let response = match self.provider.chat(&request, &sink, &ctx.cancel).await {
+                Ok(r) => r,
+                Err(e) if e.is_cancelled() => {
+                    return self.aborted(&session, iterations, last_input_tokens)
+                }
+                Err(e) => {
+                    // Keep the transcript well-formed (user/assistant alternate) and say why.
+                    let note = Message::assistant(format!("[the model could not be reached: {e}]"));
+                    self.sessions.append(&session, &note)?;
+                    return Err(e.into());
+                }
+            };
+            last_input_tokens = response.usage.input_tokens;
+            let assistant = response.to_message();
+            self.sessions.append(&session, &assistant)?;
+            history.push(assistant);
+            let calls: Vec<(String, String, serde_json::Value)> = response
+                .tool_uses()
+                .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+                .collect();
+            if calls.is_empty() {
+                return Ok(RunOutcome {
+                    text: response.text(),
+                    end: RunEnd::Answered,
+                    iterations,
+                    unconsumed_steer: control.take_steer(),
+                    last_input_tokens,
+                });
+            }
+
+            let mut results = Vec::with_capacity(calls.len());
+            let mut steered: Vec<String> = Vec::new();
+            for (id, name, input) in &calls {
+                if control.is_aborted() {
+                    results.push(ContentBlock::tool_result(
+                        id,
+                        "not run: the user stopped the run",
+                        true,
+                    ));
+                    continue;
+                }
+                if steered.is_empty() {
+                    steered = control.take_steer();
+                }
+                if !steered.is_empty() {
+                    results.push(ContentBlock::tool_result(
+                        id,
+                        "not run: the user sent a new instruction (below) before this call",
+                        true,
+                    ));
+                    continue;
+                }
+                events(AgentEvent::ToolStart {
+                    id: id.clone(),
+                    name: name.clone(),
+                    summary: summarize(name, input),
+                });
+                let started = Instant::now();
+                let output = self.tools.call(name, input, &ctx).await;
+                events(AgentEvent::ToolEnd {
+                    id: id.clone(),
+                    name: name.clone(),
+                    decision: output.decision,
+                    is_error: output.is_error,
+                    duration: started.elapsed(),
+                });
+                results.push(ContentBlock::tool_result(
+                    id,
+                    output.content,
+                    output.is_error,
+                ));
+            }
+            for text in &steered {
+                events(AgentEvent::Steered(text.clone()));
+                results.push(ContentBlock::text(format!(
+                    "[The user interjected]: {text}"
+                )));
+            }
+            let message = Message::tool_results(results);
+            self.sessions.append(&session, &message)?;
+            history.push(message);
+            if control.is_aborted() {
+                return self.aborted(&session, iterations, last_input_tokens);
+            }
+        }
+        let text = format!(
+            "I stopped after {} model calls without finishing (the per-run limit). Tell me to \
+             continue if you want me to go on.",
+            self.max_iterations
+        );
+        self.sessions
+            .append(&session, &Message::assistant(text.clone()))?;
+        Ok(RunOutcome {
+            text,
+            end: RunEnd::IterationLimit,
+            iterations,
+            unconsumed_steer: control.take_steer(),
+            last_input_tokens,
+        })
+    }
+
+    fn aborted(
+        &self,
+        session: &str,
+        iterations: u32,
+        last_input_tokens: u64,
+    ) -> Result<RunOutcome, AgentError> {
+        let text = "Stopped.".to_string();
+        // Keep the transcript alternating so the next run starts from a valid history.
+        self.sessions
+            .append(session, &Message::assistant("[the user stopped this run]"))?;
+        Ok(RunOutcome {
+            text,
+            end: RunEnd::Aborted,
+            iterations,
+            unconsumed_steer: Vec::new(),
+            last_input_tokens,
+        })
+    }
+}
+
+/// A one-line description of a tool call for progress displays.
+pub fn summarize(name: &str, input: &serde_json::Value) -> String {
+    let field = |k: &str| input.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let text = match name {
+        "bash" => field("command").to_string(),
+        "web_fetch" => field("url").to_string(),
+        "read" | "write" | "edit" | "list_dir" => field("path").to_string(),
+        _ => input.to_string(),
+    };
+    let short: String = text.chars().take(120).collect();
+    if short.len() < text.len() {
+        format!("{short}…")
+    } else {
+        short
+    }
+}

@@ -1,0 +1,143 @@
+//! The audit log: one row per tool call (tool, input, decision, reason, exit code, duration),
+//! and per skill run. Written before the result reaches the model, so a crash cannot hide
+//! what ran.
+
+use crate::db::{Database, DbError};
+use rusqlite::params;
+
+pub const SCHEMA: &str = "
+CREATE TABLE audit (
+    id          INTEGER PRIMARY KEY,
+    at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    session     TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    input       TEXT NOT NULL,
+    decision    TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    exit_code   INTEGER,
+    duration_ms INTEGER NOT NULL
+);
+CREATE INDEX audit_session ON audit (session, id);
+";
+
+/// What happened to a tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuditDecision {
+    /// Allowed by policy (or needed no policy) and run.
+    Allow,
+    /// Refused by the policy, the path validator or the tool's own checks.
+    Deny,
+    /// `ask`, approved by the user, and run.
+    Approved,
+    /// `ask`, refused by the user, nobody to ask, or no answer in time.
+    Rejected,
+    /// The tool failed for another reason (bad input, I/O, sandbox setup).
+    Error,
+}
+
+impl AuditDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditDecision::Allow => "allow",
+            AuditDecision::Deny => "deny",
+            AuditDecision::Approved => "approved",
+            AuditDecision::Rejected => "rejected",
+            AuditDecision::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AuditEntry {
+    pub session: String,
+    pub tool: String,
+    pub input: String,
+    pub decision: AuditDecision,
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// One row read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: String,
+    pub session: String,
+    pub tool: String,
+    pub input: String,
+    pub decision: String,
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: i64,
+}
+
+pub fn record(db: &Database, entry: &AuditEntry) -> Result<(), DbError> {
+    db.conn().execute(
+        "INSERT INTO audit (session, tool, input, decision, reason, exit_code, duration_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            entry.session,
+            entry.tool,
+            entry.input,
+            entry.decision.as_str(),
+            entry.reason,
+            entry.exit_code,
+            entry.duration_ms as i64
+        ],
+    )?;
+    Ok(())
+}
+
+/// The newest `limit` rows, oldest first.
+pub fn recent(db: &Database, limit: usize) -> Result<Vec<AuditRow>, DbError> {
+    let conn = db.conn();
+    let mut stmt = conn.prepare(
+        "SELECT id, at, session, tool, input, decision, reason, exit_code, duration_ms
+         FROM (SELECT * FROM audit ORDER BY id DESC LIMIT ?1) ORDER BY id",
+    )?;
+    let rows = stmt
+        .query_map([limit as i64], |r| {
+            Ok(AuditRow {
+                id: r.get(0)?,
+                at: r.get(1)?,
+                session: r.get(2)?,
+                tool: r.get(3)?,
+                input: r.get(4)?,
+                decision: r.get(5)?,
+                reason: r.get(6)?,
+                exit_code: r.get(7)?,
+                duration_ms: r.get(8)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip() {
+        let db = Database::open_in_memory().unwrap();
+        record(
+            &db,
+            &AuditEntry {
+                session: "terminal:default".into(),
+                tool: "bash".into(),
+                input: r#"{"command":"cat /etc/shadow"}"#.into(),
+                decision: AuditDecision::Deny,
+                reason: "outside the workspace".into(),
+                exit_code: None,
+                duration_ms: 3,
+            },
+        )
+        .unwrap();
+        let rows = recent(&db, 10).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].decision, "deny");
+        assert_eq!(rows[0].exit_code, None);
+        assert!(rows[0].at.ends_with('Z'));
+    }
+}

@@ -1,0 +1,174 @@
+//! The terminal channel: `warden run 'PROMPT'` (one shot; the answer on stdout, progress on
+//! stderr) and `warden chat` (a REPL that streams text, shows each tool call with its decision,
+//! asks y/n for `ask` commands, and aborts a run on Ctrl-C).
+
+use crate::agent::{AgentEvent, EventFn, RunControl, RunEnd, RunRequest};
+use crate::app::App;
+use crate::audit::AuditDecision;
+use crate::llm::ContentBlock;
+use crate::tools::approval::{Approval, ApprovalRequest, Approver, NoApprover};
+use async_trait::async_trait;
+use std::io::Write;
+use std::sync::Arc;
+use tokio::sync::{mpsc, Mutex};
+
+/// Progress lines on stderr; text deltas on stdout only when `stream_text`.
+fn printer(stream_text: bool) -> EventFn {
+    Arc::new(move |event| match event {
+        AgentEvent::TextDelta(text) if stream_text => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
+        AgentEvent::TextDelta(_) => {}
+        AgentEvent::ToolStart { name, summary, .. } => eprintln!("\n[{name}] {summary}"),
+        AgentEvent::ToolEnd {
+            name,
+            decision,
+            duration,
+            ..
+        } => {
+            let verdict = match decision {
+                AuditDecision::Allow => "ran",
+                AuditDecision::Approved => "approved and ran",
+                AuditDecision::Deny => "DENIED",
+                AuditDecision::Rejected => "not approved",
+                AuditDecision::Error => "failed",
+            };
+            eprintln!("[{name}] {verdict} ({:.2}s)", duration.as_secs_f64());
+        }
+        AgentEvent::Steered(text) => eprintln!("[steer] {text}"),
+        AgentEvent::Progress(text) => eprintln!("[..] {text}"),
+    })
+}
+
+/// `warden run`: one prompt, a fresh session, no one to approve `ask` commands.
+pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
+    let session = format!("run:{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.6f"));
+    let control = RunControl::new();
+    let abort = control.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            abort.abort();
+        }
+    });
+    let outcome = app
+        .agent
+        .run(RunRequest {
+            session,
+            input: vec![ContentBlock::text(prompt)],
+            approver: Arc::new(NoApprover),
+            events: printer(false),
+            control,
+        })
+        .await;
+    ctrl_c.abort();
+    let outcome = outcome?;
+    println!("{}", outcome.text);
+    Ok(match outcome.end {
+        RunEnd::Answered => 0,
+        RunEnd::IterationLimit => 3,
+        RunEnd::Aborted => 130,
+    })
+}
+
+/// Lines from stdin, read by one task so the REPL and the approver never race for input.
+type Lines = Arc<Mutex<mpsc::Receiver<String>>>;
+
+fn stdin_lines() -> Lines {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx
+                        .blocking_send(line.trim_end_matches(['\n', '\r']).to_string())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    Arc::new(Mutex::new(rx))
+}
+
+/// Asks on the terminal; anything but y/yes is a no.
+struct TerminalApprover {
+    lines: Lines,
+}
+
+#[async_trait]
+impl Approver for TerminalApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        eprintln!("\n[approval needed] {}", request.reason);
+        for line in request.command.lines() {
+            eprintln!("    {line}");
+        }
+        eprint!("Run it? [y/N] ");
+        let answer = self.lines.lock().await.recv().await.unwrap_or_default();
+        if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+            Approval::Approved
+        } else {
+            Approval::Denied("denied at the terminal".into())
+        }
+    }
+}
+
+/// `warden chat`: the session `terminal:default`; `/new` starts over, `/exit` or EOF quits.
+pub async fn chat(app: &App) -> anyhow::Result<i32> {
+    let session = "terminal:default".to_string();
+    let lines = stdin_lines();
+    let approver: Arc<dyn Approver> = Arc::new(TerminalApprover {
+        lines: lines.clone(),
+    });
+    eprintln!(
+        "warden chat — workspace {} — /new for a fresh session, /exit to quit, Ctrl-C stops a run",
+        app.paths.workspace().display()
+    );
+    loop {
+        eprint!("\n> ");
+        let Some(line) = lines.lock().await.recv().await else {
+            return Ok(0);
+        };
+        let line = line.trim().to_string();
+        match line.as_str() {
+            "" => continue,
+            "/exit" | "/quit" => return Ok(0),
+            "/new" => {
+                app.agent.sessions().reset(&session)?;
+                eprintln!("(new session)");
+                continue;
+            }
+            _ => {}
+        }
+        let control = RunControl::new();
+        let abort = control.clone();
+        let ctrl_c = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                abort.abort();
+            }
+        });
+        let result = app
+            .agent
+            .run(RunRequest {
+                session: session.clone(),
+                input: vec![ContentBlock::text(line)],
+                approver: approver.clone(),
+                events: printer(true),
+                control,
+            })
+            .await;
+        ctrl_c.abort();
+        match result {
+            Ok(outcome) if outcome.end == RunEnd::Answered => println!(),
+            Ok(outcome) => println!("\n{}", outcome.text),
+            Err(e) => eprintln!("\nerror: {e}"),
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Building the providers named in `[llm]` of the config, in failover order. A provider takes
+//! part when it is usable: Anthropic needs a key; an OpenAI-compatible server needs a key or a
+//! base URL (local servers such as Ollama need no key).
+
+use super::transport::{HttpOptions, ProviderSettings};
+use super::{Anthropic, Failover, LlmError, OpenAi, Provider};
+use crate::config::{LlmConfig, ProviderConfig, ProviderKind};
+use std::time::Duration;
+
+/// The configured providers behind one [`Failover`] (which also serves a single provider).
+pub fn from_config(config: &LlmConfig) -> Result<Failover, LlmError> {
+    let mut providers: Vec<Box<dyn Provider>> = Vec::new();
+    let mut seen = Vec::new();
+    for &kind in &config.providers {
+        if seen.contains(&kind) {
+            continue;
+        }
+        seen.push(kind);
+        match kind {
+            ProviderKind::Anthropic if !config.anthropic.api_key.is_empty() => {
+                let settings = settings(&config.anthropic, Anthropic::default_settings());
+                providers.push(Box::new(Anthropic::new(settings)?));
+            }
+            ProviderKind::Openai
+                if !config.openai.api_key.is_empty() || has_base_url(&config.openai) =>
+            {
+                let settings = settings(&config.openai, OpenAi::default_settings());
+                providers.push(Box::new(OpenAi::new(settings)?));
+            }
+            _ => {}
+        }
+    }
+    if providers.is_empty() {
+        return Err(LlmError::NotConfigured(missing_message(&seen)));
+    }
+    Ok(Failover::new(providers))
+}
+
+fn has_base_url(config: &ProviderConfig) -> bool {
+    config
+        .base_url
+        .as_deref()
+        .is_some_and(|u| !u.trim().is_empty())
+}
+
+/// What to set, naming only the providers `llm.providers` lists.
+fn missing_message(listed: &[ProviderKind]) -> String {
+    if listed.is_empty() {
+        return "no LLM provider configured: llm.providers is empty; list \"anthropic\" and/or \
+                \"openai\" in ~/.warden/config.toml"
+            .to_string();
+    }
+    let hints: Vec<&str> = listed
+        .iter()
+        .map(|kind| match kind {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY (llm.anthropic.api_key)",
+            ProviderKind::Openai => "OPENAI_API_KEY / OPENAI_BASE_URL (llm.openai.*)",
+        })
+        .collect();
+    format!(
+        "no LLM provider configured: set {} in ~/.warden/config.toml or the environment",
+        hints.join(" or ")
+    )
+}
+
+/// The config's values over the provider's defaults.
+fn settings(config: &ProviderConfig, defaults: ProviderSettings) -> ProviderSettings {
+    let mut http = HttpOptions::default();
+    if let Some(secs) = config.timeout_secs {
+        http.request_timeout = Duration::from_secs(secs.max(1));
+    }
+    if let Some(secs) = config.idle_timeout_secs {
+        http.idle_timeout = Duration::from_secs(secs.max(1));
+    }
+    // A silence longer than the whole request could last is no limit at all.
+    http.idle_timeout = http.idle_timeout.min(http.request_timeout);
+    if let Some(attempts) = config.max_attempts {
+        http.retry.max_attempts = attempts.max(1);
+    }
+    let non_empty = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    ProviderSettings {
+        api_key: config.api_key.clone(),
+        base_url: non_empty(&config.base_url).unwrap_or(defaults.base_url),
+        model: non_empty(&config.model).unwrap_or(defaults.model),
+        max_tokens: config.max_tokens.unwrap_or(defaults.max_tokens),
+        http,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    #[test]
+    fn nothing_configured_names_what_to_set() {
+        let err = from_config(&LlmConfig::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            err,
+            "no LLM provider configured: set ANTHROPIC_API_KEY (llm.anthropic.api_key) or \
+             OPENAI_API_KEY / OPENAI_BASE_URL (llm.openai.*) in ~/.warden/config.toml or the \
+             environment"
+        );
+        let only_openai = LlmConfig {
+            providers: vec![ProviderKind::Openai],
+            ..LlmConfig::default()
+        };
+        let err = from_config(&only_openai).err().unwrap().to_string();
+        assert!(!err.contains("ANTHROPIC"), "{err}");
+        let none = LlmConfig {
+            providers: vec![],
+            ..LlmConfig::default()
+        };
+        let err = from_config(&none).err().unwrap().to_string();
+        assert!(err.contains("llm.providers is empty"), "{err}");
+    }
+
+    #[test]
+    fn configured_providers_follow_the_listed_order() {
+        let mut config = LlmConfig {
+            providers: vec![
+                ProviderKind::Openai,
+                ProviderKind::Anthropic,
+                ProviderKind::Openai,
+            ],
+            ..LlmConfig::default()
+        };
+        config.anthropic.api_key = Secret::new("sk-ant-test");
+        config.openai.base_url = Some("http://127.0.0.1:11434/v1".into());
+        let failover = from_config(&config).unwrap();
+        assert_eq!(failover.provider_names(), ["openai", "anthropic"]);
+
+        config.openai.base_url = None;
+        let failover = from_config(&config).unwrap();
+        assert_eq!(failover.provider_names(), ["anthropic"]);
+    }
+
+    #[test]
+    fn config_values_override_defaults() {
+        let config = ProviderConfig {
+            api_key: Secret::new("k"),
+            base_url: Some(" ".into()),
+            model: Some("claude-opus-4-1".into()),
+            max_tokens: Some(1000),
+            timeout_secs: Some(30),
+            idle_timeout_secs: Some(300),
+            max_attempts: Some(0),
+        };
+        let s = settings(&config, Anthropic::default_settings());
+        assert_eq!(s.base_url, Anthropic::DEFAULT_BASE_URL);
+        assert_eq!(s.model, "claude-opus-4-1");
+        assert_eq!(s.max_tokens, 1000);
+        assert_eq!(s.http.request_timeout, Duration::from_secs(30));
+        assert_eq!(s.http.idle_timeout, Duration::from_secs(30));
+        assert_eq!(s.http.retry.max_attempts, 1);
+    }
+
+    #[test]
+    fn bad_base_url_is_reported_without_the_key() {
+        let mut config = LlmConfig::default();
+        config.anthropic.api_key = Secret::new("sk-ant-secret-value");
+        config.anthropic.base_url = Some("api.anthropic.com".into());
+        let err = from_config(&config).err().unwrap().to_string();
+        assert!(err.starts_with("anthropic: invalid settings"), "{err}");
+        assert!(!err.contains("sk-ant-secret-value"), "{err}");
+    }
+}

@@ -1,0 +1,204 @@
+//! `find`: leading options, start paths (read), then an expression whose primaries are checked
+//! one by one against a closed list. Actions that run programs or write files are denied;
+//! an unknown primary is denied rather than guessed at.
+
+use crate::policy::paths::Access;
+use crate::policy::rules::Analysis;
+use crate::policy::Denial;
+
+/// Primaries that run commands, delete or write files.
+const DENIED: &[(&str, &str)] = &[
+    ("-exec", "runs a command for each file"),
+    ("-execdir", "runs a command for each file"),
+    ("-ok", "runs a command for each file"),
+    ("-okdir", "runs a command for each file"),
+    ("-delete", "deletes files (use rm on explicit paths)"),
+    ("-fprint", "writes to a file"),
+    ("-fprint0", "writes to a file"),
+    ("-fprintf", "writes to a file"),
+    ("-fls", "writes to a file"),
+];
+
+/// Primaries that take one value that is not a path.
+const WITH_VALUE: &[&str] = &[
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-regex",
+    "-iregex",
+    "-regextype",
+    "-type",
+    "-xtype",
+    "-perm",
+    "-user",
+    "-group",
+    "-uid",
+    "-gid",
+    "-size",
+    "-mtime",
+    "-mmin",
+    "-atime",
+    "-amin",
+    "-ctime",
+    "-cmin",
+    "-used",
+    "-links",
+    "-inum",
+    "-maxdepth",
+    "-mindepth",
+    "-printf",
+    "-lname",
+    "-ilname",
+    "-fstype",
+    "-context",
+];
+
+/// Primaries whose value is a file that is read (its timestamps or identity).
+const WITH_PATH: &[&str] = &["-newer", "-anewer", "-cnewer", "-samefile"];
+
+const WITHOUT_VALUE: &[&str] = &[
+    "-print",
+    "-print0",
+    "-ls",
+    "-prune",
+    "-quit",
+    "-true",
+    "-false",
+    "-empty",
+    "-readable",
+    "-writable",
+    "-executable",
+    "-depth",
+    "-d",
+    "-mount",
+    "-xdev",
+    "-follow",
+    "-noleaf",
+    "-nouser",
+    "-nogroup",
+    "-daystart",
+    "-ignore_readdir_race",
+    "-noignore_readdir_race",
+    "-warn",
+    "-nowarn",
+    "-a",
+    "-and",
+    "-o",
+    "-or",
+    "-not",
+    "!",
+    "(",
+    ")",
+    ",",
+];
+
+pub fn analyze(program: &str, args: &[String]) -> Result<Analysis, Denial> {
+    let mut analysis = Analysis::default();
+    let mut i = 0;
+    // Leading options: -H -L -P, -D debugopts, -Olevel.
+    while i < args.len() {
+        match args[i].as_str() {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            a if a.starts_with("-O") && a[2..].chars().all(|c| c.is_ascii_digit()) => i += 1,
+            _ => break,
+        }
+    }
+    // Start paths: everything up to the first expression token.
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a.starts_with('-') || matches!(a, "(" | ")" | "!" | ",") {
+            break;
+        }
+        analysis.paths.push((a.to_string(), Access::Read));
+        i += 1;
+    }
+    while i < args.len() {
+        let primary = args[i].as_str();
+        i += 1;
+        if let Some((_, why)) = DENIED.iter().find(|(p, _)| *p == primary) {
+            return Err(Denial::new(format!("{program} {primary}: {why}")));
+        }
+        if WITHOUT_VALUE.contains(&primary) {
+            continue;
+        }
+        let takes_path = WITH_PATH.contains(&primary) || is_newer_xy_with_file(primary);
+        let takes_value = WITH_VALUE.contains(&primary) || is_newer_xy_with_time(primary);
+        if !(takes_path || takes_value || primary == "-files0-from") {
+            return Err(Denial::new(format!(
+                "{program}: the expression {primary:?} is not in the policy's list of find \
+                 primaries"
+            )));
+        }
+        let value = args
+            .get(i)
+            .ok_or_else(|| Denial::new(format!("{program} {primary}: missing its value")))?;
+        i += 1;
+        if takes_path || primary == "-files0-from" {
+            analysis.paths.push((value.clone(), Access::Read));
+        }
+    }
+    Ok(analysis)
+}
+
+/// `-newerXY FILE` where Y is not `t` compares with a file's timestamp.
+fn is_newer_xy_with_file(p: &str) -> bool {
+    newer_xy(p).is_some_and(|y| y != 't')
+}
+
+/// `-newerXt TIME` compares with a literal time.
+fn is_newer_xy_with_time(p: &str) -> bool {
+    newer_xy(p) == Some('t')
+}
+
+fn newer_xy(p: &str) -> Option<char> {
+    let xy = p.strip_prefix("-newer")?;
+    let mut chars = xy.chars();
+    let (x, y) = (chars.next()?, chars.next()?);
+    let valid = chars.next().is_none() && "aBcm".contains(x) && "aBcmt".contains(y);
+    valid.then_some(y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Analysis, Denial> {
+        analyze(
+            "find",
+            &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn start_paths_and_reference_files_are_read_paths() {
+        let a = run(&[
+            "-L",
+            "src",
+            "docs",
+            "-name",
+            "*.rs",
+            "-newer",
+            "/etc/passwd",
+            "-print",
+        ])
+        .unwrap();
+        let paths: Vec<&str> = a.paths.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["src", "docs", "/etc/passwd"]);
+    }
+
+    #[test]
+    fn actions_are_denied_and_unknown_primaries_too() {
+        assert!(run(&[".", "-exec", "sh", "-c", "id", ";"])
+            .unwrap_err()
+            .reason
+            .contains("-exec"));
+        assert!(run(&[".", "-delete"]).is_err());
+        assert!(run(&[".", "-fprintf", "/tmp/x", "%p"]).is_err());
+        assert!(run(&[".", "-frobnicate"]).is_err());
+        assert!(run(&[".", "-newermt", "2024-01-01"]).unwrap().paths.len() == 1);
+    }
+}

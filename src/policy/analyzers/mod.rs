@@ -1,0 +1,39 @@
+//! Program-specific argument analysis for the argument languages a TOML rule cannot express:
+//! `find` expressions, `sed` scripts, `git` (global options, subcommands and repository config
+//! that would run programs), `tar` (mode letters, archive direction) and `chmod` (no setuid).
+
+mod chmod;
+mod find;
+mod git;
+mod sed;
+mod tar;
+
+use super::paths::PathPolicy;
+use super::rules::{Analysis, AnalyzerKind, ProgramRule};
+use super::Denial;
+use std::path::Path;
+
+/// What an analyzer may look at besides the arguments.
+pub struct AnalyzerContext<'a> {
+    pub cwd: &'a Path,
+    pub paths: &'a PathPolicy,
+    /// An earlier command in the same command string writes files: its effects are not
+    /// visible at check time, so analyzers that read configuration from disk must refuse.
+    pub earlier_writes: bool,
+}
+
+pub fn analyze(
+    kind: AnalyzerKind,
+    rule: &ProgramRule,
+    program: &str,
+    args: &[String],
+    ctx: &AnalyzerContext,
+) -> Result<Analysis, Denial> {
+    match kind {
+        AnalyzerKind::Chmod => chmod::analyze(rule, program, args),
+        AnalyzerKind::Find => find::analyze(program, args),
+        AnalyzerKind::Sed => sed::analyze(rule, program, args),
+        AnalyzerKind::Git => git::analyze(rule, program, args, ctx),
+        AnalyzerKind::Tar => tar::analyze(rule, program, args),
+    }
+}

@@ -1,0 +1,341 @@
+//! `sed`: the flags come from the TOML rule (strict); the scripts are parsed here, command by
+//! command, following GNU sed's reader. `e`, `w`, `W` and the `s///e` and `s///w` flags are
+//! denied (they run commands or write files); `r`/`R` file names are read paths; with `-i` the
+//! input files are written. Anything the parser does not recognise is denied.
+
+use crate::policy::paths::Access;
+use crate::policy::rules::{Analysis, ProgramRule};
+use crate::policy::Denial;
+
+pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Analysis, Denial> {
+    // Let the generic analysis check flags (deny lists, strictness) and collect positionals
+    // as read paths; then reinterpret them with sed's own rules.
+    let generic = rule.analyze(program, args)?;
+    let mut scripts: Vec<String> = Vec::new();
+    let mut in_place = false;
+    let mut positionals: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut options_ended = false;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if options_ended || arg == "-" || !arg.starts_with('-') {
+            positionals.push(arg.clone());
+            continue;
+        }
+        if arg == "--" {
+            options_ended = true;
+            continue;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            if !name.is_empty() && "expression".starts_with(name) {
+                scripts.push(match inline {
+                    Some(v) => v.to_string(),
+                    None => take(args, &mut i)?,
+                });
+            } else if !name.is_empty() && "in-place".starts_with(name) {
+                in_place = true;
+            } else if !name.is_empty() && "line-length".starts_with(name) && inline.is_none() {
+                i += 1;
+            }
+            continue;
+        }
+        let cluster: Vec<char> = arg[1..].chars().collect();
+        for (j, c) in cluster.iter().enumerate() {
+            let rest: String = cluster[j + 1..].iter().collect();
+            match c {
+                'e' => {
+                    scripts.push(if rest.is_empty() {
+                        take(args, &mut i)?
+                    } else {
+                        rest
+                    });
+                    break;
+                }
+                // -i takes an optional attached suffix: `-ie` is suffix "e", not -i -e.
+                'i' => {
+                    in_place = true;
+                    break;
+                }
+                'l' => {
+                    if rest.is_empty() {
+                        i += 1;
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    if scripts.is_empty() {
+        if positionals.is_empty() {
+            return Err(Denial::new(format!("{program}: no script given")));
+        }
+        scripts.push(positionals.remove(0));
+    }
+    let mut analysis = Analysis {
+        ask: generic.ask,
+        ..Analysis::default()
+    };
+    for script in &scripts {
+        for path in check_script(script)
+            .map_err(|why| Denial::new(format!("{program} script {script:?}: {why}")))?
+        {
+            analysis.paths.push((path, Access::Read));
+        }
+    }
+    let access = if in_place {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    analysis.paths.extend(
+        positionals
+            .into_iter()
+            .filter(|p| p != "-")
+            .map(|p| (p, access)),
+    );
+    Ok(analysis)
+}
+
+fn take(args: &[String], i: &mut usize) -> Result<String, Denial> {
+    let v = args
+        .get(*i)
+        .ok_or_else(|| Denial::new("sed -e: missing the script"))?;
+    *i += 1;
+    Ok(v.clone())
+}
+
+/// Parse a sed script; returns the files it reads (`r`, `R`) or why it is refused.
+pub fn check_script(script: &str) -> Result<Vec<String>, String> {
+    let mut p = Reader {
+        s: script.chars().collect(),
+        i: 0,
+    };
+    let mut reads = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        p.skip(|c| c.is_whitespace() || c == ';');
+        let Some(c) = p.peek() else { break };
+        if c == '#' {
+            p.until_newline();
+            continue;
+        }
+        p.address()?;
+        p.skip(|c| c == ' ' || c == '\t');
+        if p.peek() == Some(',') {
+            p.i += 1;
+            p.skip(|c| c == ' ' || c == '\t');
+            p.address2()?;
+        }
+        p.skip(|c| c == ' ' || c == '\t' || c == '!');
+        let cmd = p.next().ok_or("an address without a command")?;
+        match cmd {
+            '{' => {
+                depth += 1;
+                continue;
+            }
+            '}' => {
+                depth = depth.checked_sub(1).ok_or("unmatched }")?;
+            }
+            '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'n' | 'N' | 'p' | 'P' | 'x' | 'z' | 'F' => {}
+            'q' | 'Q' | 'l' | 'L' => {
+                p.skip(|c| c == ' ' || c == '\t');
+                p.skip(|c| c.is_ascii_digit());
+            }
+            ':' | 'b' | 't' | 'T' => {
+                // Labels end at ';' or a newline (stricter than a label containing ';').
+                p.skip(|c| c == ' ' || c == '\t');
+                p.skip(|c| c != ';' && c != '\n' && c != '}');
+            }
+            'a' | 'i' | 'c' => p.text_to_end_of_line(),
+            'r' | 'R' => {
+                let file = p.until_newline().trim_start().to_string();
+                if file.is_empty() {
+                    return Err(format!("`{cmd}` without a file name"));
+                }
+                reads.push(file);
+                continue;
+            }
+            'w' | 'W' => return Err(format!("the `{cmd}` command writes to a file")),
+            'e' => return Err("the `e` command runs a shell command".into()),
+            'v' => p.skip(|c| c != ';' && c != '\n' && c != '}'),
+            's' => p.substitute()?,
+            'y' => {
+                let delim = p.next().ok_or("`y` without a delimiter")?;
+                p.delimited(delim)?;
+                p.delimited(delim)?;
+            }
+            other => return Err(format!("unknown sed command {other:?}")),
+        }
+        p.skip(|c| c == ' ' || c == '\t');
+        match p.peek() {
+            None | Some(';') | Some('\n') | Some('}') | Some('#') => {}
+            Some(other) => return Err(format!("unexpected {other:?} after the `{cmd}` command")),
+        }
+    }
+    if depth != 0 {
+        return Err("unmatched {".into());
+    }
+    Ok(reads)
+}
+
+struct Reader {
+    s: Vec<char>,
+    i: usize,
+}
+
+impl Reader {
+    fn peek(&self) -> Option<char> {
+        self.s.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn skip(&mut self, pred: impl Fn(char) -> bool) {
+        while self.peek().is_some_and(&pred) {
+            self.i += 1;
+        }
+    }
+
+    fn until_newline(&mut self) -> String {
+        let start = self.i;
+        self.skip(|c| c != '\n');
+        self.s[start..self.i].iter().collect()
+    }
+
+    /// GNU one-liner text for a/i/c: to the end of the line, continued by a trailing `\`.
+    fn text_to_end_of_line(&mut self) {
+        loop {
+            let line = self.until_newline();
+            if line.ends_with('\\') && self.peek() == Some('\n') {
+                self.i += 1;
+                continue;
+            }
+            break;
+        }
+    }
+
+    fn address(&mut self) -> Result<(), String> {
+        match self.peek() {
+            Some(c) if c.is_ascii_digit() => {
+                self.skip(|c| c.is_ascii_digit());
+                if self.peek() == Some('~') {
+                    self.i += 1;
+                    self.skip(|c| c.is_ascii_digit());
+                }
+            }
+            Some('$') => self.i += 1,
+            Some('/') => {
+                self.i += 1;
+                self.delimited('/')?;
+                self.skip(|c| c == 'I' || c == 'M');
+            }
+            Some('\\') => {
+                self.i += 1;
+                let delim = self.next().ok_or("a \\ address without a delimiter")?;
+                self.delimited(delim)?;
+                self.skip(|c| c == 'I' || c == 'M');
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn address2(&mut self) -> Result<(), String> {
+        match self.peek() {
+            Some('+') | Some('~') => {
+                self.i += 1;
+                self.skip(|c| c.is_ascii_digit());
+                Ok(())
+            }
+            _ => self.address(),
+        }
+    }
+
+    /// Read up to the unescaped delimiter (GNU's match_slash: brackets are not special).
+    fn delimited(&mut self, delim: char) -> Result<(), String> {
+        if delim == '\n' || delim == '\\' {
+            return Err("invalid delimiter".into());
+        }
+        while let Some(c) = self.next() {
+            if c == '\\' {
+                self.next().ok_or("unterminated expression")?;
+            } else if c == delim {
+                return Ok(());
+            }
+        }
+        Err(format!("unterminated expression (missing {delim:?})"))
+    }
+
+    fn substitute(&mut self) -> Result<(), String> {
+        let delim = self.next().ok_or("`s` without a delimiter")?;
+        self.delimited(delim)?;
+        self.delimited(delim)?;
+        while let Some(flag) = self.peek() {
+            match flag {
+                'g' | 'p' | 'i' | 'I' | 'm' | 'M' => self.i += 1,
+                c if c.is_ascii_digit() => self.i += 1,
+                'e' => return Err("the s///e flag runs the pattern space as a command".into()),
+                'w' => return Err("the s///w flag writes to a file".into()),
+                ';' | '\n' | '}' | '#' | ' ' | '\t' => break,
+                other => return Err(format!("unknown s/// flag {other:?}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_script;
+
+    #[test]
+    fn benign_scripts_pass() {
+        for s in [
+            "s/foo/bar/g",
+            "1d;$d",
+            "/^#/d",
+            "s|a/b|c|2",
+            "10,+3p",
+            ":a;N;$!ba;s/\\n/ /g",
+            "y/abc/xyz/",
+            "/x/{s/a/b/;p}",
+            "a hello; w /etc/passwd",
+            "0~2d",
+            "\\,foo,d",
+        ] {
+            assert!(check_script(s).is_ok(), "{s}: {:?}", check_script(s));
+        }
+    }
+
+    #[test]
+    fn exec_and_write_are_refused() {
+        for s in [
+            "e id",
+            "1e id",
+            "s/x/id/e",
+            "s/x/y/w /tmp/out",
+            "w out",
+            "/x/W out",
+            "s/a/b/;e",
+            "$!{e date\n}",
+            "s/a/b/ge",
+        ] {
+            assert!(check_script(s).is_err(), "{s} should be refused");
+        }
+    }
+
+    #[test]
+    fn read_commands_report_their_files() {
+        assert_eq!(check_script("r /etc/passwd").unwrap(), vec!["/etc/passwd"]);
+        assert_eq!(check_script("1R notes.txt").unwrap(), vec!["notes.txt"]);
+    }
+}

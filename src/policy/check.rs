@@ -1,0 +1,531 @@
+//! The checker: parse, then walk the script in order with a static cwd, expanding words,
+//! applying the program rules and analyzers, checking every path and redirection, and
+//! building the IR the executor will run. The first denial wins; `ask` reasons are collected.
+
+use super::analyzers::{self, AnalyzerContext};
+use super::expand::Expander;
+use super::grammar::{self, RawCommand};
+use super::ir::{
+    Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, Step,
+};
+use super::paths::{Access, PathPolicy};
+use super::rules::{Analysis, ProgramRule};
+use super::syntax::{self, RawTarget, RedirectOp};
+use super::words::RawWord;
+use super::{Decision, Denial, Policy, Verdict};
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Directories a program named by absolute path may come from.
+const SYSTEM_BIN_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+
+/// A parse that takes longer than this is abandoned (pathological input).
+const PARSE_BUDGET: Duration = Duration::from_millis(200);
+
+pub struct Checker {
+    policy: Arc<Policy>,
+    paths: PathPolicy,
+    parser: tree_sitter::Parser,
+}
+
+/// What one command contributes besides its IR.
+struct Checked {
+    command: Command,
+    asks: Vec<String>,
+    writes: bool,
+}
+
+impl Checker {
+    pub(super) fn new(policy: Arc<Policy>, paths: PathPolicy) -> Checker {
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&tree_sitter_bash::LANGUAGE.into())
+            .expect("tree-sitter-bash is compatible with the linked tree-sitter");
+        Checker {
+            policy,
+            paths,
+            parser,
+        }
+    }
+
+    pub fn paths(&self) -> &PathPolicy {
+        &self.paths
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Check a command string run in the workspace.
+    pub fn check(&mut self, command: &str) -> Verdict {
+        let workspace = self.paths.workspace().to_path_buf();
+        self.check_in(command, &workspace)
+    }
+
+    /// Check a command string run in `cwd`.
+    pub fn check_in(&mut self, command: &str, cwd: &Path) -> Verdict {
+        let mut script = Script::default();
+        match self.check_script(command, cwd, &mut script) {
+            Ok(asks) if asks.is_empty() => {
+                // Name the rules that allowed it (`ls`, not `/bin/ls`).
+                let names: Vec<&str> = script
+                    .commands()
+                    .filter_map(|c| c.argv.first())
+                    .map(|a| a.rsplit('/').next().unwrap_or(a))
+                    .collect();
+                Verdict {
+                    decision: Decision::Allow,
+                    reason: format!("allowed: {}", names.join(", ")),
+                    script,
+                }
+            }
+            Ok(asks) => Verdict {
+                decision: Decision::Ask,
+                reason: format!("needs approval: {}", asks.join("; ")),
+                script,
+            },
+            Err(denial) => Verdict {
+                decision: Decision::Deny,
+                reason: denial.reason,
+                script,
+            },
+        }
+    }
+
+    /// Fills `script` as it goes so a denial still reports what was analysed before it.
+    fn check_script(
+        &mut self,
+        source: &str,
+        cwd: &Path,
+        script: &mut Script,
+    ) -> Result<Vec<String>, Denial> {
+        let max = self.policy.settings().max_input_bytes;
+        if source.len() > max {
+            return Err(Denial::new(format!(
+                "the command is {} bytes, more than the {max}-byte limit",
+                source.len()
+            )));
+        }
+        if source.contains('\0') {
+            return Err(Denial::new("the command contains a NUL byte"));
+        }
+        let mut cwd = self.paths.check(cwd, ".", Access::Read).map_err(|d| {
+            Denial::new(format!(
+                "the working directory is not allowed: {}",
+                d.reason
+            ))
+        })?;
+        let raw = self.parse(source)?;
+        let mut asks: Vec<String> = Vec::new();
+        let mut earlier_writes = false;
+        for step in raw.steps {
+            let in_pipeline = step.commands.len() > 1;
+            script.steps.push(Step {
+                connector: step.connector,
+                pipeline: Pipeline {
+                    commands: Vec::new(),
+                },
+            });
+            for raw_command in &step.commands {
+                let checked = self.command(raw_command, &cwd, in_pipeline, earlier_writes)?;
+                if let Some(Builtin::Cd(target)) = &checked.command.builtin {
+                    cwd = target.clone();
+                }
+                earlier_writes |= checked.writes;
+                for ask in checked.asks {
+                    if !asks.contains(&ask) {
+                        asks.push(ask);
+                    }
+                }
+                if let Some(step) = script.steps.last_mut() {
+                    step.pipeline.commands.push(checked.command);
+                }
+            }
+        }
+        Ok(asks)
+    }
+
+    fn parse(&mut self, source: &str) -> Result<grammar::RawScript, Denial> {
+        let deadline = Instant::now() + PARSE_BUDGET;
+        let mut progress = |_: &tree_sitter::ParseState| {
+            if Instant::now() > deadline {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
+        let bytes = source.as_bytes();
+        let tree = self
+            .parser
+            .parse_with_options(
+                &mut |offset, _| &bytes[offset.min(bytes.len())..],
+                None,
+                Some(options),
+            )
+            .ok_or_else(|| Denial::new("parsing the command took too long"))?;
+        let tokens = syntax::tokens(tree.root_node(), source)?;
+        grammar::parse(tokens)
+    }
+
+    fn expander<'a>(&'a self, cwd: &'a Path) -> Expander<'a> {
+        Expander {
+            paths: &self.paths,
+            cwd,
+            max_glob_matches: self.policy.settings().max_glob_matches,
+        }
+    }
+
+    fn command(
+        &self,
+        raw: &RawCommand,
+        cwd: &Path,
+        in_pipeline: bool,
+        earlier_writes: bool,
+    ) -> Result<Checked, Denial> {
+        let expander = self.expander(cwd);
+        let mut argv: Vec<String> = Vec::new();
+        for word in &raw.words {
+            argv.extend(expander.expand(word)?);
+        }
+        let shown = shell_words::join(&argv);
+        let max_args = self.policy.settings().max_args;
+        if argv.len() > max_args {
+            return Err(Denial::new(format!(
+                "`{}`: {} arguments is more than the {max_args} allowed",
+                argv[0],
+                argv.len()
+            )));
+        }
+        let name = program_name(&argv[0])?;
+        let (mut redirects, redirect_writes) = self.redirects(raw, &expander, cwd)?;
+        if raw.stderr_to_pipe {
+            redirects.push(Redirect {
+                fd: 2,
+                target: RedirectTarget::Dup(1),
+            });
+        }
+        if name == "cd" {
+            return self.cd(&argv, raw, cwd, in_pipeline);
+        }
+
+        let mut asks = Vec::new();
+        let default_rule;
+        let rule = match self.policy.rule(&name) {
+            Some(rule) => rule,
+            None => match self.policy.settings().unknown_programs {
+                Decision::Ask => {
+                    asks.push(format!("{name} is not in the allowlist"));
+                    default_rule = unknown_program_rule();
+                    &default_rule
+                }
+                _ => {
+                    return Err(Denial::new(format!(
+                        "{name} is not in the allowlist (add [programs.{name}] to a policy file \
+                         to allow it)"
+                    )))
+                }
+            },
+        };
+        match rule.decision {
+            Decision::Deny => {
+                return Err(Denial::new(format!(
+                    "{name}: {}",
+                    rule.reason.as_deref().unwrap_or("denied by policy")
+                )))
+            }
+            Decision::Ask => asks.push(format!(
+                "{name}: {}",
+                rule.reason
+                    .as_deref()
+                    .unwrap_or("this program needs approval")
+            )),
+            Decision::Allow => {}
+        }
+        let args = &argv[1..];
+        let analysis = self.analyze(rule, &name, args, cwd, earlier_writes)?;
+        let mut writes = redirect_writes;
+        let mut paths = Vec::with_capacity(analysis.paths.len());
+        for (path, access) in &analysis.paths {
+            let resolved = self
+                .paths
+                .check(cwd, path, *access)
+                .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
+            writes |= *access != Access::Read;
+            paths.push(CheckedPath {
+                path: resolved,
+                access: *access,
+            });
+        }
+        asks.extend(analysis.ask);
+        let argv = analysis.argv.unwrap_or(argv);
+        tracing::trace!(command = %shown, "checked");
+        Ok(Checked {
+            command: Command {
+                argv,
+                cwd: cwd.to_path_buf(),
+                redirects,
+                builtin: None,
+                paths,
+            },
+            asks,
+            writes,
+        })
+    }
+
+    fn analyze(
+        &self,
+        rule: &ProgramRule,
+        name: &str,
+        args: &[String],
+        cwd: &Path,
+        earlier_writes: bool,
+    ) -> Result<Analysis, Denial> {
+        if let Some(kind) = rule.analyzer {
+            let ctx = AnalyzerContext {
+                cwd,
+                paths: &self.paths,
+                earlier_writes,
+            };
+            return analyzers::analyze(kind, rule, name, args, &ctx);
+        }
+        if rule.subcommands.is_empty() {
+            return rule.analyze(name, args);
+        }
+        // Generic subcommands: global flags, then the subcommand and its own rule.
+        let index = args.iter().position(|a| !a.starts_with('-'));
+        let Some(index) = index else {
+            return Err(Denial::new(format!("{name}: no subcommand given")));
+        };
+        let sub = &args[index];
+        let sub_rule = rule.subcommands.get(sub).ok_or_else(|| {
+            let allowed: Vec<&str> = rule.subcommands.keys().map(String::as_str).collect();
+            Denial::new(format!(
+                "{name} {sub} is not allowed (allowed subcommands: {})",
+                allowed.join(", ")
+            ))
+        })?;
+        let mut analysis = rule.analyze(name, &args[..index])?;
+        let full = format!("{name} {sub}");
+        match sub_rule.decision {
+            Decision::Deny => {
+                return Err(Denial::new(format!(
+                    "{full}: {}",
+                    sub_rule.reason.as_deref().unwrap_or("denied by policy")
+                )))
+            }
+            Decision::Ask => analysis.ask.push(format!(
+                "{full}: {}",
+                sub_rule.reason.as_deref().unwrap_or("needs approval")
+            )),
+            Decision::Allow => {}
+        }
+        let sub_analysis = sub_rule.analyze(&full, &args[index + 1..])?;
+        analysis.paths.extend(sub_analysis.paths);
+        analysis.ask.extend(sub_analysis.ask);
+        Ok(analysis)
+    }
+
+    /// `cd DIR`: evaluated by the executor; the target must be a readable directory.
+    fn cd(
+        &self,
+        argv: &[String],
+        raw: &RawCommand,
+        cwd: &Path,
+        in_pipeline: bool,
+    ) -> Result<Checked, Denial> {
+        if in_pipeline {
+            return Err(Denial::new(
+                "cd inside a pipeline has no effect in bash; use `cd dir && cmd`",
+            ));
+        }
+        if !raw.redirects.is_empty() || raw.stderr_to_pipe {
+            return Err(Denial::new("cd with redirections is not supported"));
+        }
+        let dirs: Vec<&String> = argv[1..]
+            .iter()
+            .filter(|a| !matches!(a.as_str(), "-P" | "-L" | "--"))
+            .collect();
+        let dir = match dirs.as_slice() {
+            [dir] if dir.as_str() != "-" => dir.as_str(),
+            [] => {
+                return Err(Denial::new(
+                    "cd needs a directory (cd alone would go to $HOME)",
+                ))
+            }
+            [_] => return Err(Denial::new("cd - is not supported; name the directory")),
+            _ => return Err(Denial::new("cd takes one directory")),
+        };
+        let target = self
+            .paths
+            .check(cwd, dir, Access::Read)
+            .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
+        if !target.is_dir() {
+            return Err(Denial::new(format!("cd: {dir} is not a directory")));
+        }
+        Ok(Checked {
+            command: Command {
+                argv: argv.to_vec(),
+                cwd: cwd.to_path_buf(),
+                redirects: Vec::new(),
+                builtin: Some(Builtin::Cd(target.clone())),
+                paths: vec![CheckedPath {
+                    path: target,
+                    access: Access::Read,
+                }],
+            },
+            asks: Vec::new(),
+            writes: false,
+        })
+    }
+
+    /// Check and translate redirections; returns them and whether any writes a file.
+    fn redirects(
+        &self,
+        raw: &RawCommand,
+        expander: &Expander,
+        cwd: &Path,
+    ) -> Result<(Vec<Redirect>, bool), Denial> {
+        let mut out = Vec::new();
+        let mut writes = false;
+        for r in &raw.redirects {
+            let word = |target: &RawTarget| -> Result<String, Denial> {
+                match target {
+                    RawTarget::Word(w) => single_word(expander, w),
+                    _ => Err(Denial::new("a redirection without a target")),
+                }
+            };
+            let file =
+                |path: String, access: Access, mode: OpenMode| -> Result<RedirectTarget, Denial> {
+                    let checked = self
+                        .paths
+                        .check(cwd, &path, access)
+                        .map_err(|d| Denial::new(format!("redirection: {}", d.reason)))?;
+                    Ok(RedirectTarget::File {
+                        path: checked,
+                        mode,
+                    })
+                };
+            match r.op {
+                RedirectOp::In => out.push(Redirect {
+                    fd: r.fd.unwrap_or(0),
+                    target: file(word(&r.target)?, Access::Read, OpenMode::Read)?,
+                }),
+                RedirectOp::Out | RedirectOp::Append => {
+                    let mode = if r.op == RedirectOp::Out {
+                        OpenMode::Write
+                    } else {
+                        OpenMode::Append
+                    };
+                    out.push(Redirect {
+                        fd: r.fd.unwrap_or(1),
+                        target: file(word(&r.target)?, Access::Write, mode)?,
+                    });
+                    writes = true;
+                }
+                RedirectOp::OutAll | RedirectOp::AppendAll => {
+                    let mode = if r.op == RedirectOp::OutAll {
+                        OpenMode::Write
+                    } else {
+                        OpenMode::Append
+                    };
+                    out.push(Redirect {
+                        fd: 1,
+                        target: file(word(&r.target)?, Access::Write, mode)?,
+                    });
+                    out.push(Redirect {
+                        fd: 2,
+                        target: RedirectTarget::Dup(1),
+                    });
+                    writes = true;
+                }
+                RedirectOp::DupOut | RedirectOp::DupIn => {
+                    let text = word(&r.target)?;
+                    let source =
+                        text.parse::<u8>()
+                            .ok()
+                            .filter(|fd| *fd <= 9)
+                            .ok_or_else(|| {
+                                Denial::new(format!(
+                                    "redirection to descriptor {text:?} is not supported"
+                                ))
+                            })?;
+                    let default = if r.op == RedirectOp::DupOut { 1 } else { 0 };
+                    out.push(Redirect {
+                        fd: r.fd.unwrap_or(default),
+                        target: RedirectTarget::Dup(source),
+                    });
+                }
+                RedirectOp::Close => out.push(Redirect {
+                    fd: r.fd.unwrap_or(1),
+                    target: RedirectTarget::Close,
+                }),
+                RedirectOp::HereDoc => {
+                    let RawTarget::Body(body) = &r.target else {
+                        return Err(Denial::new("a here-document without a body"));
+                    };
+                    out.push(Redirect {
+                        fd: r.fd.unwrap_or(0),
+                        target: RedirectTarget::Text(body.clone()),
+                    });
+                }
+                RedirectOp::HereString => {
+                    let RawTarget::Word(w) = &r.target else {
+                        return Err(Denial::new("a here-string without text"));
+                    };
+                    let text = expander.expand(w)?.join(" ");
+                    out.push(Redirect {
+                        fd: r.fd.unwrap_or(0),
+                        target: RedirectTarget::Text(format!("{text}\n")),
+                    });
+                }
+            }
+        }
+        Ok((out, writes))
+    }
+}
+
+/// A redirection target must expand to exactly one word (bash: "ambiguous redirect").
+fn single_word(expander: &Expander, word: &RawWord) -> Result<String, Denial> {
+    let mut words = expander.expand(word)?;
+    if words.len() != 1 {
+        return Err(Denial::new(format!(
+            "ambiguous redirect: {} expands to {} files",
+            word.display(),
+            words.len()
+        )));
+    }
+    Ok(words.remove(0))
+}
+
+/// The rule name for argv[0]: a bare name, or an absolute path in a system bin directory.
+fn program_name(arg0: &str) -> Result<String, Denial> {
+    if arg0.is_empty() {
+        return Err(Denial::new("an empty command name"));
+    }
+    if !arg0.contains('/') {
+        return Ok(arg0.to_string());
+    }
+    let path = Path::new(arg0);
+    let trusted = path.is_absolute()
+        && !arg0.contains("/../")
+        && !arg0.contains("/./")
+        && path
+            .parent()
+            .is_some_and(|dir| SYSTEM_BIN_DIRS.iter().any(|d| Path::new(d) == dir));
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some(name) if trusted => Ok(name.to_string()),
+        _ => Err(Denial::new(format!(
+            "{arg0}: programs run by path must be in a system directory ({}); programs in the \
+             workspace or elsewhere are not allowed",
+            SYSTEM_BIN_DIRS.join(", ")
+        ))),
+    }
+}
+
+/// With `unknown_programs = "ask"`: every argument that might be a path is checked as a read.
+fn unknown_program_rule() -> ProgramRule {
+    toml::from_str("").expect("an empty rule parses")
+}

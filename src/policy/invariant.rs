@@ -1,0 +1,108 @@
+//! An independent re-check of an allowed verdict, used by the fuzz target and the property
+//! tests (and cheap enough to run before execution): it re-resolves every path the IR carries
+//! instead of trusting the checker's result.
+//!
+//! For an allowed (or asked) verdict: every program is listed and not denied (or unlisted
+//! programs are set to `ask`); every cwd, `cd` target, checked path and redirection file lies
+//! inside the roots (writes inside a writable root) or is a permitted device; and no argument
+//! of a program whose arguments may be paths resolves to one of the given secret files.
+
+use super::ir::{Builtin, RedirectTarget};
+use super::paths::{resolve, Access, PathPolicy};
+use super::rules::ArgRole;
+use super::{Decision, Policy, Verdict};
+use std::path::{Path, PathBuf};
+
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
+
+/// `Err` describes the first violated invariant.
+pub fn verify(
+    verdict: &Verdict,
+    policy: &Policy,
+    paths: &PathPolicy,
+    secrets: &[PathBuf],
+) -> Result<(), String> {
+    if verdict.decision == Decision::Deny {
+        return Ok(());
+    }
+    if verdict.script.steps.is_empty() {
+        return Err("an allowed verdict without commands".into());
+    }
+    let readable = |p: &Path| paths.read_roots().iter().any(|r| p.starts_with(r));
+    let writable = |p: &Path| paths.write_roots().iter().any(|r| p.starts_with(r));
+    let device = |p: &Path| p.to_str().is_some_and(|p| DEVICES.contains(&p));
+    // Re-resolve from scratch: the path must still be what the checker says it is.
+    let recheck = |p: &Path, access: Access| -> Result<(), String> {
+        if device(p) {
+            return Ok(());
+        }
+        let again =
+            resolve(p, access == Access::Delete).map_err(|e| format!("{}: {e}", p.display()))?;
+        let ok = match access {
+            Access::Read => readable(&again),
+            Access::Write | Access::Delete => writable(&again),
+        };
+        if !ok || again != p {
+            return Err(format!(
+                "{} ({access:?}) resolves to {} outside the roots",
+                p.display(),
+                again.display()
+            ));
+        }
+        Ok(())
+    };
+    for command in verdict.script.commands() {
+        recheck(&command.cwd, Access::Read)?;
+        for checked in &command.paths {
+            recheck(&checked.path, checked.access)?;
+        }
+        for redirect in &command.redirects {
+            if let RedirectTarget::File { path, mode } = &redirect.target {
+                let access = match mode {
+                    super::ir::OpenMode::Read => Access::Read,
+                    _ => Access::Write,
+                };
+                recheck(path, access)?;
+            }
+        }
+        if let Some(Builtin::Cd(target)) = &command.builtin {
+            recheck(target, Access::Read)?;
+            continue;
+        }
+        let arg0 = command.argv.first().ok_or("an empty argv")?;
+        let name = arg0.rsplit('/').next().unwrap_or(arg0);
+        let rule = policy.rule(name);
+        match rule {
+            Some(rule) if rule.decision == Decision::Deny => {
+                return Err(format!("denied program {name} in an allowed verdict"))
+            }
+            None if policy.settings().unknown_programs != Decision::Ask => {
+                return Err(format!("unlisted program {name} allowed"))
+            }
+            _ => {}
+        }
+        if rule.is_some_and(|r| r.args == ArgRole::Value) {
+            continue;
+        }
+        // Any positional-looking argument (not the value of a preceding flag) that reaches a
+        // secret means a path escaped classification.
+        for (i, arg) in command.argv.iter().enumerate().skip(1) {
+            let after_flag = command.argv[i - 1].starts_with('-') && i > 1;
+            let value = arg.split_once('=').map(|(_, v)| v);
+            for text in std::iter::once(arg.as_str()).chain(value) {
+                if text.is_empty() || (after_flag && value.is_none()) {
+                    continue;
+                }
+                if let Ok(resolved) = resolve(&command.cwd.join(text), false) {
+                    if secrets.iter().any(|s| s == &resolved) {
+                        return Err(format!(
+                            "{name}: argument {arg:?} reaches the secret {}",
+                            resolved.display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

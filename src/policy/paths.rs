@@ -1,0 +1,384 @@
+//! The path validator, shared by the command policy and the file tools.
+//!
+//! A path is resolved against the command's cwd, normalized, and every symlink in its existing
+//! prefix resolved; the result must fall under a writable root (the workspace) for writes or a
+//! readable root for reads. Nothing is decided on the path as written.
+
+use super::Denial;
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// How a path is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    /// Created, truncated or modified.
+    Write,
+    /// Removed or renamed: the final component is not followed (rm removes the link itself)
+    /// and a root itself may not be removed.
+    Delete,
+}
+
+/// The home directory of the user running warden (`$HOME`, else `/`).
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Replace a leading `~` or `~/` with the home directory (config and policy files).
+pub fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => home_dir().join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// Devices any command may use without being under a root.
+const DEVICES_READ_WRITE: &[&str] = &["/dev/null"];
+const DEVICES_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
+
+/// Symlink hops followed before giving up (as the kernel does with ELOOP).
+const MAX_SYMLINK_HOPS: usize = 40;
+
+#[derive(Clone, Debug)]
+pub struct PathPolicy {
+    workspace: PathBuf,
+    write_roots: Vec<PathBuf>,
+    read_roots: Vec<PathBuf>,
+    home: PathBuf,
+}
+
+impl PathPolicy {
+    /// Roots are canonicalized; they must exist.
+    pub fn new(
+        workspace: &Path,
+        extra_write: &[PathBuf],
+        extra_read: &[PathBuf],
+        home: &Path,
+    ) -> io::Result<PathPolicy> {
+        let canon = |p: &Path| {
+            std::fs::canonicalize(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("root {}: {e}", p.display())))
+        };
+        let workspace = canon(workspace)?;
+        let mut write_roots = vec![workspace.clone()];
+        for root in extra_write {
+            write_roots.push(canon(root)?);
+        }
+        let mut read_roots = write_roots.clone();
+        for root in extra_read {
+            read_roots.push(canon(root)?);
+        }
+        Ok(PathPolicy {
+            workspace,
+            write_roots,
+            read_roots,
+            home: home.to_path_buf(),
+        })
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The directory `~` and `$HOME` expand to in commands.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    pub fn write_roots(&self) -> &[PathBuf] {
+        &self.write_roots
+    }
+
+    pub fn read_roots(&self) -> &[PathBuf] {
+        &self.read_roots
+    }
+
+    /// The root that contains an already-checked path, for opening it beneath that root.
+    pub fn root_of(&self, checked: &Path) -> Option<&Path> {
+        self.read_roots
+            .iter()
+            .filter(|r| checked.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .map(PathBuf::as_path)
+    }
+
+    /// Resolve `path` (relative to `cwd`) and check it for `access`. Returns the resolved,
+    /// symlink-free absolute path.
+    pub fn check(&self, cwd: &Path, path: &str, access: Access) -> Result<PathBuf, Denial> {
+        if let Some(reason) = special_path_reason(path) {
+            return Err(Denial::new(reason));
+        }
+        let joined = cwd.join(path);
+        if let Some(device) = device(&joined, access) {
+            return Ok(device);
+        }
+        let resolved = resolve(&joined, access == Access::Delete)
+            .map_err(|e| Denial::new(format!("{path}: {e}")))?;
+        let via = if lexically_normal(&joined) == resolved {
+            String::new()
+        } else {
+            format!(" (it resolves to {})", resolved.display())
+        };
+        match access {
+            Access::Read => {
+                if self.read_roots.iter().any(|r| resolved.starts_with(r)) {
+                    return Ok(resolved);
+                }
+                Err(Denial::new(format!(
+                    "{path} is outside the workspace ({}) and the readable roots{via}",
+                    self.workspace.display()
+                )))
+            }
+            Access::Write | Access::Delete => {
+                let Some(root) = self.write_roots.iter().find(|r| resolved.starts_with(r)) else {
+                    let read_only = self.read_roots.iter().any(|r| resolved.starts_with(r));
+                    return Err(Denial::new(format!(
+                        "writing {path} is not allowed: it is {} the workspace ({}){via}",
+                        if read_only {
+                            "in a read-only root, outside"
+                        } else {
+                            "outside"
+                        },
+                        self.workspace.display()
+                    )));
+                };
+                if access == Access::Delete && &resolved == root {
+                    return Err(Denial::new(format!(
+                        "removing {path} is not allowed: it is the root {} itself",
+                        root.display()
+                    )));
+                }
+                if let Some(reason) = protected_reason(root, &resolved) {
+                    return Err(Denial::new(format!(
+                        "writing {path} is not allowed: {reason}"
+                    )));
+                }
+                Ok(resolved)
+            }
+        }
+    }
+}
+
+/// Paths bash would treat specially, or devices with a clearer reason than "outside".
+fn special_path_reason(path: &str) -> Option<String> {
+    let net = ["/dev/tcp/", "/dev/udp/"];
+    if net.iter().any(|p| path.starts_with(p)) {
+        return Some(format!(
+            "{path}: bash network redirections (/dev/tcp, /dev/udp) are not allowed; the sandbox \
+             has no network"
+        ));
+    }
+    None
+}
+
+fn device(path: &Path, access: Access) -> Option<PathBuf> {
+    let normal = lexically_normal(path);
+    let s = normal.to_str()?;
+    let ok =
+        DEVICES_READ_WRITE.contains(&s) || (access == Access::Read && DEVICES_READ.contains(&s));
+    ok.then_some(normal)
+}
+
+/// Inside a writable root, places whose contents run programs later.
+fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
+    let rel = resolved.strip_prefix(root).ok()?;
+    if rel
+        .components()
+        .any(|c| c.as_os_str() == OsStr::new(".git"))
+    {
+        return Some(
+            "files under .git/ (config, hooks) make git run programs; the policy keeps them \
+             read-only"
+                .into(),
+        );
+    }
+    let mut comps = rel.components().map(|c| c.as_os_str());
+    match (comps.next(), comps.next()) {
+        (Some(first), _) if first == ".gitconfig" => {
+            Some("~/.gitconfig in the workspace is git's global config inside the jail".into())
+        }
+        (Some(first), Some(second)) if first == ".config" && second == "git" => {
+            Some("~/.config/git in the workspace is git's global config inside the jail".into())
+        }
+        _ => None,
+    }
+}
+
+/// `.` and `..` removed without touching the filesystem (only for messages and devices).
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for comp in path.components() {
+        match comp {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Resolve an absolute path: symlinks in the existing prefix followed (the last component too
+/// unless `keep_last`), `..` applied to the resolved parent as the kernel does, and the missing
+/// tail appended. A `..` after a missing component is refused (the kernel would fail).
+pub fn resolve(path: &Path, keep_last: bool) -> io::Result<PathBuf> {
+    let mut components: Vec<std::ffi::OsString> = Vec::new();
+    for comp in path.components().rev() {
+        match comp {
+            Component::RootDir | Component::Prefix(_) => {}
+            other => components.push(other.as_os_str().to_os_string()),
+        }
+    }
+    let mut resolved = PathBuf::from("/");
+    let mut missing = false;
+    let mut hops = 0;
+    // `components` is a stack (reversed): symlink targets are pushed onto it.
+    while let Some(name) = components.pop() {
+        if name == "." {
+            continue;
+        }
+        if name == ".." {
+            if missing {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "`..` after a directory that does not exist",
+                ));
+            }
+            resolved.pop();
+            continue;
+        }
+        let candidate = resolved.join(&name);
+        if missing {
+            resolved = candidate;
+            continue;
+        }
+        let is_last = components.is_empty();
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() && !(is_last && keep_last) => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(io::Error::other("too many levels of symbolic links"));
+                }
+                let target = std::fs::read_link(&candidate)?;
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
+                }
+                let mut target_parts: Vec<_> = target
+                    .components()
+                    .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+                    .map(|c| c.as_os_str().to_os_string())
+                    .collect();
+                target_parts.reverse();
+                components.extend(target_parts);
+            }
+            Ok(_) => resolved = candidate,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing = true;
+                resolved = candidate;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{} is not a directory", resolved.display()),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn setup() -> (tempfile::TempDir, PathPolicy) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("notes.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("secret"), "s").unwrap();
+        symlink(dir.path().join("secret"), ws.join("link")).unwrap();
+        symlink("sub", ws.join("inner")).unwrap();
+        let policy = PathPolicy::new(&ws, &[], &[], Path::new("/root")).unwrap();
+        (dir, policy)
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_cwd() {
+        let (_d, p) = setup();
+        let ws = p.workspace().to_path_buf();
+        assert_eq!(
+            p.check(&ws.join("sub"), "../notes.txt", Access::Read)
+                .unwrap(),
+            ws.join("notes.txt")
+        );
+        assert!(p
+            .check(&ws, "../secret", Access::Read)
+            .unwrap_err()
+            .reason
+            .contains("outside"));
+    }
+
+    #[test]
+    fn symlinks_are_followed_before_the_check() {
+        let (_d, p) = setup();
+        let ws = p.workspace().to_path_buf();
+        let err = p.check(&ws, "link", Access::Read).unwrap_err().reason;
+        assert!(err.contains("resolves to"), "{err}");
+        assert_eq!(
+            p.check(&ws, "inner/new.txt", Access::Write).unwrap(),
+            ws.join("sub/new.txt")
+        );
+        // rm of the link removes the link, not its target.
+        assert_eq!(
+            p.check(&ws, "link", Access::Delete).unwrap(),
+            ws.join("link")
+        );
+    }
+
+    #[test]
+    fn dotdot_after_a_missing_directory_is_refused() {
+        let (_d, p) = setup();
+        let ws = p.workspace().to_path_buf();
+        assert!(p.check(&ws, "nope/../../secret", Access::Read).is_err());
+        assert_eq!(
+            p.check(&ws, "new/dir/file", Access::Write).unwrap(),
+            ws.join("new/dir/file")
+        );
+    }
+
+    #[test]
+    fn devices_and_protected_places() {
+        let (_d, p) = setup();
+        let ws = p.workspace().to_path_buf();
+        assert_eq!(
+            p.check(&ws, "/dev/null", Access::Write).unwrap(),
+            PathBuf::from("/dev/null")
+        );
+        assert!(p.check(&ws, "/dev/zero", Access::Write).is_err());
+        assert!(p
+            .check(&ws, "/dev/tcp/1.2.3.4/80", Access::Write)
+            .unwrap_err()
+            .reason
+            .contains("network"));
+        assert!(p
+            .check(&ws, ".git/config", Access::Write)
+            .unwrap_err()
+            .reason
+            .contains(".git"));
+        assert!(p.check(&ws, ".git/config", Access::Read).is_ok());
+        assert!(p
+            .check(&ws, ".", Access::Delete)
+            .unwrap_err()
+            .reason
+            .contains("root"));
+    }
+}

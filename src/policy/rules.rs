@@ -1,0 +1,480 @@
+//! Policy as data: the TOML schema of `policy/default.toml` and user policy files, and the
+//! generic per-program argument analysis (flags, flag values, positional path roles).
+//!
+//! Unknown or ambiguous arguments are always treated the stricter way: a positional that might
+//! be a path is checked as one, an unknown `--flag=value` has its value checked as a read path,
+//! and a GNU-style abbreviation of a denied long flag (`--outp` for `--output`) is that flag.
+
+use super::paths::Access;
+use super::{Decision, Denial};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A policy file as written. A user file extends the embedded default unless it sets
+/// `extends_default = false`, in which case it replaces it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    pub extends_default: Option<bool>,
+    #[serde(default)]
+    pub settings: SettingsFile,
+    #[serde(default)]
+    pub paths: PathsFile,
+    #[serde(default)]
+    pub programs: BTreeMap<String, ProgramRule>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    pub max_input_bytes: Option<usize>,
+    pub max_args: Option<usize>,
+    pub max_glob_matches: Option<usize>,
+    /// `deny` (default) or `ask` for programs the policy does not list.
+    pub unknown_programs: Option<Decision>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathsFile {
+    /// Extra readable roots (absolute, `~` allowed).
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+    /// Extra writable roots.
+    #[serde(default)]
+    pub write: Vec<PathBuf>,
+}
+
+/// The effective settings after merging.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub max_input_bytes: usize,
+    pub max_args: usize,
+    pub max_glob_matches: usize,
+    pub unknown_programs: Decision,
+}
+
+/// What the rules say about one program (or one subcommand of it).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProgramRule {
+    #[serde(default = "allow")]
+    pub decision: Decision,
+    /// Shown with `deny` and `ask`.
+    pub reason: Option<String>,
+    /// The role of positional arguments.
+    #[serde(default)]
+    pub args: ArgRole,
+    /// A different role for the last positional (the destination of `cp`).
+    pub last_arg: Option<ArgRole>,
+    #[serde(default)]
+    pub flags: BTreeMap<String, FlagSpec>,
+    /// `allow` (default): unlisted flags are booleans; `deny`: only listed flags pass.
+    #[serde(default)]
+    pub unknown_flags: UnknownFlags,
+    pub max_args: Option<usize>,
+    /// When present, the first positional must name one of these.
+    #[serde(default)]
+    pub subcommands: BTreeMap<String, ProgramRule>,
+    /// Program-specific analysis in Rust for argument languages TOML cannot express.
+    pub analyzer: Option<AnalyzerKind>,
+}
+
+fn allow() -> Decision {
+    Decision::Allow
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgRole {
+    /// A path that is read (the default: anything that might be a path is checked).
+    #[default]
+    Read,
+    Write,
+    /// Removed or renamed.
+    Delete,
+    /// Not a path (echo, printf, date formats).
+    Value,
+}
+
+impl ArgRole {
+    fn access(self) -> Option<Access> {
+        match self {
+            ArgRole::Read => Some(Access::Read),
+            ArgRole::Write => Some(Access::Write),
+            ArgRole::Delete => Some(Access::Delete),
+            ArgRole::Value => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownFlags {
+    #[default]
+    Allow,
+    Deny,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnalyzerKind {
+    Chmod,
+    Find,
+    Sed,
+    Git,
+    Tar,
+}
+
+/// What a flag takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlagTakes {
+    /// No value.
+    #[default]
+    Flag,
+    /// A value that is not a path.
+    Value,
+    /// A value that is a path read.
+    Read,
+    /// A value that is a path written.
+    Write,
+    /// A value only when attached (`-i.bak`, `--in-place=.bak`), never the next argument.
+    Optional,
+}
+
+/// A flag entry: `"-o" = "write"` or `"--exec" = { deny = "runs commands" }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum FlagSpec {
+    Takes(FlagTakes),
+    Full(FlagFull),
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlagFull {
+    #[serde(default)]
+    pub takes: FlagTakes,
+    pub deny: Option<String>,
+    pub ask: Option<String>,
+}
+
+impl FlagSpec {
+    pub fn takes(&self) -> FlagTakes {
+        match self {
+            FlagSpec::Takes(t) => *t,
+            FlagSpec::Full(f) => f.takes,
+        }
+    }
+    fn deny(&self) -> Option<&str> {
+        match self {
+            FlagSpec::Full(f) => f.deny.as_deref(),
+            FlagSpec::Takes(_) => None,
+        }
+    }
+    fn ask(&self) -> Option<&str> {
+        match self {
+            FlagSpec::Full(f) => f.ask.as_deref(),
+            FlagSpec::Takes(_) => None,
+        }
+    }
+}
+
+/// The result of analysing one command's arguments.
+#[derive(Clone, Debug, Default)]
+pub struct Analysis {
+    /// Arguments to check as paths, relative to the command's cwd.
+    pub paths: Vec<(String, Access)>,
+    /// Reasons to ask the user.
+    pub ask: Vec<String>,
+    /// When the analyzer rewrote argv (git's safety options), the argv that will run.
+    pub argv: Option<Vec<String>>,
+}
+
+/// One parsed flag occurrence.
+struct Flag<'a> {
+    /// As matched in the rule (the full name for an abbreviation).
+    name: String,
+    spec: Option<&'a FlagSpec>,
+}
+
+impl ProgramRule {
+    /// Look a flag up; long flags may be abbreviated to a unique prefix (GNU getopt_long).
+    fn lookup<'a>(&'a self, name: &str) -> Result<Flag<'a>, Denial> {
+        if let Some(spec) = self.flags.get(name) {
+            return Ok(Flag {
+                name: name.to_string(),
+                spec: Some(spec),
+            });
+        }
+        if name.starts_with("--") && name.len() > 2 {
+            let candidates: Vec<(&String, &FlagSpec)> = self
+                .flags
+                .iter()
+                .filter(|(k, _)| k.starts_with("--") && k.starts_with(name))
+                .collect();
+            match candidates.as_slice() {
+                [(full, spec)] => {
+                    return Ok(Flag {
+                        name: (*full).clone(),
+                        spec: Some(spec),
+                    })
+                }
+                [] => {}
+                many => {
+                    if many.iter().any(|(_, s)| s.deny().is_some()) {
+                        let names: Vec<&str> = many.iter().map(|(k, _)| k.as_str()).collect();
+                        return Err(Denial::new(format!(
+                            "{name} is an ambiguous abbreviation of {}",
+                            names.join(", ")
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(Flag {
+            name: name.to_string(),
+            spec: None,
+        })
+    }
+
+    /// The full name a possibly abbreviated flag stands for.
+    pub fn flag_name(&self, name: &str) -> String {
+        self.lookup(name)
+            .map_or_else(|_| name.to_string(), |f| f.name)
+    }
+
+    /// What a listed flag takes; `None` for flags the rule does not list.
+    pub fn flag_takes(&self, name: &str) -> Option<FlagTakes> {
+        self.lookup(name)
+            .ok()
+            .and_then(|f| f.spec.map(FlagSpec::takes))
+    }
+
+    /// Generic analysis: flags (combined short flags, `--flag=value`, `--`), then positionals
+    /// by role. `program` is used in reasons.
+    pub fn analyze(&self, program: &str, args: &[String]) -> Result<Analysis, Denial> {
+        let mut analysis = Analysis::default();
+        let mut positionals: Vec<&str> = Vec::new();
+        let mut i = 0;
+        let mut options_ended = false;
+        while i < args.len() {
+            let arg = args[i].as_str();
+            i += 1;
+            if options_ended || arg == "-" || !arg.starts_with('-') {
+                positionals.push(arg);
+                continue;
+            }
+            if arg == "--" {
+                options_ended = true;
+                continue;
+            }
+            if let Some(long) = arg.strip_prefix("--") {
+                let (name, inline) = match long.split_once('=') {
+                    Some((n, v)) => (format!("--{n}"), Some(v)),
+                    None => (arg.to_string(), None),
+                };
+                let flag = self.lookup(&name)?;
+                let takes = self.apply_flag(program, &flag, &mut analysis)?;
+                match takes {
+                    FlagTakes::Flag => {
+                        // An unknown flag with an attached value: check the value as a read path.
+                        if let (Some(value), None) = (inline, flag.spec) {
+                            analysis.paths.push((value.to_string(), Access::Read));
+                        }
+                    }
+                    // Only ever an attached suffix or mode, never a path.
+                    FlagTakes::Optional => {}
+                    _ => {
+                        let value = match inline {
+                            Some(v) => v.to_string(),
+                            None => next_value(args, &mut i, program, &flag.name)?,
+                        };
+                        push_value(&mut analysis, takes, value);
+                    }
+                }
+                continue;
+            }
+            // A cluster of short flags: `-rn`, `-n5`, `-o/tmp/x`.
+            let cluster: Vec<char> = arg[1..].chars().collect();
+            let mut j = 0;
+            while j < cluster.len() {
+                let name = format!("-{}", cluster[j]);
+                let flag = self.lookup(&name)?;
+                let takes = self.apply_flag(program, &flag, &mut analysis)?;
+                let rest: String = cluster[j + 1..].iter().collect();
+                match takes {
+                    FlagTakes::Flag => j += 1,
+                    FlagTakes::Optional => break,
+                    _ => {
+                        let value = if rest.is_empty() {
+                            next_value(args, &mut i, program, &flag.name)?
+                        } else {
+                            rest
+                        };
+                        push_value(&mut analysis, takes, value);
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(max) = self.max_args {
+            if args.len() > max {
+                return Err(Denial::new(format!(
+                    "{program}: {} arguments is more than the {max} this rule allows",
+                    args.len()
+                )));
+            }
+        }
+        let last = positionals.len().saturating_sub(1);
+        for (idx, arg) in positionals.iter().enumerate() {
+            let role = match self.last_arg {
+                Some(role) if idx == last => role,
+                _ => self.args,
+            };
+            if let Some(access) = role.access() {
+                if *arg != "-" {
+                    analysis.paths.push((arg.to_string(), access));
+                }
+            }
+        }
+        Ok(analysis)
+    }
+
+    /// Deny/ask attached to a flag; returns what it takes.
+    fn apply_flag(
+        &self,
+        program: &str,
+        flag: &Flag,
+        analysis: &mut Analysis,
+    ) -> Result<FlagTakes, Denial> {
+        match flag.spec {
+            Some(spec) => {
+                if let Some(reason) = spec.deny() {
+                    return Err(Denial::new(format!("{program} {}: {reason}", flag.name)));
+                }
+                if let Some(reason) = spec.ask() {
+                    analysis
+                        .ask
+                        .push(format!("{program} {}: {reason}", flag.name));
+                }
+                Ok(spec.takes())
+            }
+            None if self.unknown_flags == UnknownFlags::Deny => Err(Denial::new(format!(
+                "{program}: the flag {} is not in the policy's list for {program}",
+                flag.name
+            ))),
+            None => Ok(FlagTakes::Flag),
+        }
+    }
+}
+
+fn next_value(args: &[String], i: &mut usize, program: &str, flag: &str) -> Result<String, Denial> {
+    let value = args
+        .get(*i)
+        .ok_or_else(|| Denial::new(format!("{program} {flag}: missing its value")))?;
+    *i += 1;
+    Ok(value.clone())
+}
+
+fn push_value(analysis: &mut Analysis, takes: FlagTakes, value: String) {
+    match takes {
+        FlagTakes::Read => analysis.paths.push((value, Access::Read)),
+        FlagTakes::Write => analysis.paths.push((value, Access::Write)),
+        _ => {}
+    }
+}
+
+impl Settings {
+    pub fn from_file(file: &SettingsFile, base: Option<&Settings>) -> Settings {
+        let base = base.cloned().unwrap_or(Settings {
+            max_input_bytes: 64 * 1024,
+            max_args: 4096,
+            max_glob_matches: 1000,
+            unknown_programs: Decision::Deny,
+        });
+        Settings {
+            max_input_bytes: file.max_input_bytes.unwrap_or(base.max_input_bytes),
+            max_args: file.max_args.unwrap_or(base.max_args),
+            max_glob_matches: file.max_glob_matches.unwrap_or(base.max_glob_matches),
+            unknown_programs: file.unknown_programs.unwrap_or(base.unknown_programs),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(toml_text: &str) -> ProgramRule {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn combined_short_flags_and_attached_values() {
+        let sort = rule(r#"flags = { "-o" = "write", "-k" = "value", "-r" = "flag" }"#);
+        let a = sort
+            .analyze("sort", &args(&["-rk2", "-ro/tmp/x", "in.txt"]))
+            .unwrap();
+        assert_eq!(
+            a.paths,
+            vec![
+                ("/tmp/x".into(), Access::Write),
+                ("in.txt".into(), Access::Read)
+            ]
+        );
+    }
+
+    #[test]
+    fn long_flag_abbreviations_match_denied_flags() {
+        let sort = rule(
+            r#"flags = { "--output" = "write", "--compress-program" = { deny = "runs a program" } }"#,
+        );
+        let err = sort
+            .analyze("sort", &args(&["--compress-prog=sh", "x"]))
+            .unwrap_err();
+        assert!(err.reason.contains("--compress-program"), "{}", err.reason);
+        let a = sort.analyze("sort", &args(&["--outp=/etc/x"])).unwrap();
+        assert_eq!(a.paths, vec![("/etc/x".into(), Access::Write)]);
+    }
+
+    #[test]
+    fn unknown_flag_values_are_checked_as_paths() {
+        let r = rule("");
+        let a = r
+            .analyze("x", &args(&["--weird=/etc/passwd", "--", "-notaflag"]))
+            .unwrap();
+        assert_eq!(
+            a.paths,
+            vec![
+                ("/etc/passwd".into(), Access::Read),
+                ("-notaflag".into(), Access::Read)
+            ]
+        );
+    }
+
+    #[test]
+    fn last_arg_role_and_strict_flags() {
+        let cp = rule(r#"last_arg = "write""#);
+        let a = cp.analyze("cp", &args(&["a", "b", "dest"])).unwrap();
+        assert_eq!(a.paths[2], ("dest".into(), Access::Write));
+        let strict = rule(r#"unknown_flags = "deny""#);
+        assert!(strict.analyze("t", &args(&["-z"])).is_err());
+    }
+
+    #[test]
+    fn missing_flag_value_is_denied() {
+        let r = rule(r#"flags = { "-o" = "write" }"#);
+        assert!(r
+            .analyze("sort", &args(&["-o"]))
+            .unwrap_err()
+            .reason
+            .contains("missing"));
+    }
+}

@@ -1,0 +1,36 @@
+//! Approvals for `ask` decisions. The channel supplies the approver: the terminal asks y/n,
+//! Telegram sends Approve / Deny buttons; with nobody to ask, the answer is no.
+
+use async_trait::async_trait;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub session: String,
+    pub tool: String,
+    /// The exact command(s) that would run, argv shell-quoted, one per line.
+    pub command: String,
+    /// Why the policy asks.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Approval {
+    Approved,
+    /// Refused, with who/why ("denied by the user", "no answer within 120 s").
+    Denied(String),
+}
+
+#[async_trait]
+pub trait Approver: Send + Sync {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval;
+}
+
+/// No one to ask: `ask` means deny.
+pub struct NoApprover;
+
+#[async_trait]
+impl Approver for NoApprover {
+    async fn approve(&self, _request: &ApprovalRequest) -> Approval {
+        Approval::Denied("approval is required and there is no one to ask in this channel".into())
+    }
+}

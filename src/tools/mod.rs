@@ -1,0 +1,170 @@
+//! The agent's tools. A tool takes JSON input and returns a string, never a panic: a denial is
+//! a normal result that tells the model why, so it can choose another way. Every call is
+//! written to the audit log before its result reaches the model.
+
+pub mod approval;
+pub mod files;
+pub mod output;
+pub mod web_fetch;
+
+use crate::audit::{self, AuditDecision, AuditEntry};
+use crate::db::Database;
+use crate::llm::ToolSpec;
+use approval::Approver;
+use async_trait::async_trait;
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Tool results longer than this (in characters) are cut, with the full text saved.
+pub const MAX_RESULT_CHARS: usize = 30_000;
+
+/// What a tool returns: the text for the model and what the audit log records.
+#[derive(Clone, Debug)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+    pub decision: AuditDecision,
+    /// Why (the policy's reason for bash; a short summary otherwise).
+    pub reason: String,
+    pub exit_code: Option<i32>,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            decision: AuditDecision::Allow,
+            reason: "ok".into(),
+            exit_code: None,
+        }
+    }
+
+    /// A refusal: the reason goes to the model and to the audit log.
+    pub fn denied(reason: impl Into<String>) -> ToolOutput {
+        let reason = reason.into();
+        ToolOutput {
+            content: format!("Denied: {reason}"),
+            is_error: true,
+            decision: AuditDecision::Deny,
+            reason,
+            exit_code: None,
+        }
+    }
+
+    /// A failure that is not a policy decision (bad input, I/O).
+    pub fn error(message: impl Into<String>) -> ToolOutput {
+        let message = message.into();
+        ToolOutput {
+            content: format!("Error: {message}"),
+            is_error: true,
+            decision: AuditDecision::Error,
+            reason: message,
+            exit_code: None,
+        }
+    }
+}
+
+/// Progress a tool reports while it runs ("Running `ls -la`…").
+pub type ProgressFn = Arc<dyn Fn(String) + Send + Sync>;
+
+/// Per-call context.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session key (`terminal:default`, `telegram:42`).
+    pub session: String,
+    /// Cancelled by `/stop` or Ctrl-C: a running sandbox process is killed.
+    pub cancel: CancellationToken,
+    /// Decides `ask` commands (terminal prompt, Telegram buttons, or nobody → deny).
+    pub approver: Arc<dyn Approver>,
+    pub progress: ProgressFn,
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    async fn run(&self, input: &serde_json::Value, ctx: &ToolContext) -> ToolOutput;
+}
+
+/// The tools offered to the model, with auditing and output capping around every call.
+pub struct ToolSet {
+    tools: Vec<Arc<dyn Tool>>,
+    db: Arc<Database>,
+    /// Where full texts of capped results are saved (inside the workspace).
+    overflow_dir: PathBuf,
+}
+
+impl ToolSet {
+    pub fn new(db: Arc<Database>, overflow_dir: PathBuf) -> ToolSet {
+        ToolSet {
+            tools: Vec::new(),
+            db,
+            overflow_dir,
+        }
+    }
+
+    pub fn add(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.push(tool);
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name).collect()
+    }
+
+    /// Run one tool call: unknown tools and panics become error results; the call is audited;
+    /// long results are capped.
+    pub async fn call(
+        &self,
+        name: &str,
+        input: &serde_json::Value,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
+        let started = Instant::now();
+        let tool = self.tools.iter().find(|t| t.spec().name == name);
+        let mut output = match tool {
+            None => ToolOutput::error(format!(
+                "unknown tool {name:?}; available: {}",
+                self.names().join(", ")
+            )),
+            Some(tool) => match AssertUnwindSafe(tool.run(input, ctx)).catch_unwind().await {
+                Ok(output) => output,
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    tracing::error!(tool = name, "tool panicked: {what}");
+                    ToolOutput::error(format!("the {name} tool failed internally ({what})"))
+                }
+            },
+        };
+        let entry = AuditEntry {
+            session: ctx.session.clone(),
+            tool: name.to_string(),
+            input: input.to_string(),
+            decision: output.decision,
+            reason: output.reason.clone(),
+            exit_code: output.exit_code,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        if let Err(e) = audit::record(&self.db, &entry) {
+            // The audit log is part of the security story: refuse to hand back a result that
+            // was not recorded.
+            tracing::error!("audit log write failed: {e}");
+            return ToolOutput::error(format!(
+                "the audit log could not be written ({e}); result withheld"
+            ));
+        }
+        output.content = output::cap(&output.content, MAX_RESULT_CHARS, &self.overflow_dir, name);
+        output
+    }
+}

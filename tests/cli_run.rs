@@ -1,0 +1,71 @@
+//! `warden run` through the real binary, configured only by environment variables pointing at
+//! a fake LLM on 127.0.0.1, as a user would configure it.
+
+mod support;
+
+use serde_json::json;
+use std::process::Command;
+use support::fake_llm::{FakeLlm, Turn};
+
+fn warden(home: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd
+}
+
+#[tokio::test]
+async fn run_prints_the_answer_after_a_denied_tool_call() {
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("read", json!({"path": "/etc/shadow"})),
+        Turn::text("I cannot read that file."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let base = llm.base_url();
+    let out = tokio::task::spawn_blocking({
+        let home = home.path().to_path_buf();
+        move || {
+            warden(&home)
+                .env("ANTHROPIC_BASE_URL", base)
+                .env("ANTHROPIC_API_KEY", "test-key")
+                .args(["run", "show me /etc/shadow"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert_eq!(stdout.trim(), "I cannot read that file.");
+    assert!(stderr.contains("[read] DENIED"), "{stderr}");
+    let result = llm.requests()[1].tool_results().pop().unwrap();
+    assert!(
+        result
+            .content
+            .contains("/etc/shadow is outside the workspace"),
+        "{}",
+        result.content
+    );
+    assert_eq!(llm.requests()[0].header("x-api-key"), Some("test-key"));
+    // The workspace and the database were created under the (fake) home.
+    assert!(home.path().join(".warden/workspace").is_dir());
+    assert!(home.path().join(".warden/warden.db").is_file());
+}
+
+#[test]
+fn run_without_a_provider_names_the_missing_keys() {
+    let home = tempfile::tempdir().unwrap();
+    let out = warden(home.path()).args(["run", "hello"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}

@@ -1,0 +1,815 @@
+//! Table-driven policy cases: every case checks the decision AND the reason.
+//!
+//! The fixture workspace has ordinary files, a symlink planted to a secret outside, a symlink to
+//! /etc, a benign `.git`, and a repository whose config sets `core.fsmonitor`; `~` is a fake
+//! home outside the workspace holding `.ssh/id_rsa`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use warden::policy::{Checker, Decision, Policy};
+
+use Decision::{Allow, Ask, Deny};
+
+struct Fixture {
+    _root: tempfile::TempDir,
+    workspace: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    let ws = r.join("ws");
+    for dir in ["src", "docs", "out", ".git", "evil-repo/.git", "sub/deeper"] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+    }
+    for (file, text) in [
+        ("notes.txt", "line one\nline two TODO\n"),
+        ("other.txt", "line one\n"),
+        ("data.json", "{\"a\": 1}\n"),
+        ("src/main.rs", "// TODO main\nfn main() {}\n"),
+        ("src/lib.rs", "// lib\n"),
+        ("docs/readme.md", "# readme\n"),
+        (".git/HEAD", "ref: refs/heads/main\n"),
+        (
+            ".git/config",
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n",
+        ),
+        ("evil-repo/.git/HEAD", "ref: refs/heads/main\n"),
+        ("evil-repo/.git/config", "[core]\n\tfsmonitor = ./pwn.sh\n"),
+    ] {
+        std::fs::write(ws.join(file), text).unwrap();
+    }
+    std::fs::write(r.join("secret"), "s3cret\n").unwrap();
+    std::fs::create_dir_all(r.join("home/.ssh")).unwrap();
+    std::fs::write(r.join("home/.ssh/id_rsa"), "KEY\n").unwrap();
+    std::os::unix::fs::symlink(r.join("secret"), ws.join("link_secret")).unwrap();
+    std::os::unix::fs::symlink("/etc", ws.join("escape")).unwrap();
+    std::os::unix::fs::symlink("src", ws.join("inner")).unwrap();
+    Fixture {
+        workspace: ws,
+        _root: root,
+    }
+}
+
+fn checker(fx: &Fixture) -> Checker {
+    let home = fx.workspace.parent().unwrap().join("home");
+    Arc::new(Policy::embedded_default())
+        .checker(&fx.workspace, &[], &home)
+        .unwrap()
+}
+
+/// (command, decision, a substring the reason must contain)
+const CASES: &[(&str, Decision, &str)] = &[
+    // ---- benign work in the workspace -------------------------------------------------------
+    ("ls", Allow, "allowed: ls"),
+    ("ls -la", Allow, "allowed: ls"),
+    ("ls -la src docs", Allow, "allowed: ls"),
+    ("cat notes.txt", Allow, "allowed: cat"),
+    ("head -n 5 notes.txt", Allow, "allowed: head"),
+    ("head -5 notes.txt", Allow, "allowed: head"),
+    ("tail -n 20 notes.txt", Allow, "allowed: tail"),
+    ("wc -l notes.txt src/main.rs", Allow, "allowed: wc"),
+    ("grep -rn TODO src", Allow, "allowed: grep"),
+    ("grep -e foo -e bar notes.txt", Allow, "allowed: grep"),
+    ("grep -c line notes.txt > n.txt", Allow, "allowed: grep"),
+    ("sort notes.txt | uniq -c", Allow, "allowed: sort, uniq"),
+    ("cut -d: -f1 notes.txt", Allow, "allowed: cut"),
+    ("tr a-z A-Z < notes.txt", Allow, "allowed: tr"),
+    ("echo hello world", Allow, "allowed: echo"),
+    ("printf '%s\\n' a b", Allow, "allowed: printf"),
+    ("find . -name '*.rs'", Allow, "allowed: find"),
+    (
+        "find src -type f -newer notes.txt -print",
+        Allow,
+        "allowed: find",
+    ),
+    ("sed -n '1,5p' notes.txt", Allow, "allowed: sed"),
+    ("sed -i 's/one/ONE/g' notes.txt", Allow, "allowed: sed"),
+    ("sed -e 's/a/b/' -e '/x/d' notes.txt", Allow, "allowed: sed"),
+    ("diff notes.txt other.txt", Allow, "allowed: diff"),
+    ("cp notes.txt copy.txt", Allow, "allowed: cp"),
+    ("cp -r src src2", Allow, "allowed: cp"),
+    ("mv other.txt moved.txt", Allow, "allowed: mv"),
+    ("rm notes.txt", Allow, "allowed: rm"),
+    ("mkdir -p a/b/c", Allow, "allowed: mkdir"),
+    ("touch new.txt", Allow, "allowed: touch"),
+    ("stat notes.txt", Allow, "allowed: stat"),
+    ("du -sh src", Allow, "allowed: du"),
+    ("date +%Y-%m-%d", Allow, "allowed: date"),
+    ("pwd", Allow, "allowed: pwd"),
+    ("basename /a/b.txt .txt", Allow, "allowed: basename"),
+    ("dirname /a/b/c", Allow, "allowed: dirname"),
+    ("md5sum notes.txt", Allow, "allowed: md5sum"),
+    ("sha256sum notes.txt other.txt", Allow, "allowed: sha256sum"),
+    ("nl notes.txt", Allow, "allowed: nl"),
+    ("true", Allow, "allowed: true"),
+    ("false || true", Allow, "allowed: false, true"),
+    ("git status", Allow, "allowed: git"),
+    ("git log --oneline -n 5", Allow, "allowed: git"),
+    ("git diff HEAD~1 -- src", Allow, "allowed: git"),
+    ("git show HEAD --stat", Allow, "allowed: git"),
+    ("git branch -a", Allow, "allowed: git"),
+    ("git -C src log -p", Allow, "allowed: git"),
+    ("cd src && ls", Allow, "allowed: cd, ls"),
+    ("cd sub/deeper; pwd", Allow, "allowed: cd, pwd"),
+    (
+        "grep -rn TODO src | sort | uniq -c > todo.txt",
+        Allow,
+        "allowed: grep, sort, uniq",
+    ),
+    ("cat 2>/dev/null notes.txt", Allow, "allowed: cat"),
+    ("cat notes.txt > /dev/null 2>&1", Allow, "allowed: cat"),
+    ("ls missing 2>&1 | head -3", Allow, "allowed: ls, head"),
+    ("ls |& head -3", Allow, "allowed: ls, head"),
+    ("echo done >> log.txt", Allow, "allowed: echo"),
+    (
+        "cat <<'EOF' > out.txt\nhello $HOME\nEOF",
+        Allow,
+        "allowed: cat",
+    ),
+    (
+        "cat <<EOF > out.txt\nprice \\$5\nEOF",
+        Allow,
+        "allowed: cat",
+    ),
+    ("cat <<< 'here string'", Allow, "allowed: cat"),
+    ("sort -o sorted.txt notes.txt", Allow, "allowed: sort"),
+    ("ls *.txt", Allow, "allowed: ls"),
+    ("wc -l src/*.rs", Allow, "allowed: wc"),
+    ("cat inner/main.rs", Allow, "allowed: cat"),
+    ("echo \"$PWD\"", Allow, "allowed: echo"),
+    ("/bin/ls -l", Allow, "allowed: ls"),
+    ("/usr/bin/cat notes.txt", Allow, "allowed: cat"),
+    ("tar czf backup.tgz src docs", Allow, "allowed: tar"),
+    ("tar -xzf backup.tgz -C out", Allow, "allowed: tar"),
+    ("tar tf backup.tgz", Allow, "allowed: tar"),
+    (
+        "test -f notes.txt && cat notes.txt",
+        Allow,
+        "allowed: test, cat",
+    ),
+    (
+        "grep x notes.txt || echo none",
+        Allow,
+        "allowed: grep, echo",
+    ),
+    ("ls; pwd\necho next", Allow, "allowed: ls, pwd, echo"),
+    ("ls -la # list everything", Allow, "allowed: ls"),
+    ("echo 'quoted; rm -rf /'", Allow, "allowed: echo"),
+    ("c\\at notes.txt", Allow, "allowed: cat"),
+    ("\"ca\"t notes.txt", Allow, "allowed: cat"),
+    ("echo $'tab\\there'", Allow, "allowed: echo"),
+    ("jq .a data.json", Allow, "allowed: jq"),
+    ("chmod 644 notes.txt", Allow, "allowed: chmod"),
+    ("chmod u+x notes.txt", Allow, "allowed: chmod"),
+    ("sleep 1", Allow, "allowed: sleep"),
+    // ---- ask ----------------------------------------------------------------------------------
+    ("rm -r src", Ask, "recursive delete"),
+    ("rm -rf docs", Ask, "recursive delete"),
+    ("rm --recursive docs", Ask, "recursive delete"),
+    ("rm -fR docs", Ask, "recursive delete"),
+    // ---- paths: outside, .., absolute, ~, $HOME, symlinks ---------------------------------------
+    (
+        "cat /etc/shadow",
+        Deny,
+        "/etc/shadow is outside the workspace",
+    ),
+    ("cat /etc/passwd", Deny, "outside the workspace"),
+    ("cat ../secret", Deny, "../secret is outside the workspace"),
+    ("cat ../../../../etc/passwd", Deny, "outside the workspace"),
+    ("cat src/../../secret", Deny, "outside the workspace"),
+    ("ls /root", Deny, "outside the workspace"),
+    (
+        "cat ~/.ssh/id_rsa",
+        Deny,
+        ".ssh/id_rsa is outside the workspace",
+    ),
+    (
+        "cat $HOME/.ssh/id_rsa",
+        Deny,
+        ".ssh/id_rsa is outside the workspace",
+    ),
+    ("cat \"$HOME/.ssh/id_rsa\"", Deny, "outside the workspace"),
+    ("cat ${HOME}/.ssh/id_rsa", Deny, "outside the workspace"),
+    ("ls ~", Deny, "outside the workspace"),
+    ("cat ~root/.bashrc", Deny, "~user"),
+    ("cat ~+/x", Deny, "~user"),
+    ("cat link_secret", Deny, "resolves to"),
+    ("cat escape/shadow", Deny, "resolves to /etc/shadow"),
+    (
+        "echo x > escape/cron",
+        Deny,
+        "writing escape/cron is not allowed",
+    ),
+    ("echo x > link_secret", Deny, "resolves to"),
+    ("cp link_secret stolen.txt", Deny, "resolves to"),
+    ("cp notes.txt /tmp/x", Deny, "writing /tmp/x is not allowed"),
+    ("mv notes.txt ../x", Deny, "writing ../x is not allowed"),
+    ("rm -f /etc/passwd", Deny, "outside the workspace"),
+    ("rm -r .", Deny, "root"),
+    ("touch /tmp/x", Deny, "writing /tmp/x is not allowed"),
+    (
+        "mkdir /tmp/newdir",
+        Deny,
+        "writing /tmp/newdir is not allowed",
+    ),
+    (
+        "tee /etc/x < notes.txt",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "uniq notes.txt /etc/x",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "echo x > /etc/cron.d/x",
+        Deny,
+        "writing /etc/cron.d/x is not allowed",
+    ),
+    ("echo x >> ~/.bashrc", Deny, "writing"),
+    ("cat < /etc/shadow", Deny, "outside the workspace"),
+    (
+        "grep -f /etc/shadow notes.txt",
+        Deny,
+        "outside the workspace",
+    ),
+    ("grep root /etc/passwd", Deny, "outside the workspace"),
+    ("diff /etc/passwd notes.txt", Deny, "outside the workspace"),
+    ("find / -name id_rsa", Deny, "outside the workspace"),
+    ("find . -newer /etc/shadow", Deny, "outside the workspace"),
+    ("wc --files0-from=/etc/x", Deny, "outside the workspace"),
+    ("ls --weird=/etc/passwd", Deny, "outside the workspace"),
+    ("echo x > .git/config", Deny, ".git"),
+    ("cp notes.txt .git/hooks/pre-commit", Deny, ".git"),
+    ("echo x > .gitconfig", Deny, "global config"),
+    // ---- globs and braces -----------------------------------------------------------------------
+    (
+        "cat /e*c/sha*w",
+        Deny,
+        "the glob /e*c/sha*w lists a directory outside the roots",
+    ),
+    ("ls /e*", Deny, "glob"),
+    ("cat ../*", Deny, "glob"),
+    ("ls ~/*", Deny, "glob"),
+    ("echo {a,b}", Deny, "brace expansion"),
+    ("cp notes.txt{,.bak}", Deny, "brace expansion"),
+    ("echo {1..3}", Deny, "brace expansion"),
+    // ---- sort / output flags --------------------------------------------------------------------
+    (
+        "sort -o /etc/x notes.txt",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "sort --output=/etc/x notes.txt",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "sort --outp=/etc/x notes.txt",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "sort -o/etc/x notes.txt",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "sort -ro /etc/x notes.txt",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "sort --compress-program=sh notes.txt",
+        Deny,
+        "runs a compression program",
+    ),
+    (
+        "sort --compress-prog=sh notes.txt",
+        Deny,
+        "--compress-program",
+    ),
+    // ---- redirections -----------------------------------------------------------------------------
+    (
+        "echo hi > /dev/tcp/10.0.0.1/80",
+        Deny,
+        "network redirections",
+    ),
+    ("cat < /dev/udp/10.0.0.1/53", Deny, "network redirections"),
+    (
+        "cat notes.txt > ../todo.txt",
+        Deny,
+        "writing ../todo.txt is not allowed",
+    ),
+    (
+        "grep -rn TODO src | sort | uniq -c > ../todo.txt",
+        Deny,
+        "writing ../todo.txt is not allowed",
+    ),
+    ("> out.txt", Deny, "a redirection without a command"),
+    ("ls 2>&file", Deny, "not supported"),
+    ("echo x 10>f", Deny, "descriptor"),
+    // ---- here-documents ----------------------------------------------------------------------------
+    (
+        "cat <<EOF > /etc/x\nhi\nEOF",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    (
+        "cat <<'EOF' | sh\nid\nEOF",
+        Deny,
+        "sh: a shell would run code",
+    ),
+    ("sh <<EOF\nid\nEOF", Deny, "sh: a shell would run code"),
+    (
+        "bash <<'EOF'\nid\nEOF",
+        Deny,
+        "bash: a shell would run code",
+    ),
+    (
+        "cat <<EOF > out.txt\n$HOME\nEOF",
+        Deny,
+        "quote the delimiter",
+    ),
+    ("cat <<EOF\n`id`\nEOF", Deny, "command substitution"),
+    (
+        "cat <<EOF && rm -rf /\nx\nEOF",
+        Deny,
+        "writing / is not allowed",
+    ),
+    // ---- shells and interpreters (incl. obfuscated names) ---------------------------------------------
+    ("sh -c id", Deny, "sh: a shell would run code"),
+    ("bash -c 'cat /etc/shadow'", Deny, "bash: a shell"),
+    ("/bin/sh -c id", Deny, "sh: a shell"),
+    ("cat notes.txt | sh", Deny, "sh: a shell would run code"),
+    ("cat notes | bash", Deny, "bash: a shell"),
+    ("s\\h -c id", Deny, "sh: a shell"),
+    ("\"ba\"sh -c id", Deny, "bash: a shell"),
+    ("$'\\x73h' -c id", Deny, "sh: a shell"),
+    ("python3 -c 'import os'", Deny, "python3: an interpreter"),
+    ("/usr/bin/python3 -c 1", Deny, "python3: an interpreter"),
+    ("perl -e 'system(1)'", Deny, "perl: an interpreter"),
+    ("ruby -e 1", Deny, "ruby: an interpreter"),
+    ("node -e 1", Deny, "node: an interpreter"),
+    (
+        "awk '{system(\"id\")}' notes.txt",
+        Deny,
+        "awk programs can run commands",
+    ),
+    ("gawk 1 notes.txt", Deny, "awk programs"),
+    ("busybox sh", Deny, "busybox contains a shell"),
+    ("./script.sh", Deny, "must be in a system directory"),
+    ("src/run", Deny, "must be in a system directory"),
+    ("/tmp/evil", Deny, "must be in a system directory"),
+    (
+        "/usr/bin/../../tmp/x",
+        Deny,
+        "must be in a system directory",
+    ),
+    // ---- wrappers -------------------------------------------------------------------------------------
+    ("env ls", Deny, "env: a wrapper"),
+    ("env LD_PRELOAD=/tmp/x.so ls", Deny, "env: a wrapper"),
+    ("xargs rm < notes.txt", Deny, "xargs: builds commands"),
+    ("nice ls", Deny, "nice: a wrapper"),
+    ("nohup ls", Deny, "nohup: a wrapper"),
+    ("timeout 5 ls", Deny, "timeout: a wrapper"),
+    ("command ls", Deny, "command: a wrapper"),
+    ("builtin echo x", Deny, "builtin: a wrapper"),
+    ("stdbuf -o0 ls", Deny, "stdbuf: a wrapper"),
+    ("time ls", Deny, "time: a wrapper"),
+    ("sudo ls", Deny, "sudo: changes privileges"),
+    ("su root", Deny, "su: changes privileges"),
+    ("doas ls", Deny, "doas: changes privileges"),
+    // ---- eval, exec, source, functions, aliases, traps --------------------------------------------------
+    ("eval ls", Deny, "eval: evaluates a string"),
+    ("exec ls", Deny, "exec: replaces the shell"),
+    ("source x.sh", Deny, "source: runs a file"),
+    (". x.sh", Deny, ".: runs a file"),
+    ("f() { ls; }; f", Deny, "defining shell functions"),
+    ("function f { ls; }", Deny, "defining shell functions"),
+    ("alias ls='rm -rf'", Deny, "alias: aliases change"),
+    ("trap 'rm x' EXIT", Deny, "trap: traps run code"),
+    // ---- background, assignments, substitutions, variables -----------------------------------------------
+    ("ls &", Deny, "background jobs"),
+    ("sleep 10 & echo started", Deny, "background jobs"),
+    ("LD_PRELOAD=/tmp/x.so ls", Deny, "environment assignment"),
+    ("PATH=/tmp ls", Deny, "environment assignment"),
+    ("x=1", Deny, "setting shell variables"),
+    ("export FOO=1", Deny, "setting shell variables"),
+    ("echo $(id)", Deny, "command substitution"),
+    ("echo `id`", Deny, "command substitution"),
+    ("echo \"$(id)\"", Deny, "command substitution"),
+    ("cat <(ls)", Deny, "process substitution"),
+    ("ls $(echo /)", Deny, "command substitution"),
+    ("echo $((1+2))", Deny, "arithmetic expansion"),
+    (
+        "echo $ANTHROPIC_API_KEY",
+        Deny,
+        "$ANTHROPIC_API_KEY is not allowed",
+    ),
+    (
+        "echo ${TELEGRAM_BOT_TOKEN}",
+        Deny,
+        "$TELEGRAM_BOT_TOKEN is not allowed",
+    ),
+    ("echo $1", Deny, "not allowed"),
+    ("echo $@", Deny, "not allowed"),
+    ("echo ${x:-y}", Deny, "not allowed"),
+    ("cat${IFS}/etc/passwd", Deny, "$IFS is not allowed"),
+    ("echo ${IFS}", Deny, "$IFS is not allowed"),
+    // ---- newline-separated second commands ---------------------------------------------------------------
+    ("ls\nrm -rf /", Deny, "writing / is not allowed"),
+    ("echo ok\ncat /etc/shadow", Deny, "/etc/shadow is outside"),
+    ("ls\ncurl http://x", Deny, "curl: a network tool"),
+    // ---- find -------------------------------------------------------------------------------------------------
+    ("find . -exec id \\;", Deny, "find -exec: runs a command"),
+    ("find . -execdir sh -c id \\;", Deny, "find -execdir"),
+    ("find . -ok rm {} \\;", Deny, "find -ok"),
+    ("find . -okdir rm {} \\;", Deny, "find -okdir"),
+    ("find . -name x -delete", Deny, "find -delete"),
+    (
+        "find . -fprint /tmp/out",
+        Deny,
+        "find -fprint: writes to a file",
+    ),
+    ("find . -fprintf out %p", Deny, "find -fprintf"),
+    ("find . -fls out", Deny, "find -fls"),
+    (
+        "find . -frobnicate",
+        Deny,
+        "not in the policy's list of find primaries",
+    ),
+    // ---- sed ----------------------------------------------------------------------------------------------------
+    (
+        "sed 'e id' notes.txt",
+        Deny,
+        "the `e` command runs a shell command",
+    ),
+    ("sed '1e id' notes.txt", Deny, "the `e` command"),
+    ("sed 's/a/id/e' notes.txt", Deny, "the s///e flag"),
+    (
+        "sed 's/a/b/w /tmp/out' notes.txt",
+        Deny,
+        "the s///w flag writes",
+    ),
+    ("sed 'w out.txt' notes.txt", Deny, "the `w` command writes"),
+    (
+        "sed -n '/x/W out' notes.txt",
+        Deny,
+        "the `W` command writes",
+    ),
+    (
+        "sed 'r /etc/shadow' notes.txt",
+        Deny,
+        "outside the workspace",
+    ),
+    (
+        "sed -f script.sed notes.txt",
+        Deny,
+        "reads the script from a file",
+    ),
+    (
+        "sed -i 's/a/b/' /etc/hosts",
+        Deny,
+        "writing /etc/hosts is not allowed",
+    ),
+    (
+        "sed --expression='s/x/y/e' notes.txt",
+        Deny,
+        "the s///e flag",
+    ),
+    (
+        "sed -n -e '$!{e date' -e '}' notes.txt",
+        Deny,
+        "the `e` command",
+    ),
+    // ---- tar -----------------------------------------------------------------------------------------------------
+    (
+        "tar --checkpoint=1 --checkpoint-action=exec=sh -cf x.tar src",
+        Deny,
+        "--checkpoint-action",
+    ),
+    ("tar -xf backup.tgz --to-command=sh", Deny, "--to-command"),
+    (
+        "tar -I sh -xf backup.tgz",
+        Deny,
+        "tar -I: runs a compression program",
+    ),
+    (
+        "tar --use-compress-program=sh -xf backup.tgz",
+        Deny,
+        "--use-compress-program",
+    ),
+    (
+        "tar --use-compress=sh -xf backup.tgz",
+        Deny,
+        "--use-compress-program",
+    ),
+    ("tar -xPf backup.tgz", Deny, "absolute paths"),
+    (
+        "tar -xf backup.tgz -C /etc",
+        Deny,
+        "writing /etc is not allowed",
+    ),
+    (
+        "tar cf /tmp/x.tar src",
+        Deny,
+        "writing /tmp/x.tar is not allowed",
+    ),
+    ("tar czf out.tgz /etc", Deny, "outside the workspace"),
+    ("tar -F script.sh -cf x.tar src", Deny, "runs a script"),
+    // ---- git ------------------------------------------------------------------------------------------------------
+    (
+        "git -c core.pager=sh log",
+        Deny,
+        "git -c: sets configuration",
+    ),
+    ("git --exec-path=/tmp status", Deny, "--exec-path"),
+    ("git -p log", Deny, "git -p: runs a pager"),
+    ("git --paginate log", Deny, "runs a pager"),
+    ("git --git-dir=/tmp/x status", Deny, "--git-dir"),
+    ("git --work-tree=/ status", Deny, "--work-tree"),
+    ("git commit -m x", Deny, "git commit is not allowed"),
+    ("git push", Deny, "git push is not allowed"),
+    (
+        "git config core.pager sh",
+        Deny,
+        "git config is not allowed",
+    ),
+    ("git branch evil", Deny, "creates a branch"),
+    ("git branch -D main", Deny, "deletes a branch"),
+    ("git log --ext-diff", Deny, "runs an external diff"),
+    ("git diff --textconv", Deny, "textconv"),
+    ("git log --show-signature", Deny, "runs gpg"),
+    (
+        "git diff --output=/etc/x",
+        Deny,
+        "writing /etc/x is not allowed",
+    ),
+    ("git -C /etc status", Deny, "outside the workspace"),
+    ("git -C evil-repo status", Deny, "core.fsmonitor"),
+    ("cd evil-repo && git log", Deny, "core.fsmonitor"),
+    (
+        "echo x > f.txt && git status",
+        Deny,
+        "must run as its own command",
+    ),
+    ("git help log", Deny, "git help is not allowed"),
+    ("git --help", Deny, "runs man or a pager"),
+    // ---- control flow and groups -------------------------------------------------------------------------------
+    ("if true; then ls; fi", Deny, "control flow"),
+    ("for f in *; do rm $f; done", Deny, "control flow"),
+    ("while true; do ls; done", Deny, "control flow"),
+    ("case x in x) ls;; esac", Deny, "control flow"),
+    ("[[ -f notes.txt ]]", Deny, "tests are not supported"),
+    (
+        "[ -f notes.txt ] && cat notes.txt",
+        Deny,
+        "tests are not supported",
+    ),
+    ("! ls", Deny, "negating a command"),
+    ("(cd src; ls)", Deny, "subshells"),
+    ("ls && (rm -rf /)", Deny, "subshells"),
+    // ---- parse errors -------------------------------------------------------------------------------------------
+    ("ls ((", Deny, "could not be parsed"),
+    ("echo \"unterminated", Deny, "parse"),
+    ("ls |", Deny, "incomplete"),
+    ("&& ls", Deny, "parsed"),
+    ("ls <>file", Deny, "could not be parsed"),
+    ("cat <<A <<B\na\nA\nb\nB", Deny, "could not be parsed"),
+    // ---- cd --------------------------------------------------------------------------------------------------------
+    ("cd /etc && cat shadow", Deny, "cd: /etc is outside"),
+    ("cd .. && cat secret", Deny, "cd: .. is outside"),
+    ("cd", Deny, "cd needs a directory"),
+    ("cd -", Deny, "cd - is not supported"),
+    ("cd src | ls", Deny, "cd inside a pipeline"),
+    ("cd notes.txt", Deny, "not a directory"),
+    ("cd src && cat ../../secret", Deny, "outside the workspace"),
+    // ---- other tools --------------------------------------------------------------------------------------------------
+    (
+        "frobnicate --now",
+        Deny,
+        "frobnicate is not in the allowlist",
+    ),
+    ("curl http://example.com", Deny, "curl: a network tool"),
+    ("wget http://example.com", Deny, "wget: a network tool"),
+    ("nc 127.0.0.1 80", Deny, "nc: a network tool"),
+    ("ssh host", Deny, "ssh: a network tool"),
+    ("scp a host:b", Deny, "scp: a network tool"),
+    ("rsync -a src host:", Deny, "rsync: a network tool"),
+    ("make", Deny, "make: runs commands from the Makefile"),
+    ("cargo build", Deny, "cargo: runs build scripts"),
+    ("npm install", Deny, "npm: runs package scripts"),
+    ("pip install x", Deny, "pip: downloads packages"),
+    ("kill -9 1", Deny, "kill: signals processes"),
+    ("dd if=/etc/shadow of=x", Deny, "dd: its if=/of= operands"),
+    ("ln -s /etc/passwd p", Deny, "ln: links"),
+    ("chmod 4755 notes.txt", Deny, "setuid"),
+    ("chmod u+s notes.txt", Deny, "setuid"),
+    (
+        "chmod 644 /etc/passwd",
+        Deny,
+        "writing /etc/passwd is not allowed",
+    ),
+    ("date -s 2020-01-01", Deny, "sets the system clock"),
+    (
+        "sha256sum -c sums.txt",
+        Deny,
+        "reads the files named inside",
+    ),
+    ("less notes.txt", Deny, "less: an interactive pager"),
+    ("vim notes.txt", Deny, "vim: an interactive editor"),
+    (
+        "split --filter='sh' notes.txt",
+        Deny,
+        "runs a shell command",
+    ),
+    ("crontab -l", Deny, "crontab: installs persistent jobs"),
+];
+
+#[test]
+fn policy_cases_check_decision_and_reason() {
+    let fx = fixture();
+    let mut checker = checker(&fx);
+    let mut failures = Vec::new();
+    for (command, want, reason_part) in CASES {
+        let verdict = checker.check(command);
+        if verdict.decision != *want || !verdict.reason.contains(reason_part) {
+            failures.push(format!(
+                "{command:?}: got {} ({:?}), want {want} containing {reason_part:?}",
+                verdict.decision, verdict.reason
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failing cases:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(
+        CASES.len() >= 150,
+        "the table must hold at least 150 cases, has {}",
+        CASES.len()
+    );
+}
+
+fn argv_of(checker: &mut Checker, command: &str) -> Vec<Vec<String>> {
+    let verdict = checker.check(command);
+    assert_ne!(verdict.decision, Deny, "{command}: {}", verdict.reason);
+    verdict.script.commands().map(|c| c.argv.clone()).collect()
+}
+
+#[test]
+fn the_ir_holds_fully_resolved_words() {
+    let fx = fixture();
+    let mut c = checker(&fx);
+    assert_eq!(argv_of(&mut c, "c\\at notes.txt"), [["cat", "notes.txt"]]);
+    assert_eq!(argv_of(&mut c, "\"ca\"'t' \"a b\"c"), [["cat", "a bc"]]);
+    assert_eq!(argv_of(&mut c, "echo a\\\nb"), [["echo", "ab"]]);
+    assert_eq!(argv_of(&mut c, "echo $'\\x41\\n'"), [["echo", "A\n"]]);
+    assert_eq!(
+        argv_of(&mut c, "cat 2>/dev/null notes.txt"),
+        [["cat", "notes.txt"]]
+    );
+    assert_eq!(
+        argv_of(&mut c, "echo 1 2>&1 a=b --x=y"),
+        [["echo", "1", "a=b", "--x=y"]]
+    );
+    assert_eq!(
+        argv_of(&mut c, "ls *.txt"),
+        [["ls", "notes.txt", "other.txt"]]
+    );
+    assert_eq!(argv_of(&mut c, "ls '*.txt'"), [["ls", "*.txt"]]);
+    assert_eq!(argv_of(&mut c, "ls *.nomatch"), [["ls", "*.nomatch"]]);
+    let pwd = fx.workspace.canonicalize().unwrap();
+    assert_eq!(
+        argv_of(&mut c, "echo \"$PWD\""),
+        [["echo", pwd.to_str().unwrap()]]
+    );
+}
+
+#[test]
+fn redirections_are_resolved_and_ordered_like_bash() {
+    use warden::policy::ir::{OpenMode, RedirectTarget};
+    let fx = fixture();
+    let mut c = checker(&fx);
+    let ws = fx.workspace.canonicalize().unwrap();
+    let v = c.check("a=1; true");
+    assert_eq!(v.decision, Deny);
+    let v = c.check("grep -c line notes.txt > n.txt 2>&1 && cat n.txt");
+    assert_eq!(v.decision, Allow, "{}", v.reason);
+    let cmds: Vec<_> = v.script.commands().collect();
+    assert_eq!(cmds.len(), 2);
+    assert_eq!(cmds[0].redirects[0].fd, 1);
+    assert_eq!(
+        cmds[0].redirects[0].target,
+        RedirectTarget::File {
+            path: ws.join("n.txt"),
+            mode: OpenMode::Write
+        }
+    );
+    assert_eq!(cmds[0].redirects[1].target, RedirectTarget::Dup(1));
+    // A trailing redirect belongs to the last simple command, not the whole list.
+    let v = c.check("ls | sort && echo x > out.txt");
+    let cmds: Vec<_> = v.script.commands().collect();
+    assert!(cmds[0].redirects.is_empty() && cmds[1].redirects.is_empty());
+    assert_eq!(cmds[2].redirects.len(), 1);
+    // Here-documents keep their body, with <<- stripping leading tabs.
+    let v = c.check("cat <<-'EOF'\n\t\tindented\n\tEOF");
+    let cmds: Vec<_> = v.script.commands().collect();
+    assert_eq!(
+        cmds[0].redirects[0].target,
+        RedirectTarget::Text("indented\n".into())
+    );
+}
+
+#[test]
+fn cd_changes_the_checked_cwd_of_what_follows() {
+    use warden::policy::ir::Builtin;
+    let fx = fixture();
+    let mut c = checker(&fx);
+    let ws = fx.workspace.canonicalize().unwrap();
+    let v = c.check("cd src && cat main.rs");
+    assert_eq!(v.decision, Allow, "{}", v.reason);
+    let cmds: Vec<_> = v.script.commands().collect();
+    assert_eq!(cmds[0].builtin, Some(Builtin::Cd(ws.join("src"))));
+    assert_eq!(cmds[1].cwd, ws.join("src"));
+    // The relative path is checked against the new cwd.
+    assert_eq!(c.check("cd src && cat notes.txt").decision, Allow);
+    assert_eq!(c.check("cd src && cat ../../secret").decision, Deny);
+}
+
+#[test]
+fn git_runs_with_its_hooks_switched_off() {
+    let fx = fixture();
+    let mut c = checker(&fx);
+    let argv = &argv_of(&mut c, "git log -p")[0];
+    for expected in [
+        "--no-pager",
+        "core.fsmonitor=false",
+        "core.hooksPath=/dev/null",
+        "--no-ext-diff",
+        "--no-textconv",
+    ] {
+        assert!(
+            argv.iter().any(|a| a == expected),
+            "{expected} missing from {argv:?}"
+        );
+    }
+}
+
+#[test]
+fn oversized_input_is_denied() {
+    let fx = fixture();
+    let mut c = checker(&fx);
+    let long = format!("echo {}", "a".repeat(70_000));
+    let v = c.check(&long);
+    assert_eq!(v.decision, Deny);
+    assert!(v.reason.contains("limit"), "{}", v.reason);
+}
+
+#[test]
+fn user_policy_can_ask_or_allow_more() {
+    let fx = fixture();
+    let policy = Policy::from_user_toml(
+        "[programs.python3]\ndecision = \"ask\"\nreason = \"runs code\"\n\
+         [settings]\nunknown_programs = \"ask\"\n",
+        "test",
+    )
+    .unwrap();
+    let home = fx.workspace.parent().unwrap().join("home");
+    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    let v = c.check("python3 script.py");
+    assert_eq!(v.decision, Ask);
+    assert!(v.reason.contains("python3: runs code"), "{}", v.reason);
+    let v = c.check("frobnicate notes.txt");
+    assert_eq!(v.decision, Ask);
+    assert!(v.reason.contains("frobnicate is not in the allowlist"));
+    // Unknown programs under `ask` still have their paths checked.
+    assert_eq!(c.check("frobnicate /etc/shadow").decision, Deny);
+}
+
+#[test]
+fn read_roots_widen_reads_but_not_writes() {
+    let fx = fixture();
+    let extra = fx.workspace.parent().unwrap().join("home");
+    let mut c = Arc::new(Policy::embedded_default())
+        .checker(
+            &fx.workspace,
+            std::slice::from_ref(&extra),
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
+    assert_eq!(
+        c.check(&format!("cat {}/.ssh/id_rsa", extra.display()))
+            .decision,
+        Allow
+    );
+    let v = c.check(&format!("touch {}/x", extra.display()));
+    assert_eq!(v.decision, Deny);
+    assert!(v.reason.contains("read-only root"), "{}", v.reason);
+}

@@ -1,0 +1,210 @@
+//! `warden policy check` through the real binary: exit codes, --json, --batch, errors.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ws/src")).unwrap();
+        std::fs::write(dir.path().join("ws/notes.txt"), "one\ntwo\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        Env { dir }
+    }
+
+    fn workspace(&self) -> std::path::PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    fn warden(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.args(args)
+            .current_dir(self.workspace())
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("WARDEN_CONFIG");
+        cmd
+    }
+
+    fn check(&self, args: &[&str]) -> Output {
+        self.warden(args).output().unwrap()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn exit_codes_follow_the_contract() {
+    let env = Env::new();
+    let allow = env.check(&["policy", "check", "--", "cat notes.txt"]);
+    assert_eq!(allow.status.code(), Some(0), "{}", stdout(&allow));
+    assert!(stdout(&allow).starts_with("allow: "));
+
+    let deny = env.check(&["policy", "check", "--", "cat /etc/shadow"]);
+    assert_eq!(deny.status.code(), Some(1));
+    assert!(
+        stdout(&deny).contains("/etc/shadow is outside the workspace"),
+        "{}",
+        stdout(&deny)
+    );
+
+    let ask = env.check(&["policy", "check", "--", "rm -r src"]);
+    assert_eq!(ask.status.code(), Some(3));
+    assert!(stdout(&ask).contains("recursive delete"));
+
+    // The command may also be given as several words after `--`.
+    let words = env.check(&["policy", "check", "--", "cat", "notes.txt"]);
+    assert_eq!(words.status.code(), Some(0));
+}
+
+#[test]
+fn json_lists_decision_reason_and_argv() {
+    let env = Env::new();
+    let out = env.check(&[
+        "policy",
+        "check",
+        "--json",
+        "--",
+        "grep -c one notes.txt | sort",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["decision"], "allow");
+    assert_eq!(v["reason"], "allowed: grep, sort");
+    assert_eq!(
+        v["commands"][0]["argv"],
+        serde_json::json!(["grep", "-c", "one", "notes.txt"])
+    );
+    assert_eq!(v["commands"][1]["argv"], serde_json::json!(["sort"]));
+}
+
+#[test]
+fn batch_answers_one_line_per_line_in_order() {
+    let env = Env::new();
+    let input = "cat notes.txt\ncat /etc/shadow\n\nrm -r src\necho $(id)\n";
+    let file = env.dir.path().join("batch.txt");
+    std::fs::write(&file, input).unwrap();
+    for source in [file.to_str().unwrap(), "-"] {
+        let mut child = env
+            .warden(&["policy", "check", "--batch", source])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let decisions: Vec<String> = stdout(&out)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["decision"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            decisions,
+            ["allow", "deny", "deny", "ask", "deny"],
+            "from {source}"
+        );
+    }
+}
+
+#[test]
+fn usage_and_config_errors_exit_2() {
+    let env = Env::new();
+    let no_command = env.check(&["policy", "check"]);
+    assert_eq!(no_command.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_command.stderr).contains("give a command"));
+
+    let bad_flag = env.check(&["policy", "check", "--frobnicate", "--", "ls"]);
+    assert_eq!(bad_flag.status.code(), Some(2));
+
+    let missing = env.check(&[
+        "policy",
+        "check",
+        "--policy",
+        "/nonexistent.toml",
+        "--",
+        "ls",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent.toml"));
+
+    let bad_policy = env.dir.path().join("bad.toml");
+    std::fs::write(&bad_policy, "[programs.ls]\nargz = 1\n").unwrap();
+    let out = env.check(&[
+        "policy",
+        "check",
+        "--policy",
+        bad_policy.to_str().unwrap(),
+        "--",
+        "ls",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("argz"));
+
+    let missing_batch = env.check(&["policy", "check", "--batch", "/nonexistent-batch"]);
+    assert_eq!(missing_batch.status.code(), Some(2));
+}
+
+#[test]
+fn a_user_policy_file_extends_the_default() {
+    let env = Env::new();
+    let file = env.dir.path().join("mine.toml");
+    std::fs::write(
+        &file,
+        "[programs.python3]\ndecision = \"ask\"\nreason = \"runs my scripts\"\n",
+    )
+    .unwrap();
+    let out = env.check(&[
+        "policy",
+        "check",
+        "--policy",
+        file.to_str().unwrap(),
+        "--",
+        "python3 x.py",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(stdout(&out).contains("runs my scripts"));
+    // The rest of the default policy still applies.
+    let out = env.check(&[
+        "policy",
+        "check",
+        "--policy",
+        file.to_str().unwrap(),
+        "--",
+        "cat notes.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn workspace_flag_sets_the_roots() {
+    let env = Env::new();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("f.txt"), "x").unwrap();
+    let ws = other.path().to_str().unwrap();
+    let out = env.check(&["policy", "check", "--workspace", ws, "--", "cat f.txt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = env.check(&[
+        "policy",
+        "check",
+        "--workspace",
+        ws,
+        "--",
+        "cat ../ws/notes.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -1,0 +1,267 @@
+//! Property test: grammar-shaped random command strings (programs, flags, paths inside and
+//! outside the workspace, five quoting styles, redirections, pipes, lists, here-documents)
+//! never make the checker panic, and every allowed verdict passes the independent invariant
+//! (`warden::policy::invariant::verify`): listed programs only, every path inside the roots,
+//! no argument reaching a secret. The same invariant runs in the cargo-fuzz target.
+
+use proptest::prelude::*;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use warden::policy::{invariant, Checker, Decision, Policy};
+
+struct Fixture {
+    _root: tempfile::TempDir,
+    workspace: PathBuf,
+    home: PathBuf,
+    secrets: Vec<PathBuf>,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path().canonicalize().unwrap();
+        let ws = r.join("ws");
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("notes.txt"), "a TODO\n").unwrap();
+        std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(r.join("secret"), "s\n").unwrap();
+        std::fs::create_dir_all(r.join("home/.ssh")).unwrap();
+        std::fs::write(r.join("home/.ssh/id_rsa"), "k\n").unwrap();
+        std::os::unix::fs::symlink(r.join("secret"), ws.join("link_secret")).unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join("escape")).unwrap();
+        std::os::unix::fs::symlink(r.join("home"), ws.join("homelink")).unwrap();
+        let secrets = vec![
+            r.join("secret"),
+            r.join("home/.ssh/id_rsa"),
+            PathBuf::from("/etc/shadow"),
+            PathBuf::from("/etc/passwd"),
+        ];
+        Fixture {
+            home: r.join("home"),
+            workspace: ws,
+            secrets,
+            _root: root,
+        }
+    })
+}
+
+fn checker() -> Checker {
+    let fx = fixture();
+    Arc::new(Policy::embedded_default())
+        .checker(&fx.workspace, &[], &fx.home)
+        .unwrap()
+}
+
+const PROGRAMS: &[&str] = &[
+    "ls", "cat", "grep", "sort", "sed", "find", "git", "echo", "cp", "mv", "rm", "tar", "head",
+    "wc", "tee", "chmod", "printf", "uniq", "diff", "touch", "mkdir", "cd", "sh", "bash",
+    "python3", "env", "xargs", "awk", "curl", "eval", "/bin/cat", "./run", "c\\at", "s\\h",
+];
+const FLAGS: &[&str] = &[
+    "-l",
+    "-a",
+    "-rn",
+    "-o",
+    "-e",
+    "-exec",
+    "--output",
+    "-i",
+    "-c",
+    "-f",
+    "-C",
+    "-I",
+    "-n",
+    "-p",
+    "--to-command=sh",
+    "-delete",
+    "--output=/etc/x",
+    "-o/tmp/x",
+    "--file=/etc/shadow",
+    "-r",
+];
+const PATHS: &[&str] = &[
+    "notes.txt",
+    "src",
+    "src/main.rs",
+    "../secret",
+    "/etc/passwd",
+    "/etc/shadow",
+    "~/.ssh/id_rsa",
+    "$HOME/.ssh/id_rsa",
+    "link_secret",
+    "escape/passwd",
+    "escape/shadow",
+    "/tmp/x",
+    "*.txt",
+    "/e*c/p*d",
+    "sub/../../secret",
+    "sub/../notes.txt",
+    ".git/config",
+    "/dev/null",
+    "$PWD/notes.txt",
+    "homelink/.ssh/id_rsa",
+    "src/*",
+    "../*",
+    "~",
+    ".",
+    "..",
+    "/",
+];
+const VALUES: &[&str] = &[
+    "x", "TODO", "s/a/b/", "s/a/b/e", "e id", "w out", "1,5p", "*.rs", "a b", "{a,b}", "$(id)",
+    "`id`", "${IFS}", "$SECRET", "-", "--",
+];
+
+fn quote(word: &str, style: u8) -> String {
+    match style % 5 {
+        0 => word.to_string(),
+        1 => format!("'{}'", word.replace('\'', "'\\''")),
+        2 => format!("\"{}\"", word.replace(['"', '\\'], "")),
+        3 => word
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    format!("\\{c}")
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+        _ => {
+            let mid = word.len() / 2;
+            if word.is_char_boundary(mid) && mid > 0 {
+                format!("{}'{}'", &word[..mid], &word[mid..].replace('\'', ""))
+            } else {
+                word.to_string()
+            }
+        }
+    }
+}
+
+fn arg() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (proptest::sample::select(FLAGS), any::<u8>()).prop_map(|(w, q)| quote(w, q)),
+        (proptest::sample::select(PATHS), any::<u8>()).prop_map(|(w, q)| quote(w, q)),
+        (proptest::sample::select(VALUES), any::<u8>()).prop_map(|(w, q)| quote(w, q)),
+    ]
+}
+
+fn redirect() -> impl Strategy<Value = String> {
+    let ops = proptest::sample::select(&[">", ">>", "<", "2>", "&>", "2>&1", ">&2", "2>>"][..]);
+    (ops, proptest::sample::select(PATHS)).prop_map(|(op, path)| {
+        if op.contains('&') && op != "&>" {
+            format!(" {op}")
+        } else {
+            format!(" {op} {path}")
+        }
+    })
+}
+
+fn simple_command() -> impl Strategy<Value = String> {
+    (
+        proptest::sample::select(PROGRAMS),
+        any::<u8>(),
+        proptest::collection::vec(arg(), 0..4),
+        proptest::option::of(redirect()),
+    )
+        .prop_map(|(program, q, args, redirect)| {
+            let mut s = if q % 3 == 0 {
+                quote(program, q / 3)
+            } else {
+                program.to_string()
+            };
+            for a in args {
+                s.push(' ');
+                s.push_str(&a);
+            }
+            s.push_str(&redirect.unwrap_or_default());
+            s
+        })
+}
+
+fn script() -> impl Strategy<Value = String> {
+    let pipeline = proptest::collection::vec(simple_command(), 1..3).prop_flat_map(|cmds| {
+        proptest::collection::vec(proptest::sample::select(&[" | ", " |& "][..]), cmds.len())
+            .prop_map(move |pipes| {
+                let mut s = cmds[0].clone();
+                for (c, p) in cmds[1..].iter().zip(pipes) {
+                    s.push_str(p);
+                    s.push_str(c);
+                }
+                s
+            })
+    });
+    let heredoc = (
+        proptest::sample::select(PATHS),
+        proptest::sample::select(VALUES),
+    )
+        .prop_map(|(target, body)| format!("cat <<'EOF' > {target}\n{body}\nEOF"));
+    let step = prop_oneof![4 => pipeline, 1 => heredoc];
+    (
+        proptest::collection::vec(step, 1..4),
+        proptest::collection::vec(
+            proptest::sample::select(&[" && ", " || ", "; ", "\n"][..]),
+            3,
+        ),
+    )
+        .prop_map(|(steps, ops)| {
+            let mut s = steps[0].clone();
+            for (step, op) in steps[1..].iter().zip(ops) {
+                s.push_str(op);
+                s.push_str(step);
+            }
+            s
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn allowed_commands_keep_the_invariant(command in script()) {
+        thread_local!(static CHECKER: std::cell::RefCell<Checker> = std::cell::RefCell::new(checker()));
+        let fx = fixture();
+        CHECKER.with(|c| {
+            let mut c = c.borrow_mut();
+            let verdict = c.check(&command);
+            prop_assert!(!verdict.reason.is_empty(), "no reason for {command:?}");
+            if let Err(violation) = invariant::verify(&verdict, c.policy(), c.paths(), &fx.secrets) {
+                prop_assert!(false, "{command:?} was {} but {violation}", verdict.decision);
+            }
+            Ok(())
+        })?;
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let mut c = checker();
+        let verdict = c.check(&text);
+        prop_assert!(!verdict.reason.is_empty());
+        if verdict.decision != Decision::Deny {
+            let fx = fixture();
+            prop_assert!(invariant::verify(&verdict, c.policy(), c.paths(), &fx.secrets).is_ok());
+        }
+    }
+}
+
+#[test]
+fn the_generator_reaches_all_three_decisions() {
+    // Guards against a generator that only ever produces denials (a vacuous property).
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut seen = std::collections::HashSet::new();
+    let mut c = checker();
+    for _ in 0..3000 {
+        let command = script().new_tree(&mut runner).unwrap().current();
+        seen.insert(c.check(&command).decision);
+    }
+    assert!(
+        seen.contains(&Decision::Allow),
+        "no allowed command generated"
+    );
+    assert!(seen.contains(&Decision::Deny));
+    assert!(seen.contains(&Decision::Ask));
+}

@@ -1,0 +1,7 @@
+//! Shared helpers for integration tests: fake servers on 127.0.0.1 that speak real wire formats,
+//! so warden's real clients run unchanged and no test needs the internet.
+//!
+//! Use from a test file with `mod support;`. Not every test binary uses every helper.
+#![allow(dead_code)]
+
+pub mod fake_llm;
