@@ -311,3 +311,29 @@ async fn doctor_and_image_build_through_the_cli() {
         "{out:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warden_exec_runs_the_checked_ir_in_the_container() {
+    let Some(_) = daemon().await else { return };
+    let cli = Cli::new();
+    let exec = |command: &str| {
+        finish(
+            cli.command(&["exec", "--backend", "docker", "--", command])
+                .output()
+                .unwrap(),
+        )
+    };
+    let r = exec("echo hello docker | tr a-z A-Z > upper.txt && cat upper.txt; pwd");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, "HELLO DOCKER\n/workspace\n");
+    assert_eq!(
+        std::fs::read_to_string(cli.path("upper.txt")).unwrap(),
+        "HELLO DOCKER\n"
+    );
+    let r = exec("false || echo fallback");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "fallback\n"), "{r:?}");
+    // Denied by the policy: nothing runs.
+    let r = exec("cat /etc/shadow");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("denied"), "{r:?}");
+}
