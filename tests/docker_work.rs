@@ -223,3 +223,34 @@ async fn output_redirected_to_a_file_stops_at_the_file_size_limit() {
     );
     sandbox.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdout_and_stderr_into_one_pipe_keep_their_order() {
+    let Some(_) = daemon().await else { return };
+    let ws = Workspace::new();
+    let sandbox = sandbox(ws.jail(), "merged").await;
+    let script = "for i in 1 2 3 4 5 6 7 8; do echo out$i; echo err$i >&2; done";
+    for _ in 0..5 {
+        let (r, w) = pipe();
+        let w2 = w.try_clone().unwrap();
+        let mut s = spec(&["sh", "-c", script], &ws.path());
+        s.stdout = Stdio::Fd(w);
+        s.stderr = Stdio::Fd(w2);
+        let mut process = sandbox.spawn(s).await.unwrap();
+        let text = collect(r);
+        assert_eq!(process.wait().await.unwrap(), ExitStatus::Code(0));
+        let expected: String = (1..=8).map(|i| format!("out{i}\nerr{i}\n")).collect();
+        assert_eq!(text.join().unwrap(), expected);
+    }
+    // Merged, a missing program is reported by the in-container shell, as a shell would.
+    let (r, w) = pipe();
+    let w2 = w.try_clone().unwrap();
+    let mut s = spec(&["no-such-program"], &ws.path());
+    s.stdout = Stdio::Fd(w);
+    s.stderr = Stdio::Fd(w2);
+    let mut process = sandbox.spawn(s).await.unwrap();
+    let text = collect(r);
+    assert_eq!(process.wait().await.unwrap(), ExitStatus::Code(127));
+    assert!(text.join().unwrap().contains("no-such-program: not found"));
+    sandbox.shutdown().await;
+}

@@ -23,16 +23,16 @@ pub mod process;
 pub mod pump;
 pub mod session;
 pub mod signal;
+pub mod stdio;
 pub mod user;
 
 use crate::config::DockerConfig;
-use crate::sandbox::{Backend, JailSpec, JailedProcess, ProcessSpec, Sandbox, SandboxError, Stdio};
+use crate::sandbox::{Backend, JailSpec, JailedProcess, ProcessSpec, Sandbox, SandboxError};
 use async_trait::async_trait;
 use bollard::Docker;
 use owner::Owner;
 use plan::{ContainerPlan, GUEST_WORKSPACE};
 use process::{DockerProcess, ExecRequest};
-use pump::Descriptors;
 use session::Session;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -146,14 +146,13 @@ impl Sandbox for DockerSandbox {
                 spec.cwd.display()
             ))
         })?;
+        let argv0 = spec.argv[0].clone();
+        let streams = stdio::prepare(spec.argv, spec.stdin, spec.stdout, spec.stderr);
         let request = ExecRequest {
-            argv: spec.argv,
+            argv0,
+            cmd: streams.cmd,
             guest_cwd: guest_cwd.to_string_lossy().into_owned(),
-            fds: Descriptors {
-                stdin: into_fd(spec.stdin),
-                stdout: into_fd(spec.stdout),
-                stderr: into_fd(spec.stderr),
-            },
+            fds: streams.fds,
         };
         let process = DockerProcess::start(&self.session, request, self.host_signals).await?;
         Ok(Box::new(process))
@@ -167,23 +166,6 @@ impl Sandbox for DockerSandbox {
             .iter()
             .any(|root| host_path.starts_with(root))
             .then(|| host_path.to_path_buf())
-    }
-}
-
-/// The descriptor to pump, or `None` for `/dev/null` (handed in as `Stdio::Null` or as an open
-/// `/dev/null`), which needs no pumping at all.
-fn into_fd(stdio: Stdio) -> Option<std::os::fd::OwnedFd> {
-    match stdio {
-        Stdio::Null => None,
-        Stdio::Fd(fd) if is_dev_null(&fd) => None,
-        Stdio::Fd(fd) => Some(fd),
-    }
-}
-
-fn is_dev_null(fd: &std::os::fd::OwnedFd) -> bool {
-    match nix::sys::stat::fstat(fd) {
-        Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3),
-        Err(_) => false,
     }
 }
 

@@ -33,7 +33,10 @@ pub struct DockerProcess {
 
 /// What to run, already translated into the container's view.
 pub struct ExecRequest {
-    pub argv: Vec<String>,
+    /// The program as the command named it, for messages.
+    pub argv0: String,
+    /// What the exec runs (the argv, or the wrapper that merges stderr into stdout).
+    pub cmd: Vec<String>,
     pub guest_cwd: String,
     pub fds: Descriptors,
 }
@@ -55,15 +58,15 @@ impl DockerProcess {
                 (container_id, busy) = session.acquire().await?;
                 create_exec(session, &container_id, &request)
                     .await
-                    .map_err(|e| exec_error(&request.argv[0], &e))?
+                    .map_err(|e| exec_error(&request.argv0, &e))?
             }
-            Err(e) => return Err(exec_error(&request.argv[0], &e)),
+            Err(e) => return Err(exec_error(&request.argv0, &e)),
         };
         let started = session
             .docker
             .start_exec(&exec_id, Some(StartExecOptions::default()))
             .await
-            .map_err(|e| exec_error(&request.argv[0], &e))?;
+            .map_err(|e| exec_error(&request.argv0, &e))?;
         let StartExecResults::Attached { output, input } = started else {
             return Err(SandboxError::Setup(
                 "the daemon detached an exec warden asked to attach to".into(),
@@ -80,7 +83,7 @@ impl DockerProcess {
         let mut process = DockerProcess {
             session: Arc::clone(session),
             exec,
-            argv0: request.argv[0].clone(),
+            argv0: request.argv0,
             pump: Some(pump.done),
             first_output: Some(pump.first_output),
             ending: None,
@@ -247,7 +250,7 @@ async fn create_exec(
 ) -> Result<String, bollard::errors::Error> {
     let user = session.plan.user.spec();
     let options = CreateExecOptions {
-        cmd: Some(request.argv.iter().map(String::as_str).collect()),
+        cmd: Some(request.cmd.iter().map(String::as_str).collect()),
         user: Some(user.as_str()),
         working_dir: Some(request.guest_cwd.as_str()),
         attach_stdin: Some(request.fds.stdin.is_some()),

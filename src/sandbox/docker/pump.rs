@@ -45,6 +45,9 @@ pub struct Descriptors {
     pub stdin: Option<OwnedFd>,
     pub stdout: Option<OwnedFd>,
     pub stderr: Option<OwnedFd>,
+    /// stderr was merged into stdout in the container (see `stdio.rs`): whatever still arrives
+    /// as stderr goes to stdout too.
+    pub merged: bool,
 }
 
 /// How the program's output ended.
@@ -84,6 +87,7 @@ pub fn start(
         exec,
         output,
         [fds.stdout, fds.stderr],
+        fds.merged,
         max_file_size,
         done_tx,
         first_tx,
@@ -112,6 +116,7 @@ async fn pump_output(
     exec: ExecRef,
     mut output: OutputStream,
     fds: [Option<OwnedFd>; 2],
+    merged: bool,
     max_file_size: u64,
     done_stdin: oneshot::Sender<()>,
     first_output: oneshot::Sender<()>,
@@ -146,6 +151,7 @@ async fn pump_output(
                 let (channel, message) = match item {
                     Some(Ok(LogOutput::StdOut { message })) => (Channel::Out, message),
                     Some(Ok(LogOutput::Console { message })) => (Channel::Out, message),
+                    Some(Ok(LogOutput::StdErr { message })) if merged => (Channel::Out, message),
                     Some(Ok(LogOutput::StdErr { message })) => (Channel::Err, message),
                     Some(Ok(LogOutput::StdIn { .. })) => continue,
                     Some(Err(e)) => {
