@@ -3,14 +3,21 @@
 //! The executor runs the checked IR itself and hands each simple command to
 //! [`Sandbox::spawn`] with the descriptors it opened; here that command becomes one exec in
 //! the session's container, and [`pump`] moves the bytes between the exec and those
-//! descriptors. No shell ever sees the original command string.
+//! descriptors. No shell ever sees the original command string (the one shell involved, when
+//! stdout and stderr must be merged, runs a constant script over the argv: see [`stdio`]).
 //!
 //! Files, in the order a session meets them: [`connect`] (the daemon), [`owner`] and
 //! [`orphans`] (containers of crashed wardens), [`user`] (who the container runs as), [`plan`]
 //! (every restriction), [`container`] (create, verify, remove), [`session`] (the warm
-//! container, idle removal, kill), [`process`] and [`pump`] (one exec), [`signal`] (SIGPIPE and
-//! SIGXFSZ for execs); [`image`] builds the sandbox images and [`probe`] reports for
-//! `warden doctor`.
+//! container, idle removal, kill), [`stdio`], [`process`] and [`pump`] (one exec), [`signal`]
+//! (SIGPIPE and SIGXFSZ for execs); [`image`] builds the sandbox images and [`probe`] reports
+//! for `warden doctor`.
+//!
+//! Use: one [`DockerSandbox`] per session (a chat, a `warden exec`), built with
+//! [`DockerSandbox::connect`]`(&config.sandbox.docker, jail_spec, session_name)` and ended with
+//! [`DockerSandbox::shutdown`] when the session ends or warden exits. Between commands the
+//! container stays warm; after `idle_secs` without one it is removed and the next command gets
+//! a new one (files live in the workspace, so only `/tmp` and stray processes are lost).
 
 pub mod connect;
 pub mod container;
