@@ -199,6 +199,16 @@ impl ContainerPlan {
                 wrong.push(format!("{what} is {got:?}, not {want}"));
             }
         }
+        let tmp = host.tmpfs.as_ref().and_then(|t| t.get("/tmp"));
+        if tmp.map(String::as_str) != Some(TMPFS_OPTIONS) {
+            wrong.push(format!("/tmp is {tmp:?}, not a {TMPFS_OPTIONS} tmpfs"));
+        }
+        if self.runtime.is_some() && host.runtime != self.runtime {
+            wrong.push(format!(
+                "runtime is {:?}, not {:?}",
+                host.runtime, self.runtime
+            ));
+        }
         let user = inspect.config.as_ref().and_then(|c| c.user.as_deref());
         if user != Some(self.user.spec().as_str()) {
             wrong.push(format!("user is {user:?}, not {}", self.user.spec()));
@@ -349,6 +359,60 @@ mod tests {
         assert_eq!(mounts[1].read_only, Some(true));
         assert!(host.binds.is_none(), "nothing else from the host");
         assert_eq!(body.user.as_deref(), Some("1000:1000"));
+    }
+
+    /// What a daemon that applied everything reports for `plan`.
+    fn faithful_inspect(plan: &ContainerPlan) -> ContainerInspectResponse {
+        let body = plan.body();
+        ContainerInspectResponse {
+            host_config: body.host_config,
+            config: Some(bollard::models::ContainerConfig {
+                user: body.user,
+                ..Default::default()
+            }),
+            mounts: Some(vec![bollard::models::MountPoint {
+                destination: Some(GUEST_WORKSPACE.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_weakened_restriction_is_caught() {
+        let plan = plan(&JailSpec::new("/ws".into())).unwrap();
+        assert_eq!(plan.verify(&faithful_inspect(&plan)), Ok(()));
+        type Weaken = fn(&mut HostConfig);
+        let weaken: Vec<(&str, Weaken)> = vec![
+            ("network", |h| h.network_mode = Some("bridge".into())),
+            ("writable", |h| h.readonly_rootfs = Some(false)),
+            ("privileged", |h| h.privileged = Some(true)),
+            ("capability", |h| h.cap_add = Some(vec!["NET_RAW".into()])),
+            ("no-new-privileges", |h| h.security_opt = Some(vec![])),
+            ("pids limit", |h| h.pids_limit = Some(0)),
+            ("memory+swap", |h| h.memory_swap = Some(-1)),
+            ("CPU", |h| h.nano_cpus = None),
+            ("/tmp", |h| h.tmpfs = None),
+        ];
+        for (what, change) in weaken {
+            let mut inspect = faithful_inspect(&plan);
+            change(inspect.host_config.as_mut().unwrap());
+            let err = plan.verify(&inspect).unwrap_err();
+            assert!(err.contains(what), "{what}: {err}");
+        }
+        let mut inspect = faithful_inspect(&plan);
+        inspect.config.as_mut().unwrap().user = Some("0:0".into());
+        assert!(plan.verify(&inspect).unwrap_err().contains("user"));
+        let mut inspect = faithful_inspect(&plan);
+        inspect
+            .mounts
+            .as_mut()
+            .unwrap()
+            .push(bollard::models::MountPoint {
+                destination: Some("/var/run/docker.sock".into()),
+                ..Default::default()
+            });
+        assert!(plan.verify(&inspect).unwrap_err().contains("docker.sock"));
     }
 
     #[test]
