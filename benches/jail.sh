@@ -4,6 +4,8 @@
 # Targets: warden ≤ 3 ms median and ≤ 0.3 × bwrap. Uses the release build.
 #
 #   benches/jail.sh            # 300 runs each (RUNS=N to change)
+#   SPACED=1 benches/jail.sh   # 50 ms pause before each run, as between an agent's commands
+#                              # (kernel caches such as RCU-synced cgroup locks go cold)
 #
 # hyperfine is used when installed (apt-get install -y hyperfine), else a loop timed with
 # bash's $EPOCHREALTIME. The machine should be otherwise idle: the numbers are milliseconds.
@@ -33,7 +35,9 @@ fi
 
 declare -A median_ms
 if command -v hyperfine >/dev/null; then
-    hyperfine -N --warmup 20 --runs "$runs" --export-csv "$workdir/results.csv" \
+    spacing=()
+    if [[ -n ${SPACED:-} ]]; then spacing=(--prepare "sleep 0.05"); fi
+    hyperfine -N --warmup 20 --runs "$runs" "${spacing[@]}" --export-csv "$workdir/results.csv" \
         "${commands[@]}" >&2
     # command,mean,stddev,median,... in seconds, one row per command in order.
     i=0
@@ -47,6 +51,7 @@ else
         read -r -a argv <<<"${commands[$i]}"
         for _ in $(seq 20); do "${argv[@]}" >/dev/null; done
         for _ in $(seq "$runs"); do
+            if [[ -n ${SPACED:-} ]]; then sleep 0.05; fi
             start=$EPOCHREALTIME
             "${argv[@]}" >/dev/null
             end=$EPOCHREALTIME

@@ -1,12 +1,16 @@
 //! Assembling warden from its config: the database, the policy and path validator, the LLM
-//! provider(s), the tools and the agent. Every entry point (`run`, `chat`, `bot`) builds the
+//! provider(s), the workspace and its memory, the tools and the agent. Every entry point (`run`, `chat`, `bot`) builds the
 //! same [`App`], so the security wiring exists in exactly one place.
 
 use crate::agent::{Agent, SystemPrompt};
 use crate::config::{home_dir, Config};
 use crate::db::Database;
+use crate::memory::compaction::{self, Compactor};
 use crate::memory::sessions::SessionStore;
+use crate::memory::workspace::{self, ConventionFiles};
+use crate::memory::MemoryIndex;
 use crate::policy::{PathPolicy, Policy};
+use crate::tools::memory_search::MemorySearch;
 use crate::tools::web_fetch::WebFetch;
 use crate::tools::{files, ToolSet};
 use anyhow::Context;
@@ -19,12 +23,19 @@ pub struct App {
     pub policy: Arc<Policy>,
     /// The path validator shared by the file tools (the bash tool's checker uses the same roots).
     pub paths: Arc<PathPolicy>,
+    /// MEMORY.md, memory/*.md and compacted conversations, searchable.
+    pub memory: Arc<MemoryIndex>,
     pub agent: Arc<Agent>,
 }
 
 impl App {
     pub fn build(config: Config) -> anyhow::Result<App> {
         let workspace = prepare_workspace(&config.workspace)?;
+        let seeded = workspace::seed(&workspace)
+            .with_context(|| format!("seeding the workspace {}", workspace.display()))?;
+        if !seeded.is_empty() {
+            tracing::info!("workspace: created {}", seeded.join(", "));
+        }
         let db = Database::open(&config.data_dir.join("warden.db"))
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
         let policy = Arc::new(Policy::load(config.policy.as_deref())?);
@@ -35,27 +46,47 @@ impl App {
                 .context("setting up the path validator")?,
         );
         let provider = crate::llm::from_config(&config.llm)?;
+        let sessions = SessionStore::new(db.clone());
+
+        let memory = Arc::new(
+            MemoryIndex::new(db.clone(), paths.clone(), &config.memory)
+                .context("setting up the embeddings client")?,
+        );
+        // A stale index still answers; the next sync (search, write, compaction) catches up.
+        if let Err(e) = memory.sync() {
+            tracing::warn!("memory index sync at start-up: {e}");
+        }
 
         let mut tools = ToolSet::new(db.clone(), workspace.join(".warden/outputs"));
-        for tool in files::tools(paths.clone(), None) {
+        for tool in files::tools(paths.clone(), Some(memory.write_hook())) {
             tools.add(tool);
         }
         tools.add(Arc::new(
             WebFetch::new(Vec::new()).context("building the HTTP client")?,
         ));
-        let prompt = SystemPrompt::new(&workspace, tools.names());
+        tools.add(Arc::new(MemorySearch::new(memory.clone())));
+        let mut prompt = SystemPrompt::new(&workspace, tools.names());
+        prompt.add_section(Arc::new(ConventionFiles::new(
+            paths.clone(),
+            config.memory.prompt_file_chars,
+        )));
+        let compactor =
+            Compactor::new(sessions.clone(), compaction::Settings::from(&config.memory))
+                .with_index(memory.clone());
         let agent = Agent::new(
             Arc::new(provider),
             Arc::new(tools),
-            SessionStore::new(db.clone()),
+            sessions,
             prompt,
             config.llm.max_iterations,
-        );
+        )
+        .with_compactor(Arc::new(compactor));
         Ok(App {
             config,
             db,
             policy,
             paths,
+            memory,
             agent: Arc::new(agent),
         })
     }

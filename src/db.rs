@@ -10,6 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("audit", crate::audit::SCHEMA),
     ("sessions", crate::memory::sessions::SCHEMA),
+    (
+        "sessions_compaction",
+        crate::memory::sessions::COMPACTION_SCHEMA,
+    ),
+    ("memory_index", crate::memory::index::SCHEMA),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -763,6 +763,26 @@ fn git_runs_with_its_hooks_switched_off() {
 }
 
 #[test]
+fn non_ascii_input_never_reaches_the_scanner_and_survives_intact() {
+    let fx = fixture();
+    let mut c = checker(&fx);
+    // U+10FFFF after `{` crashed tree-sitter-bash's scanner (isdigit on a code point).
+    for text in [
+        "echo {\u{10FFFF}",
+        "echo {1..\u{10FFFF}}",
+        "ls {\u{10FFFF}\u{10FFFF}",
+    ] {
+        assert!(!c.check(text).reason.is_empty());
+    }
+    assert_eq!(
+        argv_of(&mut c, "echo héllo 'wörld' \"日本\""),
+        [["echo", "héllo", "wörld", "日本"]]
+    );
+    // A Unicode space is a word character for bash, and so for the policy.
+    assert_eq!(argv_of(&mut c, "echo a\u{3000}b"), [["echo", "a\u{3000}b"]]);
+}
+
+#[test]
 fn oversized_input_is_denied() {
     let fx = fixture();
     let mut c = checker(&fx);

@@ -2,7 +2,8 @@
 //! in order, feed the results back, stop at the end of the turn. At most `max_iterations`
 //! model calls per run; steer (a message injected between tool calls, skipping the rest of that
 //! batch) and abort (cancels the stream and kills the running sandbox process). Every message
-//! is appended to the session as soon as it exists, so a crash keeps what was said.
+//! is appended to the session as soon as it exists, so a crash keeps what was said. Before
+//! each model call an optional [`Compactor`] may flush memory and compact the history.
 
 pub mod control;
 pub mod prompt;
@@ -12,6 +13,7 @@ pub use prompt::{PromptSection, SystemPrompt};
 
 use crate::audit::AuditDecision;
 use crate::llm::{ChatRequest, ContentBlock, LlmError, Message, Provider, Role, StreamEvent};
+use crate::memory::compaction::{CallSite, Compactor};
 use crate::memory::sessions::SessionStore;
 use crate::tools::approval::Approver;
 use crate::tools::{ToolContext, ToolSet};
@@ -83,6 +85,7 @@ pub struct Agent {
     sessions: SessionStore,
     prompt: SystemPrompt,
     max_iterations: u32,
+    compactor: Option<Arc<Compactor>>,
 }
 
 /// One run's inputs.
@@ -109,7 +112,14 @@ impl Agent {
             sessions,
             prompt,
             max_iterations: max_iterations.max(1),
+            compactor: None,
         }
+    }
+
+    /// Keep sessions inside the context window (memory flush, compaction) before model calls.
+    pub fn with_compactor(mut self, compactor: Arc<Compactor>) -> Agent {
+        self.compactor = Some(compactor);
+        self
     }
 
     pub fn sessions(&self) -> &SessionStore {
@@ -158,8 +168,21 @@ impl Agent {
                 return self.aborted(&session, iterations, last_input_tokens);
             }
             iterations += 1;
+            let system = self.prompt.render(chrono::Local::now().fixed_offset());
+            if let Some(compactor) = &self.compactor {
+                let site = CallSite {
+                    session: &session,
+                    system: &system,
+                    tools: &self.tools,
+                    provider: self.provider.as_ref(),
+                    ctx: &ctx,
+                };
+                if let Some(compacted) = compactor.before_call(&site).await {
+                    history = compacted;
+                }
+            }
             let request = ChatRequest {
-                system: self.prompt.render(chrono::Local::now().fixed_offset()),
+                system,
                 messages: history.clone(),
                 tools: tool_specs.clone(),
                 max_tokens: None,
@@ -179,7 +202,8 @@ impl Agent {
             };
             last_input_tokens = response.usage.input_tokens;
             let assistant = response.to_message();
-            self.sessions.append(&session, &assistant)?;
+            self.sessions
+                .append_answer(&session, &assistant, response.usage)?;
             history.push(assistant);
             let calls: Vec<(String, String, serde_json::Value)> = response
                 .tool_uses()

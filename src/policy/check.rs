@@ -157,11 +157,19 @@ impl Checker {
             }
         };
         let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
-        let bytes = source.as_bytes();
+        // tree-sitter-bash's scanner calls isdigit() on Unicode code points (undefined
+        // behaviour; U+10FFFF after `{` crashed the process). The parser therefore only ever
+        // sees an ASCII shadow: every non-ASCII byte becomes `x`, so byte offsets are unchanged
+        // and word text is taken from the original. Non-ASCII is never shell syntax, and bash
+        // itself treats Unicode spaces as word characters, as the shadow does.
+        let shadow: Vec<u8> = source
+            .bytes()
+            .map(|b| if b.is_ascii() { b } else { b'x' })
+            .collect();
         let tree = self
             .parser
             .parse_with_options(
-                &mut |offset, _| &bytes[offset.min(bytes.len())..],
+                &mut |offset, _| &shadow[offset.min(shadow.len())..],
                 None,
                 Some(options),
             )

@@ -9,7 +9,7 @@
 
 use super::ir::{Builtin, RedirectTarget};
 use super::paths::{resolve, Access, PathPolicy};
-use super::rules::ArgRole;
+use super::rules::{ArgRole, FlagTakes};
 use super::{Decision, Policy, Verdict};
 use std::path::{Path, PathBuf};
 
@@ -85,12 +85,47 @@ pub fn verify(
             continue;
         }
         // Any positional-looking argument (not the value of a preceding flag) that reaches a
-        // secret means a path escaped classification.
+        // secret means a path escaped classification. An argument checked for removal names
+        // the link itself (rm, mv), so it is resolved without following its last component.
+        // After `--` every argument is an operand: no flags, no `--flag=value` splitting.
+        let options_end = command
+            .argv
+            .iter()
+            .position(|a| a == "--")
+            .unwrap_or(usize::MAX);
         for (i, arg) in command.argv.iter().enumerate().skip(1) {
-            let after_flag = command.argv[i - 1].starts_with('-') && i > 1;
-            let value = arg.split_once('=').map(|(_, v)| v);
+            let operand = i > options_end;
+            let prev = &command.argv[i - 1];
+            // The value of a flag the rule says takes one is the rule's business (a count, a
+            // pattern, or a path the checker already resolved into `command.paths`).
+            let flag_value = !operand
+                && i > 1
+                && rule.is_some_and(|r| {
+                    matches!(
+                        r.flag_takes(prev),
+                        Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
+                    )
+                });
+            if flag_value {
+                continue;
+            }
+            let after_flag = !operand && i > 1 && prev.starts_with('-');
+            let value = if operand {
+                None
+            } else {
+                arg.split_once('=').map(|(_, v)| v)
+            };
             for text in std::iter::once(arg.as_str()).chain(value) {
                 if text.is_empty() || (after_flag && value.is_none()) {
+                    continue;
+                }
+                let removed = resolve(&command.cwd.join(text), true).ok().filter(|p| {
+                    command
+                        .paths
+                        .iter()
+                        .any(|c| c.access == Access::Delete && &c.path == p)
+                });
+                if removed.is_some() {
                     continue;
                 }
                 if let Ok(resolved) = resolve(&command.cwd.join(text), false) {

@@ -77,6 +77,7 @@ pub fn tokens(root: Node, src: &str) -> Result<Vec<Token>, Denial> {
     if root.has_error() {
         return Err(Denial::new(describe_error(root, src)));
     }
+    deny_split_characters(root, src)?;
     let mut out = Vec::new();
     Flattener { src, out: &mut out }.container(root, 0, true)?;
     Ok(out)
@@ -488,6 +489,31 @@ fn unsupported_construct(kind: &str, text: &str) -> String {
         "process_substitution" => format!("process substitution is not allowed ({short:?})"),
         ";;" | ";&" | ";;&" => format!("unexpected case terminator {short:?}"),
         _ => format!("unsupported shell construct `{kind}` ({short:?})"),
+    }
+}
+
+/// Every node must start and end on a character boundary of the original text (the parser saw
+/// an ASCII shadow of it); otherwise slicing would be wrong, so the command is refused.
+fn deny_split_characters(root: Node, src: &str) -> Result<(), Denial> {
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        if !src.is_char_boundary(node.start_byte()) || !src.is_char_boundary(node.end_byte()) {
+            return Err(Denial::new(
+                "the command could not be parsed (a token splits a character)",
+            ));
+        }
+        if cursor.goto_first_child() || cursor.goto_next_sibling() {
+            continue;
+        }
+        loop {
+            if !cursor.goto_parent() {
+                return Ok(());
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod approval;
 pub mod files;
+pub mod memory_search;
 pub mod output;
 pub mod web_fetch;
 

@@ -4,4 +4,6 @@
 //! Use from a test file with `mod support;`. Not every test binary uses every helper.
 #![allow(dead_code)]
 
+pub mod app_config;
+pub mod fake_embeddings;
 pub mod fake_llm;

@@ -3,9 +3,15 @@
 //! `kill()`, whatever process group it ended up in.
 //!
 //! Layout: `<pids hierarchy>/<warden's own cgroup>/warden/<warden pid>-<n>/` with `pids.max` set
-//! to `Limits::max_processes`. The parent creates the directory and opens `cgroup.procs`
+//! to `Limits::max_processes`. The parent creates the directory and opens its join file
 //! (write-only, close-on-exec); the child writes "0" to it, which moves itself, before
 //! anything else runs. After the process group is dead the directory is removed.
+//!
+//! The join file is `tasks` on cgroup v1, not `cgroup.procs`: moving a whole thread group
+//! write-locks a global percpu rwsem, which waits for an RCU grace period (~10 ms here) whenever
+//! no other migration happened just before — every jailed command would pay it. Moving only the
+//! calling thread skips that lock, and the child is single-threaded at that point, so it moves
+//! the whole process. cgroup v2 (`cgroup.procs`) has no such file outside threaded subtrees.
 //!
 //! cgroup v1 (a `pids` hierarchy) is used when mounted; cgroup v2 only where the pids controller
 //! is delegated to warden's cgroup (`cgroup.subtree_control` lists `pids`). Without either, a
@@ -91,17 +97,21 @@ impl PidsCgroupRoot {
         // From here on, dropping `cgroup` removes the directory again.
         let mut cgroup = ProcessCgroup {
             dir: dir.clone(),
-            procs: None,
+            join: None,
             version: self.version,
         };
         fs::write(dir.join("pids.max"), max_processes.to_string())
             .map_err(|e| setup("set pids.max", e))?;
-        let procs = fs::OpenOptions::new()
+        let join_file = match self.version {
+            CgroupVersion::V1 => "tasks",
+            CgroupVersion::V2 => "cgroup.procs",
+        };
+        let join = fs::OpenOptions::new()
             .write(true)
-            .open(dir.join("cgroup.procs"))
-            .map_err(|e| setup("open cgroup.procs", e))?;
-        cgroup.procs =
-            Some(super::fds::dup_private(&procs).map_err(|e| setup("duplicate cgroup.procs", e))?);
+            .open(dir.join(join_file))
+            .map_err(|e| setup(&format!("open {join_file}"), e))?;
+        cgroup.join =
+            Some(super::fds::dup_private(&join).map_err(|e| setup("duplicate the join file", e))?);
         Ok(cgroup)
     }
 }
@@ -110,19 +120,20 @@ impl PidsCgroupRoot {
 #[derive(Debug)]
 pub struct ProcessCgroup {
     dir: PathBuf,
-    procs: Option<OwnedFd>,
+    /// `tasks` (v1) or `cgroup.procs` (v2), opened for the child to write "0" to.
+    join: Option<OwnedFd>,
     version: CgroupVersion,
 }
 
 impl ProcessCgroup {
     /// The descriptor the child writes "0" to.
-    pub fn procs_fd(&self) -> Option<RawFd> {
-        self.procs.as_ref().map(|fd| fd.as_raw_fd())
+    pub fn join_fd(&self) -> Option<RawFd> {
+        self.join.as_ref().map(|fd| fd.as_raw_fd())
     }
 
     /// Close the parent's copy once the child has joined.
-    pub fn close_procs_fd(&mut self) {
-        self.procs = None;
+    pub fn close_join_fd(&mut self) {
+        self.join = None;
     }
 
     /// Pids currently in the cgroup (zombies are not listed).
@@ -173,12 +184,12 @@ impl Drop for ProcessCgroup {
     }
 }
 
-/// Child side: move the calling process into the cgroup. Async-signal-safe.
+/// Child side: move the calling (single-threaded) process into the cgroup. Async-signal-safe.
 ///
 /// # Safety
 /// Call only in the jail's child.
-pub unsafe fn join_in_child(procs_fd: RawFd) -> Result<(), i32> {
-    if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
+pub unsafe fn join_in_child(join_fd: RawFd) -> Result<(), i32> {
+    if libc::write(join_fd, b"0".as_ptr().cast(), 1) != 1 {
         return Err(errno());
     }
     Ok(())
@@ -251,7 +262,7 @@ fn remove_stale(dir: &Path, version: CgroupVersion) {
         }
         let stale = ProcessCgroup {
             dir: entry.path(),
-            procs: None,
+            join: None,
             version,
         };
         let left = stale.kill_all();
@@ -320,7 +331,7 @@ mod tests {
         };
         let cg = root.create(17).unwrap();
         assert_eq!(read_pids_max(cg.dir()).unwrap(), "17");
-        assert!(cg.procs_fd().unwrap() >= super::super::fds::FIRST_PRIVATE_FD);
+        assert!(cg.join_fd().unwrap() >= super::super::fds::FIRST_PRIVATE_FD);
         assert!(cg.pids().is_empty());
         cg.remove().unwrap();
         assert!(!cg.dir().exists());

@@ -181,14 +181,13 @@ impl LandlockTemplate {
     }
 }
 
-/// `/etc/python3*` (Debian keeps `sitecustomize.py` there).
+/// `/etc/python3` and `/etc/python3.N` (Debian keeps `sitecustomize.py` there). Probed by name:
+/// listing `/etc` costs more than these lookups.
 fn etc_python_dirs() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir("/etc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-        .map(|e| e.path())
+    std::iter::once("/etc/python3".to_string())
+        .chain((6..=20).map(|minor| format!("/etc/python3.{minor}")))
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
         .collect()
 }
 

@@ -39,8 +39,8 @@ pub struct ChildPlan<'a> {
     pub envp: &'a [*const c_char],
     pub cwd: &'a CStr,
     pub fds: &'a FdPlan,
-    /// `cgroup.procs` of the process's pids cgroup, when there is one.
-    pub cgroup_procs: Option<RawFd>,
+    /// The join file of the process's pids cgroup, when there is one.
+    pub cgroup_join: Option<RawFd>,
     pub rlimits: &'a RlimitPlan,
     pub capabilities: &'a CapabilityPlan,
     /// The ruleset and the rights to grant on the process's own `/proc/<pid>`; `None` only in
@@ -240,7 +240,7 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
     }
 
     // Cgroup: count (and later find) every descendant.
-    if let Some(fd) = plan.cgroup_procs {
+    if let Some(fd) = plan.cgroup_join {
         cgroup::join_in_child(fd).map_err(fail(Step::Cgroup))?;
     }
 

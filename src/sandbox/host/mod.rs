@@ -226,7 +226,7 @@ impl HostSandbox {
             envp: &envp_ptrs,
             cwd: &cwd,
             fds: &fds,
-            cgroup_procs: cgroup.as_ref().and_then(|c| c.procs_fd()),
+            cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
             rlimits: &self.rlimits,
             capabilities: &self.capabilities,
             landlock: match (&ruleset, &self.landlock) {
@@ -238,7 +238,7 @@ impl HostSandbox {
         let (pid, pidfd) =
             launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
         if let Some(cg) = &mut cgroup {
-            cg.close_procs_fd();
+            cg.close_join_fd();
         }
         Ok((pid, pidfd, cgroup))
     }
