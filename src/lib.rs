@@ -11,6 +11,8 @@ pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod doctor;
+pub mod exec;
 pub mod gateway;
 pub mod llm;
 pub mod memory;

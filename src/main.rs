@@ -17,6 +17,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a program in the sandbox without the command policy (to test the jail alone).
+    Jail(cli::jail::JailArgs),
+    /// Check a command string with the policy, then run the checked commands in the sandbox.
+    Exec(cli::exec::ExecArgs),
+    /// Show what this kernel supports and which sandbox backend warden will use.
+    Doctor(cli::doctor::DoctorArgs),
+    /// Sandbox images for the Docker backend.
+    Image(cli::image::ImageArgs),
     /// One-shot agent run: prints the answer.
     Run {
         /// What to ask.
@@ -126,6 +134,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
+        Command::Jail(args) => Ok(cli::jail::run(args, cli.config.as_deref())),
+        Command::Exec(args) => Ok(cli::exec::run(args, cli.config.as_deref())),
+        Command::Doctor(args) => Ok(cli::doctor::run(args, cli.config.as_deref())),
+        Command::Image(args) => Ok(cli::image::run(args, cli.config.as_deref())),
         Command::Run { prompt } => {
             let prompt = prompt.join(" ");
             if prompt.trim().is_empty() {

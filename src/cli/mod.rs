@@ -2,13 +2,20 @@
 //! and calls into these, so tests can drive the library and the binary alike.
 
 pub mod cron;
+pub mod doctor;
+pub mod exec;
+pub mod image;
+pub mod jail;
 pub mod policy;
+pub mod sandbox;
 
 use crate::config::{Config, ProcessEnv};
 use std::path::{Path, PathBuf};
 
 /// Exit code for usage and configuration errors (the CLI contract).
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code when the sandbox could not be set up (`jail`, `exec`).
+pub const EXIT_SETUP: i32 = 125;
 
 /// Load the config for a subcommand; errors are reported and mapped to exit 2 by callers.
 pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {

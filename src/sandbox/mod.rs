@@ -10,6 +10,9 @@ use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+pub mod docker;
+pub mod host;
+
 /// Which sandbox implementation runs commands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -139,6 +142,13 @@ pub enum SandboxError {
     /// The program does not exist inside the sandbox (exit 127).
     #[error("{0}: command not found in the sandbox")]
     NotFound(String),
+    /// The program exists but the kernel refused to execute it, e.g. a file in the workspace,
+    /// which the jail never lets execute (exit 126; 127 for a missing interpreter).
+    #[error("{program}: cannot execute: {source}")]
+    CannotExecute {
+        program: String,
+        source: std::io::Error,
+    },
     #[error("sandbox I/O error: {0}")]
     Io(#[from] std::io::Error),
 }

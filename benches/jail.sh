@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Whole-process cost of starting a program in the host jail, in one run:
+#   warden jail -- /bin/true   vs   /bin/true   vs   bwrap (all namespaces) /bin/true
+# Targets: warden ≤ 3 ms median and ≤ 0.3 × bwrap. Uses the release build.
+#
+#   benches/jail.sh            # 300 runs each (RUNS=N to change)
+#   SPACED=1 benches/jail.sh   # 50 ms pause before each run, as between an agent's commands
+#                              # (kernel caches such as RCU-synced cgroup locks go cold)
+#
+# hyperfine is used when installed (apt-get install -y hyperfine), else a loop timed with
+# bash's $EPOCHREALTIME. The machine should be otherwise idle: the numbers are milliseconds.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+runs=${RUNS:-300}
+cargo build --release --quiet
+warden="$PWD/target/release/warden"
+
+workdir=$(mktemp -d)
+trap 'rm -rf "$workdir"' EXIT
+mkdir "$workdir/ws"
+: >"$workdir/config.toml"
+export WARDEN_CONFIG="$workdir/config.toml"
+
+names=("warden jail" "/bin/true" "bwrap")
+commands=(
+    "$warden jail --workspace $workdir/ws -- /bin/true"
+    "/bin/true"
+    "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --new-session --die-with-parent /bin/true"
+)
+if ! command -v bwrap >/dev/null; then
+    echo "bwrap is not installed: comparing with /bin/true only" >&2
+    unset 'names[2]' 'commands[2]'
+fi
+
+declare -A median_ms
+if command -v hyperfine >/dev/null; then
+    spacing=()
+    if [[ -n ${SPACED:-} ]]; then spacing=(--prepare "sleep 0.05"); fi
+    hyperfine -N --warmup 20 --runs "$runs" "${spacing[@]}" --export-csv "$workdir/results.csv" \
+        "${commands[@]}" >&2
+    # command,mean,stddev,median,... in seconds, one row per command in order.
+    i=0
+    while IFS=, read -r _ _ _ median _; do
+        median_ms[${names[$i]}]=$(awk -v s="$median" 'BEGIN { printf "%.2f", s * 1000 }')
+        i=$((i + 1))
+    done < <(tail -n +2 "$workdir/results.csv")
+else
+    echo "hyperfine not found: timing a loop with \$EPOCHREALTIME" >&2
+    for i in "${!commands[@]}"; do
+        read -r -a argv <<<"${commands[$i]}"
+        for _ in $(seq 20); do "${argv[@]}" >/dev/null; done
+        for _ in $(seq "$runs"); do
+            if [[ -n ${SPACED:-} ]]; then sleep 0.05; fi
+            start=$EPOCHREALTIME
+            "${argv[@]}" >/dev/null
+            end=$EPOCHREALTIME
+            awk -v a="$start" -v b="$end" 'BEGIN { printf "%.4f\n", (b - a) * 1000 }'
+        done | sort -n >"$workdir/times.$i"
+        median_ms[${names[$i]}]=$(awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }' "$workdir/times.$i")
+    done
+fi
+
+echo
+echo "median wall time (ms):"
+for name in "${names[@]}"; do
+    printf "  %-12s %s\n" "$name" "${median_ms[$name]}"
+done
+w=${median_ms["warden jail"]}
+# verdict VALUE LIMIT: "met" when VALUE ≤ LIMIT.
+verdict() { if awk -v v="$1" -v l="$2" 'BEGIN { exit !(v + 0 <= l + 0) }'; then echo "met"; else echo "NOT met"; fi; }
+echo "target warden ≤ 3 ms: $(verdict "$w" 3)"
+if [[ -n ${median_ms[bwrap]:-} ]]; then
+    b=${median_ms[bwrap]}
+    ratio=$(awk -v w="$w" -v b="$b" 'BEGIN { printf "%.2f", w / b }')
+    echo "warden / bwrap = $ratio; target ≤ 0.3: $(verdict "$ratio" 0.3)"
+fi

@@ -1,0 +1,115 @@
+//! `warden exec`: check a command string with the policy, then run the checked IR in the
+//! sandbox — never the string itself.
+//!
+//! Exit status: as `warden jail` when allowed (the last pipeline's status, 124 timeout, 125
+//! sandbox setup failed, 127 not found); 126 when the policy denies it, or asks for an approval
+//! nobody can give on the command line (the reason goes to stderr).
+
+use super::sandbox::{self as cli_sandbox, CliSandbox};
+use super::{EXIT_SETUP, EXIT_USAGE};
+use crate::exec::{run_script, ExecOptions};
+use crate::policy::Decision;
+use crate::sandbox::Backend;
+use std::path::{Path, PathBuf};
+
+/// Exit status when the policy refuses the command.
+pub const EXIT_REFUSED: i32 = 126;
+
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    /// Sandbox backend (default: the config's `sandbox.backend`).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Policy file extending (or replacing) the embedded default (default: the config's).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Workspace directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Wall-clock limit in seconds (default: the config's `sandbox.timeout_secs`).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Run even if the kernel has no Landlock (much weaker jail; says so loudly).
+    #[arg(long)]
+    pub allow_without_landlock: bool,
+    /// The command string (one shell command line).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
+    let config = match super::load_config(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let backend = cli_sandbox::backend(args.backend, &config);
+    let workspace = match super::workspace_or_cwd(args.workspace) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let policy = args.policy.or_else(|| config.policy.clone());
+    let mut checker =
+        match super::policy::checker(policy.as_deref(), &workspace, &config.sandbox.read) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("warden: {e:#}");
+                return EXIT_USAGE;
+            }
+        };
+    let verdict = checker.check(&args.command.join(" "));
+    match verdict.decision {
+        Decision::Allow => {}
+        Decision::Deny => {
+            eprintln!("warden: denied: {}", verdict.reason);
+            return EXIT_REFUSED;
+        }
+        Decision::Ask => {
+            eprintln!(
+                "warden: denied: approval required ({}), and nobody can approve on the command line",
+                verdict.reason
+            );
+            return EXIT_REFUSED;
+        }
+    }
+    tracing::debug!(reason = %verdict.reason, "policy allowed the command");
+
+    let runtime = match cli_sandbox::runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warden: cannot start the async runtime: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    runtime.block_on(async {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        cli_sandbox::cancel_on_signals(cancel.clone());
+        // The jail's roots are the checker's roots: what was checked is what the jail allows.
+        let paths = checker.paths().clone();
+        let spec = cli_sandbox::jail_spec(&paths, &config);
+        let allow_weak = args.allow_without_landlock;
+        let sandbox = match CliSandbox::open(backend, spec, &config, allow_weak, "exec").await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                return EXIT_SETUP;
+            }
+        };
+        let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
+        options.cancel = cancel;
+        let status = match run_script(sandbox.get(), &verdict.script, &options).await {
+            Ok(out) => out.status,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                e.exit_code()
+            }
+        };
+        sandbox.close().await;
+        status
+    })
+}

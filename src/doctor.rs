@@ -1,0 +1,329 @@
+//! `warden doctor`: what this kernel (and Docker daemon) supports, and which sandbox backend
+//! warden will use and why.
+
+use crate::config::Config;
+use crate::sandbox::docker::probe::DockerReport;
+use crate::sandbox::host::{cgroup, kernel};
+use crate::sandbox::Backend;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub kernel: String,
+    pub machine: String,
+    pub root: bool,
+    pub landlock: Landlock,
+    pub seccomp: Feature,
+    pub pidfd: Feature,
+    pub user_namespaces: kernel::UserNamespaces,
+    pub cgroup: Cgroup,
+    /// Filled by the Docker backend (daemon reachable, version, runtime, image present).
+    pub docker: DockerStatus,
+    /// The backend warden will use.
+    pub backend: Backend,
+    /// Whether that backend can run commands here.
+    pub usable: bool,
+    /// Why, in a sentence or two.
+    pub reason: String,
+    /// Weaknesses of the chosen setup worth knowing.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Landlock {
+    pub abi: Option<u32>,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Feature {
+    pub available: bool,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cgroup {
+    pub version: Option<cgroup::CgroupVersion>,
+    pub pids_dir: Option<String>,
+    pub detail: String,
+}
+
+/// The Docker section: daemon reachable, versions, runtime, image.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DockerStatus {
+    pub probed: bool,
+    pub available: bool,
+    pub detail: String,
+    /// Everything the probe found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<DockerReport>,
+}
+
+/// Probe the Docker daemon configured in `sandbox.docker` (on a thread of its own, so this
+/// works inside or outside an async runtime).
+pub fn probe_docker(config: &Config) -> DockerStatus {
+    let docker = config.sandbox.docker.clone();
+    let probed = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        Ok::<_, String>(runtime.block_on(crate::sandbox::docker::probe::probe(&docker)))
+    })
+    .join();
+    let report = match probed {
+        Ok(Ok(report)) => report,
+        Ok(Err(why)) => {
+            return DockerStatus {
+                probed: false,
+                available: false,
+                detail: why,
+                report: None,
+            }
+        }
+        Err(_) => {
+            return DockerStatus {
+                probed: false,
+                available: false,
+                detail: "the Docker probe panicked".into(),
+                report: None,
+            }
+        }
+    };
+    let detail = match (&report.error, &report.server_version, &report.runtime) {
+        (Some(problem), _, _) => problem.clone(),
+        (None, Some(version), Some(runtime)) => format!(
+            "Docker {version} (API {}) at {}, runtime {runtime}, image {} present",
+            report.api_version.as_deref().unwrap_or("?"),
+            report.socket.display(),
+            report.image
+        ),
+        _ => format!("daemon at {} answers", report.socket.display()),
+    };
+    DockerStatus {
+        probed: true,
+        available: report.usable(),
+        detail,
+        report: Some(report),
+    }
+}
+
+/// Look at this machine with `config`'s choices.
+pub fn collect(config: &Config) -> Report {
+    let landlock = match kernel::landlock_abi() {
+        Ok(abi) => Landlock {
+            abi: Some(abi),
+            detail: landlock_detail(abi),
+        },
+        Err(why) => Landlock {
+            abi: None,
+            detail: why,
+        },
+    };
+    let seccomp = match kernel::seccomp_available() {
+        Ok(()) => Feature {
+            available: true,
+            detail: "seccomp filters with errno returns".into(),
+        },
+        Err(why) => Feature {
+            available: false,
+            detail: why,
+        },
+    };
+    let pidfd_ok = kernel::pidfd_available();
+    let pidfd = Feature {
+        available: pidfd_ok,
+        detail: if pidfd_ok {
+            "pidfd_open works".into()
+        } else {
+            "pidfd_open failed (Linux ≥ 5.3 needed)".into()
+        },
+    };
+    let root = kernel::is_root();
+    let cgroup = match cgroup::PidsCgroupRoot::detect() {
+        Ok(found) => Cgroup {
+            version: Some(found.version),
+            pids_dir: Some(found.dir.display().to_string()),
+            detail: "one pids cgroup per jailed process".into(),
+        },
+        Err(why) => Cgroup {
+            version: None,
+            pids_dir: None,
+            detail: why,
+        },
+    };
+
+    let mut warnings = Vec::new();
+    if root && cgroup.pids_dir.is_none() {
+        warnings.push(
+            "running as root without a usable pids cgroup: the process limit is not enforced \
+             (the kernel ignores RLIMIT_NPROC for uid 0)"
+                .to_string(),
+        );
+    }
+    if let Some(abi) = landlock.abi {
+        if abi < 4 {
+            warnings.push(format!(
+                "Landlock ABI {abi} cannot restrict TCP; only seccomp keeps jailed commands off the network"
+            ));
+        }
+        if abi < 6 {
+            warnings.push(format!(
+                "Landlock ABI {abi} has no signal scoping: a jail running as warden's uid can \
+                 signal warden's other processes"
+            ));
+        }
+    }
+
+    let backend = config.sandbox.backend;
+    let docker = probe_docker(config);
+    let (usable, reason) = match backend {
+        Backend::Host => host_verdict(config, &landlock, &seccomp, &pidfd),
+        Backend::Docker => (
+            docker.available,
+            format!(
+                "configured (sandbox.backend = \"docker\"); {}",
+                docker.detail
+            ),
+        ),
+    };
+    Report {
+        kernel: kernel::release(),
+        machine: kernel::machine(),
+        root,
+        landlock,
+        seccomp,
+        pidfd,
+        user_namespaces: kernel::user_namespaces(),
+        cgroup,
+        docker,
+        backend,
+        usable,
+        reason,
+        warnings,
+    }
+}
+
+fn landlock_detail(abi: u32) -> String {
+    let mut parts = vec!["files"];
+    if abi >= 2 {
+        parts.push("renames across directories");
+    }
+    if abi >= 3 {
+        parts.push("truncation");
+    }
+    if abi >= 4 {
+        parts.push("TCP bind/connect");
+    }
+    if abi >= 5 {
+        parts.push("device ioctls");
+    }
+    if abi >= 6 {
+        parts.push("signal and abstract-socket scopes");
+    }
+    format!("restricts {}", parts.join(", "))
+}
+
+fn host_verdict(
+    config: &Config,
+    landlock: &Landlock,
+    seccomp: &Feature,
+    pidfd: &Feature,
+) -> (bool, String) {
+    if !seccomp.available {
+        return (false, format!("host jail unusable: {}", seccomp.detail));
+    }
+    if !pidfd.available {
+        return (false, format!("host jail unusable: {}", pidfd.detail));
+    }
+    match landlock.abi {
+        Some(abi) => (
+            true,
+            format!("host jail: Landlock ABI {abi}, seccomp allow-list, rlimits, no capabilities"),
+        ),
+        None if config.sandbox.allow_without_landlock => (
+            true,
+            "host jail WITHOUT Landlock (sandbox.allow_without_landlock = true): files, /proc and \
+             TCP are not confined"
+                .into(),
+        ),
+        None => (
+            false,
+            "host jail refuses to run without Landlock; use sandbox.backend = \"docker\" or \
+             (much weaker) sandbox.allow_without_landlock = true"
+                .into(),
+        ),
+    }
+}
+
+impl Report {
+    /// Human-readable form.
+    pub fn render(&self) -> String {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        let mut s = String::new();
+        let mut line = |k: &str, v: String| {
+            let _ = writeln!(s, "  {k:<17} {v}");
+        };
+        line("kernel", format!("{} ({})", self.kernel, self.machine));
+        line(
+            "landlock",
+            match self.landlock.abi {
+                Some(abi) => format!("ABI {abi}: {}", self.landlock.detail),
+                None => format!("unavailable: {}", self.landlock.detail),
+            },
+        );
+        line("seccomp", self.seccomp.detail.clone());
+        line("pidfd", self.pidfd.detail.clone());
+        line(
+            "user namespaces",
+            format!(
+                "warden: {}, unprivileged: {}{}",
+                yes(self.user_namespaces.available_to_warden),
+                yes(self.user_namespaces.unprivileged),
+                if self.user_namespaces.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", self.user_namespaces.detail)
+                }
+            ),
+        );
+        line(
+            "pids cgroup",
+            match (&self.cgroup.version, &self.cgroup.pids_dir) {
+                (Some(v), Some(dir)) => format!("{v:?} at {dir}"),
+                _ => format!("none: {}", self.cgroup.detail),
+            },
+        );
+        line("root", yes(self.root).into());
+        line(
+            "docker",
+            if self.docker.probed {
+                format!(
+                    "{}: {}",
+                    if self.docker.available {
+                        "available"
+                    } else {
+                        "unavailable"
+                    },
+                    self.docker.detail
+                )
+            } else {
+                self.docker.detail.clone()
+            },
+        );
+        line(
+            "backend",
+            format!(
+                "{} ({}): {}",
+                self.backend,
+                if self.usable { "usable" } else { "NOT usable" },
+                self.reason
+            ),
+        );
+        for w in &self.warnings {
+            line("warning", w.clone());
+        }
+        format!("warden doctor\n{s}")
+    }
+}

@@ -1,0 +1,239 @@
+//! The executor: runs the checked IR ([`Script`]) in a [`Sandbox`], itself — never through a
+//! shell. warden evaluates `&&`, `||` and `;`, creates the pipes, opens redirection targets
+//! without following symlinks, tracks `cd`, and enforces the wall-clock timeout and output caps.
+//! Works over any backend (`&dyn Sandbox`).
+
+mod capture;
+mod open;
+mod output;
+mod pipeline;
+mod redirect;
+
+use crate::policy::ir::Script;
+use crate::policy::PathPolicy;
+use crate::sandbox::{Sandbox, SandboxError};
+use pipeline::Outcome;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Exit status of a script killed by its timeout (as `timeout(1)`).
+pub const STATUS_TIMED_OUT: i32 = 124;
+/// Exit status of a cancelled script (as after SIGINT).
+pub const STATUS_CANCELLED: i32 = 130;
+
+/// Where the first command of each pipeline reads from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+    /// `/dev/null` (the agent: nobody types into a tool call).
+    Null,
+    /// warden's own standard input (the CLI).
+    Inherit,
+}
+
+/// Where output goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Captured into [`RunOutput`], each stream capped at `cap_bytes` (head and tail kept).
+    Capture { cap_bytes: usize },
+    /// warden's own stdout/stderr (the CLI).
+    Inherit,
+}
+
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// Wall-clock limit for the whole script.
+    pub timeout: Duration,
+    pub stdin: StdinMode,
+    pub output: OutputMode,
+    /// Where a stream over its cap is saved in full (a directory inside a writable root).
+    pub save_dir: Option<PathBuf>,
+    /// Cancelling kills every running process; the script ends with status 130.
+    pub cancel: CancellationToken,
+    /// Where warden itself may open redirection targets: the same roots the policy checked
+    /// against and the jail confines to.
+    pub paths: PathPolicy,
+}
+
+impl ExecOptions {
+    /// Capture mode with a 64 KiB cap per stream, stdin from /dev/null.
+    pub fn capture(paths: PathPolicy, timeout: Duration) -> ExecOptions {
+        ExecOptions {
+            timeout,
+            stdin: StdinMode::Null,
+            output: OutputMode::Capture {
+                cap_bytes: 64 * 1024,
+            },
+            save_dir: None,
+            cancel: CancellationToken::new(),
+            paths,
+        }
+    }
+
+    /// The CLI: the jailed program uses warden's terminal.
+    pub fn inherit(paths: PathPolicy, timeout: Duration) -> ExecOptions {
+        ExecOptions {
+            timeout,
+            stdin: StdinMode::Inherit,
+            output: OutputMode::Inherit,
+            save_dir: None,
+            cancel: CancellationToken::new(),
+            paths,
+        }
+    }
+}
+
+/// The result of a script.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RunOutput {
+    /// Status of the last pipeline that ran; 124 on timeout, 130 when cancelled.
+    pub status: i32,
+    /// Captured stdout of the pipelines' last commands (empty in inherit mode).
+    pub stdout: String,
+    /// Captured stderr of every command plus warden's own diagnostics.
+    pub stderr: String,
+    /// Whether either stream was cut to the cap.
+    pub truncated: bool,
+    /// The file holding the full output of a truncated stream (stdout's first).
+    pub full_output: Option<PathBuf>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub duration: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The sandbox could not be set up (exit 125); nothing more ran.
+    #[error(transparent)]
+    Sandbox(SandboxError),
+    /// A command's checked working directory is not where the script is (a `cd` before it did
+    /// not run, e.g. skipped by `||`): refuse rather than run it unchecked.
+    #[error(
+        "refusing to run `{command}` in {}: it was checked for {} (a `cd` before it did not run)",
+        actual.display(),
+        checked.display()
+    )]
+    CwdMismatch {
+        command: String,
+        checked: PathBuf,
+        actual: PathBuf,
+    },
+    #[error("executor I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ExecError {
+    /// The CLI exit code: 125 when the sandbox failed, 126 when warden refused to run.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExecError::CwdMismatch { .. } => 126,
+            ExecError::Sandbox(_) | ExecError::Io(_) => 125,
+        }
+    }
+}
+
+/// Run a checked script in `sandbox`.
+pub async fn run_script(
+    sandbox: &dyn Sandbox,
+    script: &Script,
+    options: &ExecOptions,
+) -> Result<RunOutput, ExecError> {
+    let started = tokio::time::Instant::now();
+    let save = options.save_dir.clone().map(|dir| capture::SaveTarget {
+        paths: options.paths.clone(),
+        dir,
+    });
+    let outputs = output::Outputs::new(options.stdin, &options.output, save)?;
+    let Some(first) = script.commands().next() else {
+        return Ok(finish(outputs, 0, false, false, started).await);
+    };
+    let mut ctx = pipeline::Context {
+        sandbox,
+        outputs: &outputs,
+        paths: &options.paths,
+        deadline: started + options.timeout,
+        cancel: &options.cancel,
+        cwd: first.cwd.clone(),
+    };
+
+    let mut status = 0;
+    let (mut timed_out, mut cancelled) = (false, false);
+    for step in &script.steps {
+        if !step.connector.runs_after(status) {
+            continue;
+        }
+        match pipeline::run(&mut ctx, &step.pipeline).await {
+            Ok(Outcome::Finished(s)) => status = s,
+            Ok(Outcome::TimedOut) => {
+                timed_out = true;
+                status = STATUS_TIMED_OUT;
+                outputs.message(&format!(
+                    "timed out after {} s; every process of the command was killed",
+                    options.timeout.as_secs_f64()
+                ));
+                break;
+            }
+            Ok(Outcome::Cancelled) => {
+                cancelled = true;
+                status = STATUS_CANCELLED;
+                outputs.message("cancelled; every process of the command was killed");
+                break;
+            }
+            Err(e) => {
+                drop(ctx);
+                // Collect (and so close) the streams before reporting.
+                finish(outputs, status, false, false, started).await;
+                return Err(e);
+            }
+        }
+    }
+    drop(ctx);
+    Ok(finish(outputs, status, timed_out, cancelled, started).await)
+}
+
+async fn finish(
+    outputs: output::Outputs,
+    status: i32,
+    timed_out: bool,
+    cancelled: bool,
+    started: tokio::time::Instant,
+) -> RunOutput {
+    let collected = outputs.finish().await;
+    RunOutput {
+        status,
+        truncated: collected.stdout.truncated || collected.stderr.truncated,
+        full_output: collected.stdout.saved.or(collected.stderr.saved),
+        stdout: collected.stdout.text,
+        stderr: collected.stderr.text,
+        timed_out,
+        cancelled,
+        duration: started.elapsed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_executor_future_can_move_between_threads() {
+        // The agent runs scripts on a multi-threaded runtime and aborts them from another task.
+        fn assert_send<T: Send>(_: &T) {}
+        let dir = tempfile::tempdir().unwrap();
+        let spec = crate::sandbox::JailSpec::new(dir.path().canonicalize().unwrap());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = runtime.enter();
+        let sandbox = crate::sandbox::host::HostSandbox::new(spec).unwrap();
+        let paths = PathPolicy::new(dir.path(), &[], &[], std::path::Path::new("/")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(1));
+        let script = Script::default();
+        let future = run_script(&sandbox, &script, &options);
+        assert_send(&future);
+        let out = runtime.block_on(future).unwrap();
+        assert_eq!(out.status, 0);
+        assert_eq!(out.stdout, "");
+    }
+}

@@ -1,0 +1,201 @@
+//! Running one pipeline: pipes created by warden (`pipe2(O_CLOEXEC)`), each command's descriptor
+//! table computed in warden, every program started through the sandbox, then all of them waited
+//! for — or all killed, when the script's deadline passes or it is cancelled.
+
+use super::output::Outputs;
+use super::redirect::FdTable;
+use super::ExecError;
+use crate::policy::ir::{Builtin, Command, Pipeline};
+use crate::policy::PathPolicy;
+use crate::sandbox::{JailedProcess, Sandbox, SandboxError};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How a pipeline ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Status of the last command, as a shell reports it.
+    Finished(i32),
+    TimedOut,
+    Cancelled,
+}
+
+/// The state a script carries from step to step.
+pub struct Context<'a> {
+    pub sandbox: &'a dyn Sandbox,
+    pub outputs: &'a Outputs,
+    pub paths: &'a PathPolicy,
+    pub deadline: Instant,
+    pub cancel: &'a CancellationToken,
+    /// The working directory `cd` builtins have moved to.
+    pub cwd: PathBuf,
+}
+
+pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, ExecError> {
+    let count = pipeline.commands.len();
+    let mut statuses: Vec<i32> = vec![0; count];
+    let mut running: Vec<(usize, Box<dyn JailedProcess>)> = Vec::new();
+    let mut next_stdin: Option<Arc<OwnedFd>> = None;
+
+    for (index, command) in pipeline.commands.iter().enumerate() {
+        if ctx.cancel.is_cancelled() {
+            kill_all(&mut running).await;
+            return Ok(Outcome::Cancelled);
+        }
+        if Instant::now() >= ctx.deadline {
+            kill_all(&mut running).await;
+            return Ok(Outcome::TimedOut);
+        }
+        // What was checked is what runs: never run a command somewhere it was not checked for.
+        if command.cwd != ctx.cwd {
+            kill_all(&mut running).await;
+            return Err(ExecError::CwdMismatch {
+                command: command.display(),
+                checked: command.cwd.clone(),
+                actual: ctx.cwd.clone(),
+            });
+        }
+        let stdin = next_stdin.take().unwrap_or_else(|| ctx.outputs.stdin());
+        let stdout = if index + 1 < count {
+            let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| ExecError::Io(e.into()))?;
+            next_stdin = Some(Arc::new(read));
+            Arc::new(write)
+        } else {
+            ctx.outputs.stdout()
+        };
+        let mut table = FdTable::new(stdin, stdout, ctx.outputs.stderr(), ctx.outputs.null());
+        if let Err(message) = table.apply(&command.redirects, ctx.paths) {
+            ctx.outputs.message(&message);
+            statuses[index] = 1;
+            continue;
+        }
+        match &command.builtin {
+            Some(Builtin::Cd(target)) => {
+                // In a pipeline `cd` runs in a subshell: its status counts, its effect does not.
+                statuses[index] = cd(ctx, target, count == 1);
+            }
+            None if command.argv.is_empty() => statuses[index] = 0,
+            None => match spawn(ctx, command, table).await {
+                Ok(process) => running.push((index, process)),
+                Err(SpawnFailure::Status(status)) => statuses[index] = status,
+                Err(SpawnFailure::Fatal(e)) => {
+                    kill_all(&mut running).await;
+                    return Err(e);
+                }
+            },
+        }
+    }
+    drop(next_stdin);
+
+    let waited = {
+        let waits = futures::future::join_all(
+            running
+                .iter_mut()
+                .map(|(index, process)| async move { (*index, process.wait().await) }),
+        );
+        tokio::select! {
+            results = waits => Some(results),
+            _ = tokio::time::sleep_until(ctx.deadline) => None,
+            _ = ctx.cancel.cancelled() => None,
+        }
+    };
+    let Some(results) = waited else {
+        let timed_out = !ctx.cancel.is_cancelled();
+        kill_all(&mut running).await;
+        return Ok(if timed_out {
+            Outcome::TimedOut
+        } else {
+            Outcome::Cancelled
+        });
+    };
+    for (index, result) in results {
+        statuses[index] = match result {
+            Ok(status) => status.as_shell_code(),
+            Err(e) => {
+                ctx.outputs
+                    .message(&format!("waiting for a command failed: {e}"));
+                1
+            }
+        };
+    }
+    Ok(Outcome::Finished(statuses.last().copied().unwrap_or(0)))
+}
+
+enum SpawnFailure {
+    /// The command failed to start the way a shell reports it (127, 126).
+    Status(i32),
+    /// The jail itself failed: stop the script.
+    Fatal(ExecError),
+}
+
+async fn spawn(
+    ctx: &Context<'_>,
+    command: &Command,
+    table: FdTable,
+) -> Result<Box<dyn JailedProcess>, SpawnFailure> {
+    let name = command.argv[0].clone();
+    let spec = table
+        .into_spec(command.argv.clone(), ctx.cwd.clone())
+        .map_err(|e| SpawnFailure::Fatal(ExecError::Io(e)))?;
+    match ctx.sandbox.spawn(spec).await {
+        Ok(process) => Ok(process),
+        Err(SandboxError::NotFound(program)) => {
+            ctx.outputs
+                .message(&format!("{program}: command not found"));
+            Err(SpawnFailure::Status(127))
+        }
+        Err(SandboxError::CannotExecute { program, source }) => {
+            let status = if source.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            ctx.outputs
+                .message(&format!("{program}: cannot execute: {}", short(&source)));
+            Err(SpawnFailure::Status(status))
+        }
+        Err(SandboxError::Io(e)) => {
+            ctx.outputs.message(&format!("{name}: {}", short(&e)));
+            Err(SpawnFailure::Status(126))
+        }
+        Err(e @ SandboxError::Setup(_)) => Err(SpawnFailure::Fatal(ExecError::Sandbox(e))),
+    }
+}
+
+/// `cd`: change the tracked directory (when `apply`), bash-like status and message.
+fn cd(ctx: &mut Context<'_>, target: &Path, apply: bool) -> i32 {
+    match std::fs::metadata(target) {
+        Ok(meta) if meta.is_dir() => {
+            if apply {
+                ctx.cwd = target.to_path_buf();
+            }
+            0
+        }
+        Ok(_) => {
+            ctx.outputs
+                .message(&format!("cd: {}: Not a directory", target.display()));
+            1
+        }
+        Err(e) => {
+            ctx.outputs
+                .message(&format!("cd: {}: {}", target.display(), short(&e)));
+            1
+        }
+    }
+}
+
+async fn kill_all(running: &mut [(usize, Box<dyn JailedProcess>)]) {
+    for (_, process) in running.iter_mut() {
+        process.kill().await;
+    }
+}
+
+/// An I/O error without the "(os error N)" suffix, as shells print it.
+fn short(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    text.split(" (os error").next().unwrap_or(&text).to_string()
+}

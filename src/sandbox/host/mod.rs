@@ -1,0 +1,339 @@
+//! The host backend: Landlock + seccomp + rlimits + capabilities + a pids cgroup, applied to
+//! each process warden starts, on this machine, without user namespaces.
+//!
+//! One file per kernel mechanism — `landlock.rs`, `seccomp.rs`, `rlimits.rs`,
+//! `capabilities.rs`, `cgroup.rs`, `env.rs`, `fds.rs` — and `launcher.rs`, the child-side
+//! sequence that applies them in order. [`HostSandbox::new`] builds everything that can be
+//! built once (the Landlock rule table, the seccomp programs, the environment, the limits), so
+//! a spawn only clones and applies.
+
+mod capabilities;
+pub mod cgroup;
+mod env;
+mod fds;
+pub mod kernel;
+mod landlock;
+mod launcher;
+mod process;
+mod rlimits;
+mod seccomp;
+mod tmpdir;
+
+pub use env::JAIL_PATH;
+pub use seccomp::Network;
+
+use crate::sandbox::{Backend, JailSpec, JailedProcess, ProcessSpec, Sandbox, SandboxError};
+use async_trait::async_trait;
+use std::ffi::{c_char, CString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Choices the caller makes about the host jail.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostOptions {
+    /// Run even when the kernel has no Landlock (config `sandbox.allow_without_landlock`, CLI
+    /// `--allow-without-landlock`). Files, TCP and `/proc` are then NOT confined.
+    pub allow_without_landlock: bool,
+}
+
+/// What the jail could and could not set up, for logs and `warden doctor`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct HostJailStatus {
+    /// The kernel's Landlock ABI, or why there is none.
+    pub landlock_abi: Result<u32, String>,
+    /// Running without Landlock because the caller allowed it.
+    pub weak_mode: bool,
+    /// The pids cgroup directory in use, or why there is none.
+    pub pids_cgroup: Result<PathBuf, String>,
+    /// Whether warden runs as root (then capabilities are dropped and the cgroup counts).
+    pub root: bool,
+}
+
+pub struct HostSandbox {
+    spec: JailSpec,
+    tmp: tmpdir::PrivateTmp,
+    env: Vec<CString>,
+    landlock: Option<landlock::LandlockTemplate>,
+    seccomp: seccomp::SeccompProgram,
+    rlimits: rlimits::RlimitPlan,
+    capabilities: capabilities::CapabilityPlan,
+    cgroups: Option<cgroup::PidsCgroupRoot>,
+    status: HostJailStatus,
+}
+
+impl HostSandbox {
+    /// Build the jail for `spec`, failing closed when the kernel lacks Landlock.
+    pub fn new(spec: JailSpec) -> Result<HostSandbox, SandboxError> {
+        HostSandbox::with_options(spec, HostOptions::default())
+    }
+
+    pub fn with_options(spec: JailSpec, options: HostOptions) -> Result<HostSandbox, SandboxError> {
+        if !spec.workspace.is_absolute() || !spec.workspace.is_dir() {
+            return Err(SandboxError::Setup(format!(
+                "the workspace {} is not an existing absolute directory",
+                spec.workspace.display()
+            )));
+        }
+        let landlock_abi = kernel::landlock_abi();
+        if let Err(why) = &landlock_abi {
+            if !options.allow_without_landlock {
+                return Err(SandboxError::Setup(format!(
+                    "Landlock is not available: {why}. Without it the host jail cannot confine \
+                     files, /proc or TCP, so warden refuses to run commands. Use the Docker backend, \
+                     or accept a much weaker jail with --allow-without-landlock \
+                     (config: sandbox.allow_without_landlock = true)."
+                )));
+            }
+            let warning = format!(
+                "WARNING: running the host jail WITHOUT Landlock ({why}): jailed commands can read \
+                 and write every file warden's user can, read other processes' /proc entries \
+                 (including warden's environment) and use TCP. Only seccomp, rlimits and \
+                 capability dropping remain."
+            );
+            eprintln!("{warning}");
+            tracing::warn!("{warning}");
+        }
+        kernel::seccomp_available().map_err(|why| {
+            SandboxError::Setup(format!("seccomp filters are not available: {why}"))
+        })?;
+        if !kernel::pidfd_available() {
+            return Err(SandboxError::Setup(
+                "pidfd_open is not available (Linux ≥ 5.3 needed to wait for jailed processes)"
+                    .into(),
+            ));
+        }
+
+        let tmp = tmpdir::PrivateTmp::create()?;
+        let env = env::build(&spec.workspace, tmp.path(), &spec.env)?;
+        let landlock = match &landlock_abi {
+            // Rulesets are instantiated per spawn; a failure there is a setup error too.
+            Ok(_) => Some(landlock::LandlockTemplate::new(&spec, tmp.path())?),
+            Err(_) => None,
+        };
+        let network = match spec.egress_proxy {
+            Some(_) => Network::EgressProxy,
+            None => Network::None,
+        };
+        let seccomp = seccomp::SeccompProgram::new(network)?;
+        let capabilities = capabilities::CapabilityPlan::for_current_process()?;
+        let root = kernel::is_root();
+
+        let (cgroups, pids_cgroup) = match cgroup::PidsCgroupRoot::detect() {
+            Ok(found) => {
+                let dir = found.dir.clone();
+                (Some(found), Ok(dir))
+            }
+            Err(why) => {
+                if root {
+                    tracing::warn!(
+                        reason = %why,
+                        "no pids cgroup: the process limit is not enforced for root (RLIMIT_NPROC does not apply to uid 0)"
+                    );
+                }
+                (None, Err(why))
+            }
+        };
+        // RLIMIT_NPROC counts all tasks of the real uid; root is exempt from it anyway.
+        let baseline = if root {
+            0
+        } else {
+            rlimits::tasks_of_user(nix::unistd::getuid().as_raw())
+        };
+        let rlimits = rlimits::RlimitPlan::new(&spec.limits, baseline);
+
+        tracing::debug!(
+            workspace = %spec.workspace.display(),
+            rules = ?landlock.as_ref().map(|l| l.paths()),
+            landlock = ?landlock_abi,
+            cgroup = ?pids_cgroup,
+            root,
+            "host jail ready"
+        );
+        Ok(HostSandbox {
+            status: HostJailStatus {
+                weak_mode: landlock_abi.is_err(),
+                landlock_abi,
+                pids_cgroup,
+                root,
+            },
+            spec,
+            tmp,
+            env,
+            landlock,
+            seccomp,
+            rlimits,
+            capabilities,
+            cgroups,
+        })
+    }
+
+    pub fn status(&self) -> &HostJailStatus {
+        &self.status
+    }
+
+    pub fn spec(&self) -> &JailSpec {
+        &self.spec
+    }
+
+    /// The private TMPDIR jailed processes see.
+    pub fn tmpdir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Start one process (synchronous: clone, child setup, exec).
+    fn start(
+        &self,
+        spec: ProcessSpec,
+    ) -> Result<(libc::pid_t, OwnedFd, Option<cgroup::ProcessCgroup>), SandboxError> {
+        let argv0 = spec
+            .argv
+            .first()
+            .ok_or_else(|| SandboxError::Setup("empty argv".into()))?
+            .clone();
+        let program = env::resolve_program(&argv0, &spec.cwd)
+            .ok_or_else(|| SandboxError::NotFound(argv0.clone()))?;
+        let program = env::c_path(&program)?;
+        let argv: Vec<CString> = spec
+            .argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                SandboxError::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("{argv0}: an argument contains a NUL byte"),
+                ))
+            })?;
+        let argv_ptrs = null_terminated(&argv);
+        let envp_ptrs = null_terminated(&self.env);
+        let cwd = env::c_path(&spec.cwd)?;
+        let fds = fds::FdPlan::new(spec.stdin, spec.stdout, spec.stderr, spec.extra_fds)?;
+        tracing::trace!(program = %argv0, fds = ?fds.targets(), "spawning a jailed process");
+        let mut cgroup = match &self.cgroups {
+            Some(root) => Some(root.create(self.spec.limits.max_processes)?),
+            None => None,
+        };
+        let ruleset: Option<OwnedFd> = match &self.landlock {
+            Some(template) => match template.instantiate()? {
+                Some(fd) => Some(fds::dup_private(&fd)?),
+                None => None,
+            },
+            None => None,
+        };
+        let plan = launcher::ChildPlan {
+            program: &program,
+            argv: &argv_ptrs,
+            envp: &envp_ptrs,
+            cwd: &cwd,
+            fds: &fds,
+            cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
+            rlimits: &self.rlimits,
+            capabilities: &self.capabilities,
+            landlock: match (&ruleset, &self.landlock) {
+                (Some(fd), Some(t)) => Some((fd.as_raw_fd(), t.proc_self_access())),
+                _ => None,
+            },
+            seccomp: &self.seccomp,
+        };
+        let (pid, pidfd) =
+            launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
+        if let Some(cg) = &mut cgroup {
+            cg.close_join_fd();
+        }
+        Ok((pid, pidfd, cgroup))
+    }
+
+    /// Whether a jailed program can see `path` at all.
+    fn visible(&self, path: &Path) -> bool {
+        let roots = [self.spec.workspace.as_path(), self.tmp.path()]
+            .into_iter()
+            .chain(self.spec.read_roots.iter().map(PathBuf::as_path))
+            .chain(self.spec.write_roots.iter().map(PathBuf::as_path));
+        roots.into_iter().any(|r| path.starts_with(r))
+            || ["/usr", "/bin", "/sbin", "/lib", "/lib64"]
+                .iter()
+                .any(|d| path.starts_with(d))
+    }
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+#[async_trait]
+impl Sandbox for HostSandbox {
+    fn backend(&self) -> Backend {
+        Backend::Host
+    }
+
+    async fn spawn(&self, spec: ProcessSpec) -> Result<Box<dyn JailedProcess>, SandboxError> {
+        let (pid, pidfd, cgroup) = self.start(spec)?;
+        Ok(Box::new(process::HostProcess::new(pid, pidfd, cgroup)?))
+    }
+
+    fn guest_path(&self, host_path: &Path) -> Option<PathBuf> {
+        self.visible(host_path).then(|| host_path.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Stdio;
+
+    fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
+        ProcessSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: Stdio::Null,
+            stdout: Stdio::Null,
+            stderr: Stdio::Null,
+            extra_fds: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_child_step_is_reported() {
+        let ws = tempfile::tempdir().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.path().canonicalize().unwrap())).unwrap();
+        let err = match sandbox
+            .spawn(spec(&["true"], Path::new("/nonexistent-dir")))
+            .await
+        {
+            Err(e) => e,
+            Ok(_) => panic!("spawned in a missing directory"),
+        };
+        assert!(
+            err.to_string().contains("cannot enter /nonexistent-dir"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn programs_run_and_report_their_status() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
+        let mut p = sandbox
+            .spawn(spec(&["sh", "-c", "exit 3"], &ws))
+            .await
+            .unwrap();
+        assert_eq!(p.wait().await.unwrap(), crate::sandbox::ExitStatus::Code(3));
+        let mut p = sandbox.spawn(spec(&["sleep", "30"], &ws)).await.unwrap();
+        p.kill().await;
+        assert_eq!(
+            p.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Signal(libc::SIGKILL)
+        );
+        assert!(matches!(
+            sandbox.spawn(spec(&["no-such-program-x"], &ws)).await,
+            Err(SandboxError::NotFound(_))
+        ));
+        assert_eq!(sandbox.guest_path(&ws.join("f")), Some(ws.join("f")));
+        assert_eq!(sandbox.guest_path(Path::new("/etc/shadow")), None);
+    }
+}

@@ -1,0 +1,78 @@
+//! The jail's private `TMPDIR`: one directory per `HostSandbox`, mode 0700, writable inside the
+//! jail (Landlock), removed with everything in it when the sandbox is dropped. The shared system
+//! `/tmp` stays out of reach, so jailed programs cannot meet other users' files there.
+
+use crate::sandbox::SandboxError;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug)]
+pub struct PrivateTmp {
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    /// Create `warden-jail-<pid>-<random>` under the system temp dir.
+    pub fn create() -> Result<PrivateTmp, SandboxError> {
+        let base = std::env::temp_dir();
+        let base = base.canonicalize().map_err(|e| {
+            SandboxError::Setup(format!(
+                "cannot resolve the system temp dir {}: {e}",
+                base.display()
+            ))
+        })?;
+        for _ in 0..8 {
+            let path = base.join(format!(
+                "warden-jail-{}-{:016x}",
+                std::process::id(),
+                rand::random::<u64>()
+            ));
+            // `create` (not `recursive`) fails if anything, including a planted symlink, exists.
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(PrivateTmp { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(SandboxError::Setup(format!(
+                        "cannot create the jail's private TMPDIR in {}: {e}",
+                        base.display()
+                    )))
+                }
+            }
+        }
+        Err(SandboxError::Setup(
+            "cannot find a free name for the jail's private TMPDIR".into(),
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not remove the jail's TMPDIR");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn private_tmp_is_0700_and_removed_on_drop() {
+        let tmp = PrivateTmp::create().unwrap();
+        let path = tmp.path().to_path_buf();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        std::fs::write(path.join("f"), b"x").unwrap();
+        drop(tmp);
+        assert!(!path.exists());
+    }
+}

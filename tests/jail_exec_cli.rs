@@ -1,0 +1,76 @@
+//! `warden exec`: the policy decides, the checked IR runs in the jail; denials and unanswerable
+//! approvals exit 126 with the reason on stderr.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+fn exec(env: &Env, flags: &[&str], command: &str) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.arg("exec")
+        .arg("--workspace")
+        .arg(&env.ws)
+        .args(flags)
+        .arg("--")
+        .arg(command)
+        .env("WARDEN_CONFIG", &env.config)
+        .env("ANTHROPIC_API_KEY", SECRET_KEY)
+        .stdin(std::process::Stdio::null());
+    run(cmd)
+}
+
+#[test]
+fn allowed_commands_run_with_pipes_redirections_and_cd() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("sub")).unwrap();
+    let r = exec(
+        &env,
+        &[],
+        "echo hello > sub/f.txt && echo world >> sub/f.txt; cd sub && cat f.txt | tr a-z A-Z && pwd",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        format!("HELLO\nWORLD\n{}\n", env.ws.join("sub").display())
+    );
+    let r = exec(&env, &[], "cat <<EOF\nfrom a here-doc\nEOF");
+    assert_eq!(r.stdout, "from a here-doc\n", "{r:?}");
+    // The last pipeline's status is warden's.
+    let r = exec(&env, &[], "ls does-not-exist");
+    assert_eq!(r.status, 2, "{r:?}");
+}
+
+#[test]
+fn denied_commands_exit_126_with_the_reason() {
+    let env = Env::new();
+    let r = exec(&env, &[], "cat /etc/shadow");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.starts_with("warden: denied: "), "{r:?}");
+    assert!(r.stdout.is_empty());
+    let r = exec(&env, &[], "sh -c 'echo hi'");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("shell"), "{r:?}");
+}
+
+#[test]
+fn ask_is_a_denial_without_an_approver() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("dir")).unwrap();
+    let r = exec(&env, &[], "rm -r dir");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("approval required"), "{r:?}");
+    assert!(env.ws.join("dir").exists(), "an unapproved command ran");
+}
+
+#[test]
+fn exec_has_the_timeout_and_scrubbed_environment_of_the_jail() {
+    let env = Env::new();
+    let r = exec(&env, &["--timeout", "1"], "sleep 30");
+    assert_eq!(r.status, 124, "{r:?}");
+    assert!(r.elapsed < Duration::from_secs(2), "{r:?}");
+    let r = exec(&env, &[], "printenv");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(!r.stdout.contains(SECRET_KEY), "{r:?}");
+    assert!(r.stdout.contains("HOME="), "{r:?}");
+}

@@ -1,0 +1,155 @@
+//! Network: no TCP, no unix-socket connections to anything outside; with an egress proxy, only
+//! the proxy's port. Every listener is the test's own, checked from outside for connections.
+
+mod common;
+use common::*;
+use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::UnixListener;
+use std::time::Duration;
+use warden::exec::{run_script, ExecOptions};
+use warden::policy::ir::Script;
+use warden::policy::PathPolicy;
+use warden::sandbox::host::HostSandbox;
+use warden::sandbox::JailSpec;
+
+fn listener() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+fn assert_no_tcp_connection(l: &TcpListener) {
+    match l.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the listener saw a connection: {other:?}"),
+    }
+}
+
+#[test]
+fn tcp_connect_to_localhost_fails() {
+    let env = Env::new();
+    let (l, port) = listener();
+    let r = env.jail(&[
+        "bash",
+        "-c",
+        &format!("echo hello > /dev/tcp/127.0.0.1/{port}"),
+    ]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert_no_tcp_connection(&l);
+    if have_python() {
+        let r = env.jail(&[
+            "python3",
+            "-c",
+            &format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"),
+        ]);
+        assert_ne!(r.status, 0, "{r:?}");
+        assert!(r.stderr.contains("PermissionError"), "{r:?}");
+        // UDP too.
+        let r = env.jail(&[
+            "python3",
+            "-c",
+            &format!("import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {port}))"),
+        ]);
+        assert_ne!(r.status, 0, "{r:?}");
+    }
+    assert_no_tcp_connection(&l);
+}
+
+#[test]
+fn unix_socket_connect_to_the_outside_fails() {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed to open unix sockets in the jail");
+        return;
+    }
+    let env = Env::new();
+    let outside = env.outside("sock");
+    for path in [outside.join("s.sock"), env.ws.join("inside.sock")] {
+        let l = UnixListener::bind(&path).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let p = path.display().to_string();
+        for kind in ["SOCK_STREAM", "SOCK_DGRAM", "SOCK_SEQPACKET"] {
+            let r = env.jail(&[
+                "python3",
+                "-c",
+                &format!(
+                    "import socket; s = socket.socket(socket.AF_UNIX, socket.{kind}); s.connect('{p}'); s.send(b'x')"
+                ),
+            ]);
+            assert_ne!(r.status, 0, "{kind} {p}: {r:?}");
+            assert!(r.stderr.contains("PermissionError"), "{r:?}");
+        }
+        match l.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("the unix listener saw a connection: {other:?}"),
+        }
+    }
+    // An abstract socket of a process outside.
+    let name = format!("warden-test-{}", marker());
+    let abs = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let l = UnixListener::bind_addr(&abs).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let r = env.jail(&[
+        "python3",
+        "-c",
+        &format!("import socket; socket.socket(socket.AF_UNIX).connect('\\0{name}')"),
+    ]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(l.accept().is_err());
+}
+
+#[test]
+fn egress_proxy_port_is_the_only_way_out() {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed for the connect attempts");
+        return;
+    }
+    let env = Env::new();
+    let (proxy, proxy_port) = listener();
+    let (other, other_port) = listener();
+    let mut spec = JailSpec::new(env.ws.clone());
+    spec.egress_proxy = Some(proxy.local_addr().unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let sandbox = HostSandbox::new(spec.clone()).unwrap();
+        let paths = PathPolicy::new(&env.ws, &[], &[], std::path::Path::new("/root")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(20));
+        let connect = |port: u16| {
+            Script::single(
+                vec![
+                    "python3".into(),
+                    "-c".into(),
+                    format!(
+                        "import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); s.sendall(b'via-proxy'); print('connected')"
+                    ),
+                ],
+                env.ws.clone(),
+            )
+        };
+        let out = run_script(&sandbox, &connect(proxy_port), &options).await.unwrap();
+        assert_eq!(out.status, 0, "{out:?}");
+        assert_eq!(out.stdout, "connected\n");
+        let out = run_script(&sandbox, &connect(other_port), &options).await.unwrap();
+        assert_ne!(out.status, 0, "{out:?}");
+        assert!(out.stderr.contains("PermissionError"), "{out:?}");
+        // With the proxy, AF_UNIX sockets cannot be created (connect is allowed then).
+        let unix = Script::single(
+            vec![
+                "python3".into(),
+                "-c".into(),
+                "import socket; socket.socket(socket.AF_UNIX)".into(),
+            ],
+            env.ws.clone(),
+        );
+        let out = run_script(&sandbox, &unix, &options).await.unwrap();
+        assert_ne!(out.status, 0, "{out:?}");
+    });
+    proxy.set_nonblocking(false).unwrap();
+    let (mut conn, _) = proxy.accept().unwrap();
+    assert_eq!(read_all(&mut conn), "via-proxy");
+    assert_no_tcp_connection(&other);
+}
