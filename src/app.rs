@@ -1,6 +1,7 @@
 //! Assembling warden from its config: the database, the policy and path validator, the LLM
-//! provider(s), the workspace and its memory, the tools and the agent. Every entry point (`run`, `chat`, `bot`) builds the
-//! same [`App`], so the security wiring exists in exactly one place.
+//! provider(s), the workspace and its memory, the sandboxes, the tools and the agent. Every
+//! entry point (`run`, `chat`, `bot`) builds the same [`App`], so the security wiring exists in
+//! exactly one place.
 
 use crate::agent::{Agent, SystemPrompt};
 use crate::config::{home_dir, Config};
@@ -10,7 +11,10 @@ use crate::memory::sessions::SessionStore;
 use crate::memory::workspace::{self, ConventionFiles};
 use crate::memory::MemoryIndex;
 use crate::policy::{PathPolicy, Policy};
+use crate::sandbox::pool::SandboxPool;
+use crate::sandbox::JailSpec;
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
 use crate::tools::web_fetch::WebFetch;
@@ -32,6 +36,8 @@ pub struct App {
     pub scheduler: Settings,
     /// Cron jobs: the `cron` tool and `warden bot`'s runner share it.
     pub jobs: Arc<JobManager>,
+    /// Where the bash tool's commands run (host jail, or a container per session).
+    pub sandboxes: Arc<SandboxPool>,
 }
 
 impl App {
@@ -69,7 +75,24 @@ impl App {
             tracing::warn!("memory index sync at start-up: {e}");
         }
 
-        let mut tools = ToolSet::new(db.clone(), workspace.join(".warden/outputs"));
+        // The jail's roots are the path validator's roots, so what the policy checked is what
+        // the sandbox allows.
+        let spec = JailSpec::for_paths(&paths, &config.sandbox);
+        let sandboxes = Arc::new(SandboxPool::new(
+            config.sandbox.backend,
+            &config.sandbox,
+            spec,
+            false,
+        ));
+        let outputs = workspace.join(".warden/outputs");
+        let mut tools = ToolSet::new(db.clone(), outputs.clone());
+        tools.add(Arc::new(BashTool::new(
+            policy.clone(),
+            crate::policy::Checker::new(policy.clone(), (*paths).clone()),
+            sandboxes.clone(),
+            std::time::Duration::from_secs(config.sandbox.timeout_secs),
+            outputs,
+        )));
         for tool in files::tools(paths.clone(), Some(memory.write_hook())) {
             tools.add(tool);
         }
@@ -103,7 +126,13 @@ impl App {
             agent: Arc::new(agent),
             scheduler,
             jobs,
+            sandboxes,
         })
+    }
+
+    /// Release what outlives a run: the session containers of the Docker backend.
+    pub async fn shutdown(&self) {
+        self.sandboxes.shutdown().await;
     }
 }
 

@@ -357,3 +357,132 @@ async fn the_openai_wire_drives_the_same_loop() {
         result.content
     );
 }
+
+/// An agent whose tools include the real bash tool over the host jail.
+fn bash_harness(llm: &FakeLlm) -> Harness {
+    use warden::policy::{Checker, Policy};
+    use warden::sandbox::pool::SandboxPool;
+    use warden::sandbox::{Backend, JailSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let db = Database::open_in_memory().unwrap();
+    let policy = Arc::new(Policy::embedded_default());
+    let paths = PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap();
+    let config = warden::config::SandboxConfig::default();
+    let pool = Arc::new(SandboxPool::new(
+        Backend::Host,
+        &config,
+        JailSpec::for_paths(&paths, &config),
+        false,
+    ));
+    let mut tools = ToolSet::new(db.clone(), ws.join(".warden/outputs"));
+    tools.add(Arc::new(warden::tools::bash::BashTool::new(
+        policy.clone(),
+        Checker::new(policy, paths.clone()),
+        pool,
+        Duration::from_secs(60),
+        ws.join(".warden/outputs"),
+    )));
+    let prompt = SystemPrompt::new(paths.workspace(), tools.names());
+    let agent = Agent::new(
+        Arc::from(llm.provider()),
+        Arc::new(tools),
+        SessionStore::new(db.clone()),
+        prompt,
+        25,
+    );
+    Harness {
+        dir,
+        db,
+        agent,
+        events: Arc::new(Mutex::new(Vec::new())),
+    }
+}
+
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn abort_during_a_command_leaves_no_process() {
+    let llm = FakeLlm::anthropic(vec![Turn::tool_use(
+        "bash",
+        json!({"command": "sleep 31.4159"}),
+    )])
+    .await;
+    let h = bash_harness(&llm);
+    let control = RunControl::new();
+    let events = h.events.clone();
+    let aborter = {
+        let control = control.clone();
+        tokio::spawn(async move {
+            // Abort once the command is running in the jail.
+            for _ in 0..200 {
+                let started = events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|e| matches!(e, AgentEvent::ToolStart { .. }));
+                if started && !processes_with("31.4159").is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            control.abort();
+        })
+    };
+    let started = std::time::Instant::now();
+    let outcome = h.agent.run(h.request("sleep", control)).await.unwrap();
+    aborter.await.unwrap();
+    assert_eq!(outcome.end, RunEnd::Aborted);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        processes_with("31.4159").is_empty(),
+        "left behind: {:?}",
+        processes_with("31.4159")
+    );
+    let rows = audit::recent(&h.db, 5).unwrap();
+    assert_eq!(rows.last().unwrap().exit_code, Some(130), "{rows:?}");
+}
+
+#[tokio::test]
+async fn an_ask_command_without_an_approver_is_not_run() {
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("bash", json!({"command": "rm -r keep"})),
+        Turn::text("ok"),
+    ])
+    .await;
+    let h = bash_harness(&llm);
+    std::fs::create_dir_all(h.dir.path().join("ws/keep")).unwrap();
+    h.agent
+        .run(h.request("clean", RunControl::new()))
+        .await
+        .unwrap();
+    assert!(
+        h.dir.path().join("ws/keep").is_dir(),
+        "the directory must still exist"
+    );
+    let result = llm.requests()[1].tool_results().pop().unwrap();
+    assert!(result.content.contains("Not run"), "{}", result.content);
+    assert!(
+        result.content.contains("recursive delete"),
+        "{}",
+        result.content
+    );
+    let rows = audit::recent(&h.db, 5).unwrap();
+    assert_eq!(rows.last().unwrap().decision, "rejected");
+}

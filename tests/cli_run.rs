@@ -69,3 +69,95 @@ fn run_without_a_provider_names_the_missing_keys() {
     assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
     assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
 }
+
+fn run_warden(home: &std::path::Path, base: String, prompt: &str) -> std::process::Output {
+    warden(home)
+        .env("ANTHROPIC_BASE_URL", base)
+        .env("ANTHROPIC_API_KEY", "test-key-do-not-leak")
+        .env("TELEGRAM_BOT_TOKEN", "test-token-do-not-leak")
+        .args(["run", prompt])
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_denied_command_then_an_allowed_one_runs_in_the_jail() {
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("bash", json!({"command": "cat /etc/shadow"})),
+        Turn::tool_use("bash", json!({"command": "ls"})),
+        Turn::text("Your workspace holds hello.txt."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join(".warden/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("hello.txt"), "hi\n").unwrap();
+    let base = llm.base_url();
+    let home_path = home.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || run_warden(&home_path, base, "what is here?"))
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert_eq!(stdout.trim(), "Your workspace holds hello.txt.");
+    let requests = llm.requests();
+    let denial = requests[1].tool_results().pop().unwrap();
+    assert!(denial.is_error);
+    assert!(
+        denial
+            .content
+            .contains("cat: /etc/shadow is outside the workspace"),
+        "{}",
+        denial.content
+    );
+    let listing = requests[2].tool_results().pop().unwrap();
+    assert!(listing.content.contains("hello.txt"), "{}", listing.content);
+    assert!(
+        listing.content.contains("[exit code 0]"),
+        "{}",
+        listing.content
+    );
+}
+
+#[tokio::test]
+async fn the_sandboxed_process_never_sees_warden_secrets() {
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("bash", json!({"command": "printenv"})),
+        Turn::text("done"),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let base = llm.base_url();
+    let home_path = home.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || run_warden(&home_path, base, "print env"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env = llm.requests()[1].tool_results().pop().unwrap().content;
+    assert!(env.contains("HOME="), "the environment was printed: {env}");
+    for secret in [
+        "test-key-do-not-leak",
+        "test-token-do-not-leak",
+        "ANTHROPIC",
+        "TELEGRAM",
+    ] {
+        assert!(
+            !env.contains(secret),
+            "{secret} leaked into the sandbox: {env}"
+        );
+    }
+    // Nor is the key ever put into the prompt.
+    for request in llm.requests() {
+        assert!(!request.body.to_string().contains("test-key-do-not-leak"));
+    }
+}

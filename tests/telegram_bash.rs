@@ -1,9 +1,6 @@
 //! The `bash` tool through the real `warden bot`: `rm -r DIR` is an `ask` decision, so the
 //! command is posted with Approve / Deny buttons; approved it runs in the sandbox, denied it
 //! does not (checked from outside, on the workspace). `/stop` kills a running `sleep 30`.
-//!
-//! These need the `bash` tool (policy + sandbox) in `App::build`; until it is merged they are
-//! ignored — run them with `cargo test --test telegram_bash -- --ignored`.
 
 mod support;
 
@@ -18,7 +15,17 @@ const WAIT: Duration = Duration::from_secs(30);
 /// `run: CMD` makes the model call bash with CMD, then report the tool result.
 async fn llm() -> FakeLlm {
     FakeLlm::anthropic_with(|req: &Request| {
-        if let Some(result) = req.tool_results().pop() {
+        // Answer a tool result only when it is the newest message (earlier turns carry theirs).
+        let newest_is_result = req.messages().last().is_some_and(|m| {
+            m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+        });
+        if newest_is_result {
+            let result = req
+                .tool_results()
+                .pop()
+                .expect("the newest message holds a tool result");
             return Turn::text(format!("result: {}", result.content));
         }
         let text = req.last_user_text();
@@ -109,7 +116,6 @@ impl Setup {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the bash tool in main"]
 async fn rm_r_asks_and_runs_only_when_approved() {
     let s = start().await;
     s.tg.push_text(OWNER, OWNER, "run: rm -r somedir");
@@ -130,7 +136,6 @@ async fn rm_r_asks_and_runs_only_when_approved() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the bash tool in main"]
 async fn stop_kills_a_running_sleep_promptly() {
     let s = start().await;
     s.tg.push_text(OWNER, OWNER, "run: sleep 30");

@@ -63,6 +63,7 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
         })
         .await;
     ctrl_c.abort();
+    app.shutdown().await;
     let outcome = outcome?;
     println!("{}", outcome.text);
     Ok(match outcome.end {
@@ -134,12 +135,16 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
     loop {
         eprint!("\n> ");
         let Some(line) = lines.lock().await.recv().await else {
+            app.shutdown().await;
             return Ok(0);
         };
         let line = line.trim().to_string();
         match line.as_str() {
             "" => continue,
-            "/exit" | "/quit" => return Ok(0),
+            "/exit" | "/quit" => {
+                app.shutdown().await;
+                return Ok(0);
+            }
             "/new" => {
                 app.agent.sessions().reset(&session)?;
                 eprintln!("(new session)");

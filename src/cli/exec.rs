@@ -5,11 +5,13 @@
 //! sandbox setup failed, 127 not found); 126 when the policy denies it, or asks for an approval
 //! nobody can give on the command line (the reason goes to stderr).
 
-use super::sandbox::{self as cli_sandbox, CliSandbox};
+use super::sandbox as cli_sandbox;
 use super::{EXIT_SETUP, EXIT_USAGE};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::Decision;
+use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::Backend;
+use crate::sandbox::JailSpec;
 use std::path::{Path, PathBuf};
 
 /// Exit status when the policy refuses the command.
@@ -91,9 +93,9 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
         cli_sandbox::cancel_on_signals(cancel.clone());
         // The jail's roots are the checker's roots: what was checked is what the jail allows.
         let paths = checker.paths().clone();
-        let spec = cli_sandbox::jail_spec(&paths, &config);
-        let allow_weak = args.allow_without_landlock;
-        let sandbox = match CliSandbox::open(backend, spec, &config, allow_weak, "exec").await {
+        let spec = JailSpec::for_paths(&paths, &config.sandbox);
+        let pool = SandboxPool::new(backend, &config.sandbox, spec, args.allow_without_landlock);
+        let sandbox = match pool.get("exec").await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("warden: {e}");
@@ -102,14 +104,15 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
         };
         let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
         options.cancel = cancel;
-        let status = match run_script(sandbox.get(), &verdict.script, &options).await {
+        let status = match run_script(sandbox.as_ref(), &verdict.script, &options).await {
             Ok(out) => out.status,
             Err(e) => {
                 eprintln!("warden: {e}");
                 e.exit_code()
             }
         };
-        sandbox.close().await;
+        drop(sandbox);
+        pool.shutdown().await;
         status
     })
 }

@@ -3,11 +3,13 @@
 //! Exit status: the program's (128 + n for a signal), 124 timeout, 125 sandbox setup failed,
 //! 126 cannot execute, 127 not found, 130 interrupted.
 
-use super::sandbox::{self as cli_sandbox, CliSandbox};
+use super::sandbox as cli_sandbox;
 use super::{EXIT_SETUP, EXIT_USAGE};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::ir::Script;
+use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::Backend;
+use crate::sandbox::JailSpec;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -59,9 +61,9 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
                 return EXIT_SETUP;
             }
         };
-        let spec = cli_sandbox::jail_spec(&paths, &config);
-        let allow_weak = args.allow_without_landlock;
-        let sandbox = match CliSandbox::open(backend, spec, &config, allow_weak, "jail").await {
+        let spec = JailSpec::for_paths(&paths, &config.sandbox);
+        let pool = SandboxPool::new(backend, &config.sandbox, spec, args.allow_without_landlock);
+        let sandbox = match pool.get("jail").await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("warden: {e}");
@@ -71,14 +73,15 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         let script = Script::single(args.argv, paths.workspace().to_path_buf());
         let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
         options.cancel = cancel;
-        let status = match run_script(sandbox.get(), &script, &options).await {
+        let status = match run_script(sandbox.as_ref(), &script, &options).await {
             Ok(out) => out.status,
             Err(e) => {
                 eprintln!("warden: {e}");
                 e.exit_code()
             }
         };
-        sandbox.close().await;
+        drop(sandbox);
+        pool.shutdown().await;
         status
     })
 }

@@ -3,31 +3,10 @@
 
 use crate::config::{home_dir, Config};
 use crate::policy::PathPolicy;
-use crate::sandbox::docker::DockerSandbox;
-use crate::sandbox::host::{HostOptions, HostSandbox};
-use crate::sandbox::{Backend, JailSpec, Sandbox, SandboxError};
+use crate::sandbox::{Backend, SandboxError};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The jail for `paths`: its workspace, writable and readable roots, and the config's limits.
-pub fn jail_spec(paths: &PathPolicy, config: &Config) -> JailSpec {
-    let mut spec = JailSpec::new(paths.workspace().to_path_buf());
-    spec.write_roots = paths
-        .write_roots()
-        .iter()
-        .filter(|r| r.as_path() != paths.workspace())
-        .cloned()
-        .collect();
-    spec.read_roots = paths
-        .read_roots()
-        .iter()
-        .filter(|r| !paths.write_roots().contains(r))
-        .cloned()
-        .collect();
-    spec.limits = config.sandbox.limits.clone();
-    spec
-}
 
 /// Path roots for a command run without the policy (`warden jail`): the workspace (default:
 /// the current directory) plus the config's and the flags' readable roots.
@@ -44,64 +23,9 @@ pub fn plain_paths(
     })
 }
 
-/// The host sandbox, honouring `--allow-without-landlock` and the config.
-pub fn host_sandbox(
-    spec: JailSpec,
-    config: &Config,
-    allow_without_landlock: bool,
-) -> Result<HostSandbox, SandboxError> {
-    let options = HostOptions {
-        allow_without_landlock: allow_without_landlock || config.sandbox.allow_without_landlock,
-    };
-    HostSandbox::with_options(spec, options)
-}
-
 /// The backend a command runs in: the flag, else the config's `sandbox.backend`.
 pub fn backend(flag: Option<Backend>, config: &Config) -> Backend {
     flag.unwrap_or(config.sandbox.backend)
-}
-
-/// A sandbox of either backend, as a CLI command uses it.
-pub enum CliSandbox {
-    Host(Box<HostSandbox>),
-    Docker(DockerSandbox),
-}
-
-impl CliSandbox {
-    /// Build the sandbox over `spec`. The Docker one is session `session` (its container is
-    /// labelled so); connecting removes the containers of crashed wardens first.
-    pub async fn open(
-        backend: Backend,
-        spec: JailSpec,
-        config: &Config,
-        allow_without_landlock: bool,
-        session: &str,
-    ) -> Result<CliSandbox, SandboxError> {
-        match backend {
-            Backend::Host => Ok(CliSandbox::Host(Box::new(host_sandbox(
-                spec,
-                config,
-                allow_without_landlock,
-            )?))),
-            Backend::Docker => Ok(CliSandbox::Docker(
-                DockerSandbox::connect(&config.sandbox.docker, spec, session).await?,
-            )),
-        }
-    }
-
-    pub fn get(&self) -> &dyn Sandbox {
-        match self {
-            CliSandbox::Host(sandbox) => sandbox.as_ref(),
-            CliSandbox::Docker(sandbox) => sandbox,
-        }
-    }
-
-    /// End the sandbox: the Docker backend removes its session container.
-    pub async fn close(self) {
-        if let CliSandbox::Docker(sandbox) = self {
-            sandbox.shutdown().await;
-        }
-    }
 }
 
 /// The timeout from a flag or the config.

@@ -38,7 +38,8 @@ struct Checked {
 }
 
 impl Checker {
-    pub(super) fn new(policy: Arc<Policy>, paths: PathPolicy) -> Checker {
+    /// A checker over an existing path validator (the file tools and the jail share it).
+    pub fn new(policy: Arc<Policy>, paths: PathPolicy) -> Checker {
         let mut parser = tree_sitter::Parser::new();
         parser
             .set_language(&tree_sitter_bash::LANGUAGE.into())

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub mod docker;
 pub mod host;
+pub mod pool;
 
 /// Which sandbox implementation runs commands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -182,6 +182,7 @@ pub async fn run_bot(app: App) -> anyhow::Result<i32> {
     let result = bot.run(shutdown).await;
     scheduler.stopped(Duration::from_secs(5)).await;
     signals.abort();
+    app.shutdown().await;
     result.map(|_| 0)
 }
 

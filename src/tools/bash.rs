@@ -1,0 +1,199 @@
+//! `bash`: the command string goes through the policy (parse → IR → rules → paths); `ask`
+//! goes to the channel's approver; the allowed IR is re-verified independently and then run by
+//! the executor in the session's sandbox. The string itself never reaches a shell.
+
+use super::approval::{Approval, ApprovalRequest};
+use super::{Tool, ToolContext, ToolOutput};
+use crate::audit::AuditDecision;
+use crate::exec::{run_script, ExecOptions, RunOutput};
+use crate::llm::ToolSpec;
+use crate::policy::{invariant, Checker, Decision, Policy, Verdict};
+use crate::sandbox::pool::SandboxPool;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct BashTool {
+    policy: Arc<Policy>,
+    /// The parser needs `&mut`; checks are short and synchronous, so one checker behind a lock.
+    checker: Mutex<Checker>,
+    sandboxes: Arc<SandboxPool>,
+    timeout: Duration,
+    /// Where the full text of large outputs is saved (inside the workspace).
+    save_dir: PathBuf,
+}
+
+impl BashTool {
+    pub fn new(
+        policy: Arc<Policy>,
+        checker: Checker,
+        sandboxes: Arc<SandboxPool>,
+        timeout: Duration,
+        save_dir: PathBuf,
+    ) -> BashTool {
+        BashTool {
+            policy,
+            checker: Mutex::new(checker),
+            sandboxes,
+            timeout,
+            save_dir,
+        }
+    }
+
+    fn check(&self, command: &str) -> (Verdict, crate::policy::PathPolicy) {
+        let mut checker = self.checker.lock().unwrap_or_else(|p| p.into_inner());
+        (checker.check(command), checker.paths().clone())
+    }
+
+    async fn execute(
+        &self,
+        verdict: &Verdict,
+        paths: crate::policy::PathPolicy,
+        timeout: Duration,
+        ctx: &ToolContext,
+    ) -> Result<RunOutput, String> {
+        let sandbox = self
+            .sandboxes
+            .get(&ctx.session)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut options = ExecOptions::capture(paths, timeout);
+        options.save_dir = Some(self.save_dir.clone());
+        options.cancel = ctx.cancel.clone();
+        run_script(sandbox.as_ref(), &verdict.script, &options)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The exact commands that will run, one per line, for approvals and progress.
+fn describe(verdict: &Verdict) -> String {
+    verdict
+        .script
+        .commands()
+        .map(|c| c.display())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn format_result(command: &str, out: &RunOutput, timeout: Duration) -> String {
+    let mut text = String::new();
+    if !out.stdout.is_empty() {
+        text.push_str(&out.stdout);
+        if !out.stdout.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    if !out.stderr.is_empty() {
+        text.push_str("[stderr]\n");
+        text.push_str(&out.stderr);
+        if !out.stderr.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    if out.timed_out {
+        text.push_str(&format!(
+            "[timed out after {}s: everything `{command}` started was killed]\n",
+            timeout.as_secs()
+        ));
+    } else if out.cancelled {
+        text.push_str("[stopped by the user: everything it started was killed]\n");
+    }
+    if let Some(path) = &out.full_output {
+        text.push_str(&format!(
+            "[output was truncated; the full output is in {}]\n",
+            path.display()
+        ));
+    }
+    text.push_str(&format!("[exit code {}]", out.status));
+    text
+}
+
+#[async_trait]
+impl Tool for BashTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "bash".into(),
+            description: "Run a command line in the sandbox, in the workspace. It is parsed and \
+                          checked first: allowed programs only (no shells, interpreters or \
+                          network tools), paths inside the workspace, pipes, && || ; and \
+                          redirections into the workspace work; command substitution, variables \
+                          other than $HOME/$PWD, subshells and control flow do not. A refused \
+                          command comes back with the reason."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string"},
+                    "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
+                },
+                "required": ["command"]
+            }),
+        }
+    }
+
+    async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
+        let Some(command) = input.get("command").and_then(Value::as_str) else {
+            return ToolOutput::error("missing string argument `command`");
+        };
+        let timeout = input
+            .get("timeout_secs")
+            .and_then(Value::as_u64)
+            .map_or(self.timeout, |s| Duration::from_secs(s).min(self.timeout));
+        let (verdict, paths) = self.check(command);
+        let approved = match verdict.decision {
+            Decision::Deny => return ToolOutput::denied(verdict.reason),
+            Decision::Allow => false,
+            Decision::Ask => {
+                let request = ApprovalRequest {
+                    session: ctx.session.clone(),
+                    tool: "bash".into(),
+                    command: describe(&verdict),
+                    reason: verdict.reason.clone(),
+                };
+                match ctx.approver.approve(&request).await {
+                    Approval::Approved => true,
+                    Approval::Denied(why) => {
+                        return ToolOutput {
+                            content: format!(
+                                "Not run: {why}. (The policy asks for approval: {})",
+                                verdict.reason
+                            ),
+                            is_error: true,
+                            decision: AuditDecision::Rejected,
+                            reason: format!("{why}; {}", verdict.reason),
+                            exit_code: None,
+                        }
+                    }
+                }
+            }
+        };
+        // Defense in depth: re-resolve every path of the IR before anything runs.
+        if let Err(violation) = invariant::verify(&verdict, &self.policy, &paths, &[]) {
+            tracing::error!(%command, %violation, "policy invariant violated; refusing to run");
+            return ToolOutput::denied(format!(
+                "internal policy check failed ({violation}); not run"
+            ));
+        }
+        (ctx.progress)(format!(
+            "Running `{}`…",
+            describe(&verdict).replace('\n', " | ")
+        ));
+        match self.execute(&verdict, paths, timeout, ctx).await {
+            Ok(out) => ToolOutput {
+                content: format_result(command, &out, timeout),
+                is_error: out.timed_out || out.cancelled,
+                decision: if approved {
+                    AuditDecision::Approved
+                } else {
+                    AuditDecision::Allow
+                },
+                reason: verdict.reason,
+                exit_code: Some(out.status),
+            },
+            Err(e) => ToolOutput::error(format!("the command could not be run: {e}")),
+        }
+    }
+}
