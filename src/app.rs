@@ -116,7 +116,8 @@ impl App {
             prompt,
             config.llm.max_iterations,
         )
-        .with_compactor(Arc::new(compactor));
+        .with_compactor(Arc::new(compactor))
+        .with_timezone(scheduler.tz);
         Ok(App {
             config,
             db,

@@ -54,10 +54,13 @@ fn open_root(root: &Path) -> io::Result<OwnedFd> {
 }
 
 fn open_beneath(dir: impl AsFd, rel: &Path, flags: OFlag, mode: u32) -> io::Result<OwnedFd> {
-    let how = OpenHow::new()
+    let mut how = OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
-        .mode(Mode::from_bits_truncate(mode))
         .resolve(resolve_flags());
+    // openat2 rejects a mode without O_CREAT/O_TMPFILE (EINVAL).
+    if flags.intersects(OFlag::O_CREAT | OFlag::O_TMPFILE) {
+        how = how.mode(Mode::from_bits_truncate(mode));
+    }
     openat2(dir, rel, how).map_err(|e| {
         let err = io::Error::from(e);
         if e == nix::errno::Errno::ELOOP || e == nix::errno::Errno::EXDEV {
@@ -89,8 +92,22 @@ pub fn open(paths: &PathPolicy, checked: &Path, flags: OFlag, mode: u32) -> io::
     Ok(File::from(open_beneath(&root_fd, &rel, flags, mode)?))
 }
 
+/// Open a checked regular file for reading. Opened non-blocking first, so a FIFO planted under
+/// a file's name cannot hang warden, and refused unless it is a regular file (or a device).
 pub fn open_read(paths: &PathPolicy, checked: &Path) -> io::Result<File> {
-    open(paths, checked, OFlag::O_RDONLY, 0)
+    let file = open(paths, checked, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0)?;
+    let meta = file.metadata()?;
+    let device = checked.to_str().is_some_and(|p| DEVICES.contains(&p));
+    if !meta.is_file() && !device {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", checked.display()),
+        ));
+    }
+    let flags = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)?;
+    let blocking = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(blocking))?;
+    Ok(file)
 }
 
 /// Open a checked directory for listing.
@@ -199,6 +216,16 @@ mod tests {
             .read_to_string(&mut s)
             .unwrap();
         assert_eq!(s, "new");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = policy(dir.path());
+        let fifo = p.workspace().join("SOUL.md");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o644)).unwrap();
+        let err = open_read(&p, &fifo).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -402,6 +402,19 @@ impl Config {
         Ok(config)
     }
 
+    /// Every configured secret, so logs can redact them wherever they come from.
+    pub fn secrets(&self) -> Vec<&Secret> {
+        [
+            &self.llm.anthropic.api_key,
+            &self.llm.openai.api_key,
+            &self.memory.embeddings.api_key,
+            &self.telegram.token,
+        ]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect()
+    }
+
     /// Environment variables override the file, so secrets need not be written to disk.
     pub fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
         if let Some(v) = env.var("ANTHROPIC_API_KEY") {

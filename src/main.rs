@@ -114,6 +114,12 @@ enum CronCommand {
 }
 
 fn main() -> ExitCode {
+    // Secrets (API keys, the bot token) live in this process: no core dumps of it, and its
+    // /proc entries (environ, mem) readable by root only. Jailed programs regain their own
+    // dumpable state at execve.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("warden: cannot mark the process non-dumpable: {e}");
+    }
     init_tracing();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

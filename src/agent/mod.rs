@@ -86,6 +86,9 @@ pub struct Agent {
     prompt: SystemPrompt,
     max_iterations: u32,
     compactor: Option<Arc<Compactor>>,
+    /// The zone the prompt's date and time are shown in (the scheduler's, so "at 9" means the
+    /// same to the model and to the cron tool); `None`: the system's local zone.
+    timezone: Option<chrono_tz::Tz>,
 }
 
 /// One run's inputs.
@@ -113,6 +116,19 @@ impl Agent {
             prompt,
             max_iterations: max_iterations.max(1),
             compactor: None,
+            timezone: None,
+        }
+    }
+
+    pub fn with_timezone(mut self, timezone: chrono_tz::Tz) -> Agent {
+        self.timezone = Some(timezone);
+        self
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::FixedOffset> {
+        match self.timezone {
+            Some(tz) => chrono::Utc::now().with_timezone(&tz).fixed_offset(),
+            None => chrono::Local::now().fixed_offset(),
         }
     }
 
@@ -168,7 +184,7 @@ impl Agent {
                 return self.aborted(&session, iterations, last_input_tokens);
             }
             iterations += 1;
-            let system = self.prompt.render(chrono::Local::now().fixed_offset());
+            let system = self.prompt.render(self.now());
             if let Some(compactor) = &self.compactor {
                 let site = CallSite {
                     session: &session,

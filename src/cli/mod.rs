@@ -19,7 +19,13 @@ pub const EXIT_SETUP: i32 = 125;
 
 /// Load the config for a subcommand; errors are reported and mapped to exit 2 by callers.
 pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
-    Ok(Config::load(explicit, &ProcessEnv)?)
+    let config = Config::load(explicit, &ProcessEnv)?;
+    // Whatever logs a secret by accident (an error carrying a URL, a debug line), the log
+    // writer redacts it.
+    for secret in config.secrets() {
+        crate::redact::register(secret.expose());
+    }
+    Ok(config)
 }
 
 /// `--workspace` for `policy`/`exec`/`jail`: the given directory or the current one.
