@@ -1,0 +1,22 @@
+//! The commented example config in README.md is parsed by the real config parser, so the
+//! documentation cannot drift from the code (unknown keys are errors).
+
+#[test]
+fn the_readme_example_config_parses() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("## Configuration")
+        .nth(1)
+        .expect("README has a Configuration section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the Configuration section holds a toml block");
+    let config = warden::config::Config::parse(block, std::path::Path::new("README.md"))
+        .unwrap_or_else(|e| panic!("README example config: {e}"));
+    assert_eq!(config.llm.max_iterations, 25);
+    assert_eq!(config.sandbox.timeout_secs, 120);
+    assert!(config.telegram.allowed_users.is_empty());
+    assert!(config.workspace.ends_with(".warden/workspace"));
+}
