@@ -42,16 +42,21 @@ fn printer(stream_text: bool) -> EventFn {
     })
 }
 
+/// Abort the run on Ctrl-C; abort the returned task to stop watching.
+fn abort_on_ctrl_c(control: &RunControl) -> tokio::task::JoinHandle<()> {
+    let control = control.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            control.abort();
+        }
+    })
+}
+
 /// `warden run`: one prompt, a fresh session, no one to approve `ask` commands.
 pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
     let session = format!("run:{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.6f"));
     let control = RunControl::new();
-    let abort = control.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            abort.abort();
-        }
-    });
+    let ctrl_c = abort_on_ctrl_c(&control);
     let outcome = app
         .agent
         .run(RunRequest {
@@ -153,12 +158,7 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
             _ => {}
         }
         let control = RunControl::new();
-        let abort = control.clone();
-        let ctrl_c = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                abort.abort();
-            }
-        });
+        let ctrl_c = abort_on_ctrl_c(&control);
         let result = app
             .agent
             .run(RunRequest {

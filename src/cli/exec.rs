@@ -6,12 +6,9 @@
 //! nobody can give on the command line (the reason goes to stderr).
 
 use super::sandbox as cli_sandbox;
-use super::{EXIT_SETUP, EXIT_USAGE};
-use crate::exec::{run_script, ExecOptions};
+use super::EXIT_USAGE;
 use crate::policy::Decision;
-use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::Backend;
-use crate::sandbox::JailSpec;
 use std::path::{Path, PathBuf};
 
 /// Exit status when the policy refuses the command.
@@ -81,38 +78,14 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
     }
     tracing::debug!(reason = %verdict.reason, "policy allowed the command");
 
-    let runtime = match cli_sandbox::runtime() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("warden: cannot start the async runtime: {e}");
-            return EXIT_SETUP;
-        }
-    };
-    runtime.block_on(async {
-        let cancel = tokio_util::sync::CancellationToken::new();
-        cli_sandbox::cancel_on_signals(cancel.clone());
-        // The jail's roots are the checker's roots: what was checked is what the jail allows.
-        let paths = checker.paths().clone();
-        let spec = JailSpec::for_paths(&paths, &config.sandbox);
-        let pool = SandboxPool::new(backend, &config.sandbox, spec, args.allow_without_landlock);
-        let sandbox = match pool.get("exec").await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("warden: {e}");
-                return EXIT_SETUP;
-            }
-        };
-        let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
-        options.cancel = cancel;
-        let status = match run_script(sandbox.as_ref(), &verdict.script, &options).await {
-            Ok(out) => out.status,
-            Err(e) => {
-                eprintln!("warden: {e}");
-                e.exit_code()
-            }
-        };
-        drop(sandbox);
-        pool.shutdown().await;
-        status
-    })
+    // The jail's roots are the checker's roots: what was checked is what the jail allows.
+    cli_sandbox::run_in_sandbox(
+        &config,
+        backend,
+        checker.paths().clone(),
+        &verdict.script,
+        args.timeout,
+        args.allow_without_landlock,
+        "exec",
+    )
 }

@@ -5,11 +5,8 @@
 
 use super::sandbox as cli_sandbox;
 use super::{EXIT_SETUP, EXIT_USAGE};
-use crate::exec::{run_script, ExecOptions};
 use crate::policy::ir::Script;
-use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::Backend;
-use crate::sandbox::JailSpec;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -44,44 +41,21 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     let backend = cli_sandbox::backend(args.backend, &config);
-    let runtime = match cli_sandbox::runtime() {
-        Ok(r) => r,
+    let paths = match cli_sandbox::plain_paths(&config, args.workspace, &args.read) {
+        Ok(p) => p,
         Err(e) => {
-            eprintln!("warden: cannot start the async runtime: {e}");
+            eprintln!("warden: {e}");
             return EXIT_SETUP;
         }
     };
-    runtime.block_on(async {
-        let cancel = tokio_util::sync::CancellationToken::new();
-        cli_sandbox::cancel_on_signals(cancel.clone());
-        let paths = match cli_sandbox::plain_paths(&config, args.workspace, &args.read) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("warden: {e}");
-                return EXIT_SETUP;
-            }
-        };
-        let spec = JailSpec::for_paths(&paths, &config.sandbox);
-        let pool = SandboxPool::new(backend, &config.sandbox, spec, args.allow_without_landlock);
-        let sandbox = match pool.get("jail").await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("warden: {e}");
-                return EXIT_SETUP;
-            }
-        };
-        let script = Script::single(args.argv, paths.workspace().to_path_buf());
-        let mut options = ExecOptions::inherit(paths, cli_sandbox::timeout(args.timeout, &config));
-        options.cancel = cancel;
-        let status = match run_script(sandbox.as_ref(), &script, &options).await {
-            Ok(out) => out.status,
-            Err(e) => {
-                eprintln!("warden: {e}");
-                e.exit_code()
-            }
-        };
-        drop(sandbox);
-        pool.shutdown().await;
-        status
-    })
+    let script = Script::single(args.argv, paths.workspace().to_path_buf());
+    cli_sandbox::run_in_sandbox(
+        &config,
+        backend,
+        paths,
+        &script,
+        args.timeout,
+        args.allow_without_landlock,
+        "jail",
+    )
 }

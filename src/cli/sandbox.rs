@@ -1,9 +1,12 @@
 //! Building the sandbox a CLI command runs in (`jail`, `exec`): the jail's roots are exactly the
 //! roots the path checks use, so Landlock and the executor's own opens agree with the policy.
 
+use super::EXIT_SETUP;
 use crate::config::{home_dir, Config};
-use crate::policy::PathPolicy;
-use crate::sandbox::{Backend, SandboxError};
+use crate::exec::{run_script, ExecOptions};
+use crate::policy::{PathPolicy, Script};
+use crate::sandbox::pool::SandboxPool;
+use crate::sandbox::{Backend, JailSpec, SandboxError};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -63,4 +66,50 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+}
+
+/// What `exec` and `jail` share after their checks: a sandbox over `paths` (the jail's roots
+/// are the checked roots), the script run on warden's own terminal until it ends, times out or
+/// warden is interrupted, and everything torn down. Returns the process exit code.
+pub fn run_in_sandbox(
+    config: &Config,
+    backend: Backend,
+    paths: PathPolicy,
+    script: &Script,
+    timeout_flag: Option<u64>,
+    allow_without_landlock: bool,
+    session: &str,
+) -> i32 {
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warden: cannot start the async runtime: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        cancel_on_signals(cancel.clone());
+        let spec = JailSpec::for_paths(&paths, &config.sandbox);
+        let pool = SandboxPool::new(backend, &config.sandbox, spec, allow_without_landlock);
+        let sandbox = match pool.get(session).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                return EXIT_SETUP;
+            }
+        };
+        let mut options = ExecOptions::inherit(paths, timeout(timeout_flag, config));
+        options.cancel = cancel;
+        let status = match run_script(sandbox.as_ref(), script, &options).await {
+            Ok(out) => out.status,
+            Err(e) => {
+                eprintln!("warden: {e}");
+                e.exit_code()
+            }
+        };
+        drop(sandbox);
+        pool.shutdown().await;
+        status
+    })
 }
