@@ -271,13 +271,22 @@ fn list(settings: &SkillSettings, db: &Database, as_json: bool) -> anyhow::Resul
         );
         return Ok(0);
     }
+    let width = |f: fn(&Row) -> &str, title: &str| {
+        rows.iter()
+            .map(|r| f(r).chars().count())
+            .chain([title.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (name_w, source_w) = (width(|r| &r.name, "NAME"), width(|r| &r.source, "SOURCE"));
+    let grant_w = width(|r| &r.grant, "GRANT");
     println!(
-        "{:<20} {:<32} {:<20} {:<44} LAST RUN",
+        "{:<name_w$}  {:<source_w$}  {:<19}  {:<grant_w$}  LAST RUN",
         "NAME", "SOURCE", "HASH", "GRANT"
     );
     for row in &rows {
         println!(
-            "{:<20} {:<32} {:<20} {:<44} {}",
+            "{:<name_w$}  {:<source_w$}  {:<19}  {:<grant_w$}  {}",
             row.name,
             row.source,
             row.hash.as_deref().map(short_hash).unwrap_or("-"),

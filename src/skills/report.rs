@@ -5,8 +5,9 @@ use super::egress::EgressEvent;
 use crate::audit::AuditDecision;
 use crate::exec::RunOutput;
 
-/// Longest piece of the script's error output quoted in a reason.
-const REASON_STDERR_CHARS: usize = 300;
+/// How much of a failed script's error output a reason quotes: its last lines, each cut.
+const REASON_STDERR_LINES: usize = 3;
+const REASON_STDERR_CHARS: usize = 200;
 
 #[derive(Clone, Debug)]
 pub struct SkillReport {
@@ -99,9 +100,18 @@ impl SkillReport {
             ));
         }
         if out.status != 0 {
-            if let Some(line) = out.stderr.lines().rev().find(|l| !l.trim().is_empty()) {
-                let line: String = line.trim().chars().take(REASON_STDERR_CHARS).collect();
-                parts.push(format!("last error output: {line}"));
+            // The last lines usually say what the jail refused (`PermissionError: …`).
+            let mut lines: Vec<String> = out
+                .stderr
+                .lines()
+                .rev()
+                .filter(|l| !l.trim().is_empty())
+                .take(REASON_STDERR_LINES)
+                .map(|l| l.trim().chars().take(REASON_STDERR_CHARS).collect())
+                .collect();
+            lines.reverse();
+            if !lines.is_empty() {
+                parts.push(format!("last error output: {}", lines.join(" | ")));
             }
         }
         self.reason = parts.join("; ");
@@ -212,7 +222,7 @@ mod tests {
             "exit code 1",
             "egress proxy refused evil.test:80: evil.test is not a declared domain",
             "killed 1 process(es)",
-            "last error output: PermissionError: [Errno 13] denied: '/k'",
+            "last error output: Traceback | PermissionError: [Errno 13] denied: '/k'",
         ] {
             assert!(report.reason.contains(part), "{part}: {}", report.reason);
         }
