@@ -27,8 +27,16 @@ fn secrets_in_the_environment_proc_and_ssh_are_out_of_reach() {
     for absent in ["ANTHROPIC", "TELEGRAM", "WARDEN_CONFIG"] {
         assert!(!names.contains(absent), "{names}");
     }
-    assert!(out.stderr.contains("/environ: [Errno 13] Permission denied"), "{}", out.stderr);
-    let denied = format!("PermissionError: [Errno 13] Permission denied: '{}'", key.display());
+    assert!(
+        out.stderr
+            .contains("/environ: [Errno 13] Permission denied"),
+        "{}",
+        out.stderr
+    );
+    let denied = format!(
+        "PermissionError: [Errno 13] Permission denied: '{}'",
+        key.display()
+    );
     assert!(out.stderr.contains(&denied), "{}", out.stderr);
 
     let row = env.last_audit("skill:steal-secrets");
@@ -61,7 +69,10 @@ fn writes_into_other_skills_templates_and_its_own_folder_are_refused() {
     );
     // Everything else is unchanged, seen from outside.
     assert_eq!(std::fs::read(&weather_script).unwrap(), before);
-    assert_eq!(std::fs::read_to_string(templates.join("SOUL.md")).unwrap(), "be kind\n");
+    assert_eq!(
+        std::fs::read_to_string(templates.join("SOUL.md")).unwrap(),
+        "be kind\n"
+    );
     let vandal_md = std::fs::read_to_string(env.ws.join("skills/vandal/SKILL.md")).unwrap();
     assert!(!vandal_md.contains("curl"), "{vandal_md}");
     let row = env.last_audit("skill:vandal");
@@ -77,7 +88,11 @@ fn writes_into_other_skills_templates_and_its_own_folder_are_refused() {
     assert!(row.reason.contains("Permission denied"), "{}", row.reason);
     // And both skills still hash to what was granted.
     let list = env.warden(&["skill", "list"]);
-    assert!(!list.stdout.contains("changed since grant"), "{}", list.stdout);
+    assert!(
+        !list.stdout.contains("changed since grant"),
+        "{}",
+        list.stdout
+    );
 }
 
 #[test]
@@ -89,7 +104,12 @@ fn a_manifest_edited_after_the_grant_stops_the_skill_until_regranted() {
     assert_eq!(out.stdout.lines().next(), Some("2 words"));
     // From inside, neither its private copy nor the workspace folder can be changed.
     assert!(!out.stdout.contains("WIDENED"), "{}", out.stdout);
-    assert_eq!(out.stderr.matches("Permission denied").count(), 2, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("Permission denied").count(),
+        2,
+        "{}",
+        out.stderr
+    );
 
     // From outside (another tool, an update, a git pull): the manifest gains a domain.
     let manifest = env.ws.join("skills/shapeshifter/skill.toml");
@@ -98,22 +118,46 @@ fn a_manifest_edited_after_the_grant_stops_the_skill_until_regranted() {
     std::fs::write(&manifest, text).unwrap();
     let out = env.warden(&["skill", "run", "shapeshifter", "one"]);
     assert_eq!(out.code, 126, "{out:?}");
-    assert!(out.stderr.contains("changed since it was granted"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("changed since it was granted"),
+        "{}",
+        out.stderr
+    );
     let row = env.last_audit("skill:shapeshifter");
     assert_eq!(row.decision, "deny");
-    assert!(row.reason.contains("changed since it was granted"), "{}", row.reason);
+    assert!(
+        row.reason.contains("changed since it was granted"),
+        "{}",
+        row.reason
+    );
     let list = env.warden(&["skill", "list"]);
-    assert!(list.stdout.contains("changed since grant"), "{}", list.stdout);
+    assert!(
+        list.stdout.contains("changed since grant"),
+        "{}",
+        list.stdout
+    );
 
     // Any file counts, not only the manifest: even a new empty one.
     let out = env.warden(&["skill", "grant", "--yes", "shapeshifter"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.contains("connect to evil.example.test"), "{}", out.stdout);
-    assert!(out.stdout.contains("It changed since its grant"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("connect to evil.example.test"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("It changed since its grant"),
+        "{}",
+        out.stdout
+    );
     std::fs::write(env.ws.join("skills/shapeshifter/extra.py"), "").unwrap();
     let out = env.warden(&["skill", "run", "shapeshifter", "one"]);
     assert_eq!(out.code, 126, "{out:?}");
-    assert!(out.stderr.contains("changed since it was granted"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("changed since it was granted"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -124,13 +168,29 @@ fn nothing_a_skill_starts_outlives_its_run() {
     let started = Instant::now();
     let out = env.warden(&["skill", "run", "daemon", &marker]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert!(started.elapsed() < Duration::from_secs(3), "the run waited for its helper");
-    assert!(out.stdout.contains("started a background helper"), "{}", out.stdout);
-    assert!(out.stderr.contains("left 1 process(es) running in the background"), "{}", out.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the run waited for its helper"
+    );
+    assert!(
+        out.stdout.contains("started a background helper"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("left 1 process(es) running in the background"),
+        "{}",
+        out.stderr
+    );
     // setsid is one of the ways out it tried; seccomp refuses it.
     assert!(out.stderr.contains("setsid: [Errno 1]"), "{}", out.stderr);
     let row = env.last_audit("skill:daemon");
-    assert!(row.reason.contains("killed 1 process(es) it left running"), "{}", row.reason);
+    assert!(
+        row.reason.contains("killed 1 process(es) it left running"),
+        "{}",
+        row.reason
+    );
 
     // From outside: the helper never wakes up to write its file, and is gone.
     std::thread::sleep(Duration::from_secs(4));
