@@ -99,9 +99,19 @@ fn writes_into_other_skills_templates_and_its_own_folder_are_refused() {
 fn a_manifest_edited_after_the_grant_stops_the_skill_until_regranted() {
     let env = SkillEnv::new("");
     env.install("shapeshifter");
-    let out = env.warden(&["skill", "run", "shapeshifter", "one", "two"]);
+    // Arguments reach the script as they were given: quoted, never re-read by a shell.
+    let out = env.warden(&[
+        "skill",
+        "run",
+        "shapeshifter",
+        "one",
+        "O'Brien; rm -rf ~",
+        "$HOME",
+        "*",
+        "",
+    ]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.stdout.lines().next(), Some("2 words"));
+    assert_eq!(out.stdout.lines().next(), Some("5 words"));
     // From inside, neither its private copy nor the workspace folder can be changed.
     assert!(!out.stdout.contains("WIDENED"), "{}", out.stdout);
     assert_eq!(

@@ -33,13 +33,26 @@ pub struct RunPolicy {
     pub notes: Vec<String>,
 }
 
-/// Build it for a run whose skill copy is `skill_copy` and scratch folder `scratch`.
-pub fn build(
-    manifest: &Manifest,
-    workspace: &Path,
-    skill_copy: &Path,
-    scratch: &Path,
-) -> Result<RunPolicy, String> {
+/// Where a run's folders are, and what no grant may cover.
+pub struct RunPlaces<'a> {
+    pub workspace: &'a Path,
+    /// The run's private copy of the skill.
+    pub skill_copy: &'a Path,
+    /// The run's scratch folder (HOME).
+    pub scratch: &'a Path,
+    /// warden's data directory (database, audit log, other runs): never inside a granted
+    /// folder, even when the workspace is configured around it.
+    pub data_dir: &'a Path,
+}
+
+/// Build it for one run.
+pub fn build(manifest: &Manifest, places: &RunPlaces) -> Result<RunPolicy, String> {
+    let RunPlaces {
+        workspace,
+        skill_copy,
+        scratch,
+        data_dir,
+    } = *places;
     let skill_copy = skill_copy
         .canonicalize()
         .map_err(|e| format!("the skill's copy {}: {e}", skill_copy.display()))?;
@@ -51,7 +64,7 @@ pub fn build(
         );
     }
     let policy = Arc::new(Policy::embedded_default().with_programs(rules));
-    let (reads, writes, notes) = resolve_grants(manifest, workspace)?;
+    let (reads, writes, notes) = resolve_grants(manifest, workspace, data_dir)?;
     let mut readable = vec![skill_copy.clone()];
     readable.extend(reads.iter().cloned());
     let paths = PathPolicy::new(scratch, &writes, &readable, scratch)
@@ -94,13 +107,29 @@ type Grants = (Vec<PathBuf>, Vec<PathBuf>, Vec<String>);
 
 /// Resolve the manifest's workspace folders now (symlinks followed) and check them again: the
 /// install-time check was on the text; a link planted since must not widen anything.
-fn resolve_grants(manifest: &Manifest, workspace: &Path) -> Result<Grants, String> {
+fn resolve_grants(
+    manifest: &Manifest,
+    workspace: &Path,
+    data_dir: &Path,
+) -> Result<Grants, String> {
     let paths = &manifest.permissions.paths;
     let skills = workspace.join(WORKSPACE_SKILLS_DIR);
     let mut notes = Vec::new();
     let mut reads = Vec::new();
-    for rel in &paths.read {
+    let inside = |rel: &str| -> Result<PathBuf, String> {
         let resolved = inside(workspace, rel)?;
+        if data_dir.starts_with(&resolved) || resolved.starts_with(data_dir) {
+            return Err(format!(
+                "the granted path {rel} resolves to {}, which holds warden's data directory {}; \
+                 refusing to run",
+                resolved.display(),
+                data_dir.display()
+            ));
+        }
+        Ok(resolved)
+    };
+    for rel in &paths.read {
+        let resolved = inside(rel)?;
         match std::fs::metadata(&resolved) {
             Ok(meta) if meta.is_dir() => reads.push(resolved),
             Ok(_) => return Err(format!("the granted read path {rel} is not a folder")),
@@ -109,7 +138,7 @@ fn resolve_grants(manifest: &Manifest, workspace: &Path) -> Result<Grants, Strin
     }
     let mut writes = Vec::new();
     for rel in &paths.write {
-        let resolved = inside(workspace, rel)?;
+        let resolved = inside(rel)?;
         let forbidden = resolved == workspace
             || resolved.starts_with(&skills)
             || skills.starts_with(&resolved)
@@ -127,7 +156,7 @@ fn resolve_grants(manifest: &Manifest, workspace: &Path) -> Result<Grants, Strin
         std::fs::create_dir_all(&resolved)
             .map_err(|e| format!("creating the granted folder {rel}: {e}"))?;
         // A link swapped in while creating would show here.
-        if inside(workspace, rel)? != resolved || !resolved.is_dir() {
+        if inside(rel)? != resolved || !resolved.is_dir() {
             return Err(format!(
                 "the granted write folder {rel} changed while it was created"
             ));
@@ -153,6 +182,20 @@ fn inside(workspace: &Path, rel: &str) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
+    fn places<'a>(
+        ws: &'a Path,
+        copy: &'a Path,
+        scratch: &'a Path,
+        data: &'a Path,
+    ) -> RunPlaces<'a> {
+        RunPlaces {
+            workspace: ws,
+            skill_copy: copy,
+            scratch,
+            data_dir: data,
+        }
+    }
+
     fn setup() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -177,7 +220,8 @@ mod tests {
         let m = manifest(
             "[permissions]\ninterpreters = [\"python3\"]\n[permissions.paths]\nread = [\"data\", \"gone\"]\nwrite = [\"out\"]\n",
         );
-        let run = build(&m, &ws, &copy, &scratch).unwrap();
+        let data = ws.parent().unwrap().join("data");
+        let run = build(&m, &places(&ws, &copy, &scratch, &data)).unwrap();
         assert_eq!(run.reads, [ws.join("data")]);
         assert_eq!(run.writes, [ws.join("out")]);
         assert!(ws.join("out").is_dir(), "write folders are created");
@@ -213,23 +257,22 @@ mod tests {
         let (_d, ws, copy, scratch) = setup();
         std::os::unix::fs::symlink(ws.join("skills/other"), ws.join("out")).unwrap();
         std::os::unix::fs::symlink("/etc", ws.join("cfg")).unwrap();
-        let err = build(
-            &manifest("[permissions.paths]\nwrite = [\"out\"]\n"),
-            &ws,
-            &copy,
-            &scratch,
-        )
-        .err()
-        .unwrap();
+        let data = ws.join("state");
+        std::fs::create_dir_all(&data).unwrap();
+        let at = places(&ws, &copy, &scratch, &data);
+        let refusal = |text: &str| build(&manifest(text), &at).err().unwrap();
+        let err = refusal("[permissions.paths]\nwrite = [\"out\"]\n");
         assert!(err.contains("holds skills"), "{err}");
-        let err = build(
-            &manifest("[permissions.paths]\nread = [\"cfg\"]\n"),
-            &ws,
-            &copy,
-            &scratch,
-        )
-        .err()
-        .unwrap();
+        let err = refusal("[permissions.paths]\nread = [\"cfg\"]\n");
         assert!(err.contains("outside the workspace"), "{err}");
+        // A workspace configured around warden's data directory.
+        for grant in [
+            "read = [\".\"]",
+            "read = [\"state\"]",
+            "write = [\"state/x\"]",
+        ] {
+            let err = refusal(&format!("[permissions.paths]\n{grant}\n"));
+            assert!(err.contains("data directory"), "{grant}: {err}");
+        }
     }
 }

@@ -213,13 +213,13 @@ impl SkillRunner {
             .tree
             .write_to(&run_dir.copy)
             .map_err(|e| fail(format!("writing the skill's private copy failed: {e}")))?;
-        let plan = run_policy::build(
-            &skill.manifest,
-            &settings.workspace,
-            &run_dir.copy,
-            &run_dir.scratch,
-        )
-        .map_err(deny)?;
+        let places = run_policy::RunPlaces {
+            workspace: &settings.workspace,
+            skill_copy: &run_dir.copy,
+            scratch: &run_dir.scratch,
+            data_dir: &settings.data_dir,
+        };
+        let plan = run_policy::build(&skill.manifest, &places).map_err(deny)?;
         let copy = plan.copy.clone();
         let mut checker = Checker::new(plan.policy.clone(), plan.paths.clone());
         let verdict = checker.check_in(&command, &copy);

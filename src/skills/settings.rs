@@ -22,6 +22,8 @@ pub struct SkillSettings {
     /// The written copies of the bundled skills, when `[skills] bundled` is on.
     pub bundled_dir: Option<PathBuf>,
     pub runs_dir: PathBuf,
+    /// The canonical data directory (no grant may cover it).
+    pub data_dir: PathBuf,
     pub bounds: Bounds,
     pub backend: Backend,
     pub docker: DockerConfig,
@@ -42,8 +44,15 @@ impl SkillSettings {
             } else {
                 None
             };
-        let runs_dir = config.data_dir.join(RUNS_DIR);
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("creating {}", config.data_dir.display()))?;
+        let data_dir = config
+            .data_dir
+            .canonicalize()
+            .with_context(|| format!("the data directory {}", config.data_dir.display()))?;
+        let runs_dir = data_dir.join(RUNS_DIR);
         Ok(SkillSettings {
+            data_dir,
             workspace: workspace.to_path_buf(),
             bundled_dir,
             runs_dir,

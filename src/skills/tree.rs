@@ -164,6 +164,9 @@ impl SkillTree {
                         .mode(mode)
                         .custom_flags(libc::O_NOFOLLOW)
                         .open(dest.join(path))?;
+                    // Exactly these bits, whatever the umask: a container's unprivileged user
+                    // must be able to read the copy.
+                    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
                     file.write_all(contents)?;
                 }
             }
