@@ -43,11 +43,43 @@ fn the_bundled_skill_runs_and_its_runs_are_listed() {
     let out = env.warden(&["skill", "run", "csv-stats", &secret]);
     assert_eq!(out.code, 126, "{out:?}");
     assert!(
-        out.stderr.contains("is outside the workspace"),
+        out.stderr.contains("is outside the skill's scratch folder"),
         "{}",
         out.stderr
     );
     env.assert_no_secret(&out.all());
+
+    // Its scratch folder is HOME and writable; the workspace it may only read.
+    let out = env.warden(&[
+        "skill",
+        "run",
+        "csv-stats",
+        "--command",
+        "touch ~/scratch-file && ls ~",
+    ]);
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "scratch-file\n"),
+        "{out:?}"
+    );
+    let inside = env.ws.join("planted").display().to_string();
+    let out = env.warden(&[
+        "skill",
+        "run",
+        "csv-stats",
+        "--command",
+        &format!("touch {inside}"),
+    ]);
+    assert_eq!(out.code, 126, "{out:?}");
+    assert!(out.stderr.contains("in a read-only root"), "{}", out.stderr);
+    assert!(!env.ws.join("planted").exists());
+    // Nothing of a run is left behind.
+    assert_eq!(
+        std::fs::read_dir(env.data.join("skill-runs"))
+            .unwrap()
+            .count(),
+        0
+    );
 
     let list = env.warden(&["skill", "list", "--json"]);
     let rows: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
@@ -66,14 +98,16 @@ fn the_bundled_skill_runs_and_its_runs_are_listed() {
         .iter()
         .filter(|r| r.tool == "skill:csv-stats")
         .collect();
-    assert_eq!(runs.len(), 2, "{audit:?}");
+    assert_eq!(runs.len(), 4, "{audit:?}");
     assert_eq!(
         (runs[0].decision.as_str(), runs[0].exit_code),
         ("allow", Some(0))
     );
     assert_eq!(runs[1].decision, "deny");
     assert!(
-        runs[1].reason.contains("outside the workspace"),
+        runs[1]
+            .reason
+            .contains("outside the skill's scratch folder"),
         "{}",
         runs[1].reason
     );

@@ -265,7 +265,7 @@ fn refused(target: String, why: String) -> EgressEvent {
 }
 
 /// The address to connect to for `host:port`, or why not.
-pub async fn decide(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr, String> {
+async fn decide(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr, String> {
     let domain = rules
         .domains
         .iter()
@@ -296,7 +296,7 @@ pub async fn decide(rules: &EgressRules, host: &str, port: u16) -> Result<Socket
 }
 
 /// Every address must be public; the first one is used.
-pub fn check_resolved(host: &str, addrs: &[SocketAddr]) -> Result<SocketAddr, String> {
+fn check_resolved(host: &str, addrs: &[SocketAddr]) -> Result<SocketAddr, String> {
     let first = addrs
         .first()
         .ok_or_else(|| format!("{host} resolves to no address"))?;

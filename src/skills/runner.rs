@@ -224,7 +224,7 @@ impl SkillRunner {
         let mut checker = Checker::new(plan.policy.clone(), plan.paths.clone());
         let verdict = checker.check_in(&command, &copy);
         let approved = self
-            .decide(name, &verdict, request)
+            .decide(name, &verdict, request, &run_dir.scratch)
             .await
             .map_err(|r| r.with_hash(&skill.hash))?;
         if let Err(violation) = invariant::verify(&verdict, &plan.policy, &plan.paths, &[]) {
@@ -266,14 +266,21 @@ impl SkillRunner {
                 };
                 match HostSandbox::with_options(spec, options_host) {
                     Ok(sandbox) => run_script(&sandbox, &verdict.script, &options).await,
-                    Err(e) => return Err(fail(format!("{e} (skills never run without Landlock)"))),
+                    Err(e) if e.to_string().contains("Landlock is not available") => {
+                        return Err(fail(format!(
+                            "{e} Skills never run in the weaker jail, whatever \
+                             allow_without_landlock says."
+                        )))
+                    }
+                    Err(e) => return Err(fail(e.to_string())),
                 }
             }
             Backend::Docker => {
-                let sandbox =
-                    DockerSandbox::connect(&settings.docker, spec, &format!("skill-{name}"))
-                        .await
-                        .map_err(|e| fail(e.to_string()))?;
+                // A container of its own per run, named after the run folder.
+                let session = format!("skill-{}", run_dir.id);
+                let sandbox = DockerSandbox::connect(&settings.docker, spec, &session)
+                    .await
+                    .map_err(|e| fail(e.to_string()))?;
                 let result = run_script(&sandbox as &dyn Sandbox, &verdict.script, &options).await;
                 sandbox.shutdown().await;
                 result
@@ -309,10 +316,22 @@ impl SkillRunner {
         name: &str,
         verdict: &Verdict,
         request: &SkillRequest,
+        scratch: &Path,
     ) -> Result<bool, SkillReport> {
         match verdict.decision {
             Decision::Allow => Ok(false),
-            Decision::Deny => Err(SkillReport::denied(name, verdict.reason.clone())),
+            // The path validator calls its writable root "the workspace"; in a skill's run
+            // that root is the scratch folder, and the workspace is something else.
+            Decision::Deny => Err(SkillReport::denied(
+                name,
+                verdict.reason.replace(
+                    &format!("the workspace ({})", scratch.display()),
+                    &format!(
+                        "the skill's scratch folder ({}) and the folders its grant names",
+                        scratch.display()
+                    ),
+                ),
+            )),
             Decision::Ask => {
                 let ask = ApprovalRequest {
                     session: request.session.clone(),
@@ -373,6 +392,8 @@ fn jail_spec(
 /// A run's private folder: `copy/` (the skill, read-only to the jail) and `home/` (scratch).
 /// Removed when dropped.
 struct RunDir {
+    /// `NAME-PID-RANDOM`, unique among runs.
+    id: String,
     root: PathBuf,
     copy: PathBuf,
     scratch: PathBuf,
@@ -385,11 +406,12 @@ impl RunDir {
             |e: std::io::Error| format!("creating the run folder in {}: {e}", runs_dir.display());
         std::fs::create_dir_all(runs_dir).map_err(err)?;
         std::fs::set_permissions(runs_dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
-        let root = runs_dir.join(format!(
+        let id = format!(
             "{name}-{}-{:08x}",
             std::process::id(),
             rand::random::<u32>()
-        ));
+        );
+        let root = runs_dir.join(&id);
         std::fs::DirBuilder::new()
             .mode(0o755)
             .create(&root)
@@ -407,6 +429,7 @@ impl RunDir {
         }
         let root = root.canonicalize().map_err(err)?;
         Ok(RunDir {
+            id,
             copy: root.join("skill"),
             scratch: root.join("home"),
             root,
