@@ -129,21 +129,18 @@ pub fn review_grant(settings: &SkillSettings, db: &Database, name: &str) -> Resu
              `warden skill show {name}` lists"
         ));
     }
-    let previous = Grants::new(db)
-        .get(name)
-        .map_err(|e| e.to_string())?
-        .filter(|g| g.hash != skill.hash);
-    let origin = Grants::new(db)
-        .get(name)
-        .map_err(|e| e.to_string())?
-        .map_or_else(|| "found in the workspace".to_string(), |g| g.origin);
+    let grant = Grants::new(db).get(name).map_err(|e| e.to_string())?;
+    // Provenance survives a re-grant: a skill installed from a path stays "installed from" it.
+    let origin = grant.as_ref().map_or_else(
+        || "found in the workspace".to_string(),
+        |g| g.origin.clone(),
+    );
+    let previous = grant.filter(|g| g.hash != skill.hash).map(|g| g.hash);
     Ok(Review {
         text: describe(&skill, &settings.bounds),
         target: skill.dir.clone(),
         origin,
-        kind: ReviewKind::Grant {
-            previous: previous.map(|g| g.hash),
-        },
+        kind: ReviewKind::Grant { previous },
         skill,
     })
 }
@@ -232,4 +229,107 @@ pub fn audit_action(
         },
     )
     .map_err(|e| format!("the audit log could not be written: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skills::manifest::Bounds;
+
+    fn settings(root: &Path) -> SkillSettings {
+        let workspace = root.join("ws");
+        std::fs::create_dir_all(&workspace).unwrap();
+        SkillSettings {
+            workspace,
+            bundled_dir: None,
+            runs_dir: root.join("data/skill-runs"),
+            data_dir: root.join("data"),
+            bounds: Bounds {
+                timeout_secs: 120,
+                limits: crate::sandbox::Limits::default(),
+            },
+            backend: crate::sandbox::Backend::Host,
+            docker: Default::default(),
+            hosts: Default::default(),
+        }
+    }
+
+    fn source(root: &Path) -> PathBuf {
+        let dir = root.join("src/notes");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: notes\ndescription: notes\n---\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("run.py"), "print('reviewed')\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn what_was_reviewed_is_what_is_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let settings = settings(&root);
+        let db = Database::open_in_memory().unwrap();
+        let src = source(&root);
+        let review = review_install(&settings, &src).unwrap();
+        assert!(review.question().starts_with("Install it into"));
+        // The source changes after the user read it: the reviewed bytes are installed.
+        std::fs::write(src.join("run.py"), "print('swapped')\n").unwrap();
+        commit(&settings, &db, &review).unwrap();
+        let installed = settings.workspace.join("skills/notes");
+        assert_eq!(
+            std::fs::read_to_string(installed.join("run.py")).unwrap(),
+            "print('reviewed')\n"
+        );
+        let grant = Grants::new(&db).get("notes").unwrap().unwrap();
+        assert_eq!(grant.hash, review.skill.hash);
+        assert_eq!(grant.origin, format!("installed from {}", src.display()));
+        assert_eq!(grant.permissions, review.text);
+        let leftovers: Vec<_> = std::fs::read_dir(settings.workspace.join("skills"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(leftovers, ["notes"], "no staging folder left");
+
+        // Installing the changed source again replaces it, after its own review.
+        let again = review_install(&settings, &src).unwrap();
+        assert!(matches!(
+            again.kind,
+            ReviewKind::Install { replaces: Some(_) }
+        ));
+        commit(&settings, &db, &again).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(installed.join("run.py")).unwrap(),
+            "print('swapped')\n"
+        );
+        assert!(review_install(&settings, &installed)
+            .unwrap_err()
+            .contains("grant it in place"));
+    }
+
+    #[test]
+    fn a_grant_is_refused_when_the_folder_changes_during_the_review() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let settings = settings(&root);
+        let db = Database::open_in_memory().unwrap();
+        let skills = settings.workspace.join("skills");
+        std::fs::create_dir_all(&skills).unwrap();
+        std::fs::rename(source(&root), skills.join("notes")).unwrap();
+        let review = review_grant(&settings, &db, "notes").unwrap();
+        assert_eq!(review.origin, "found in the workspace");
+        std::fs::write(skills.join("notes/run.py"), "print('changed')\n").unwrap();
+        let err = commit(&settings, &db, &review).unwrap_err();
+        assert!(err.contains("changed while you were reviewing it"), "{err}");
+        assert_eq!(Grants::new(&db).get("notes").unwrap(), None);
+        let review = review_grant(&settings, &db, "notes").unwrap();
+        commit(&settings, &db, &review).unwrap();
+        assert!(Grants::new(&db).get("notes").unwrap().is_some());
+        assert!(review_grant(&settings, &db, "missing")
+            .unwrap_err()
+            .contains("no skill"));
+    }
 }
