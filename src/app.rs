@@ -14,9 +14,13 @@ use crate::policy::{PathPolicy, Policy};
 use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::JailSpec;
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::skills::prompt::SkillsPrompt;
+use crate::skills::runner::SkillRunner;
+use crate::skills::settings::SkillSettings;
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
+use crate::tools::skill::SkillTool;
 use crate::tools::web_fetch::WebFetch;
 use crate::tools::{files, ToolSet};
 use anyhow::Context;
@@ -38,6 +42,8 @@ pub struct App {
     pub jobs: Arc<JobManager>,
     /// Where the bash tool's commands run (host jail, or a container per session).
     pub sandboxes: Arc<SandboxPool>,
+    /// Runs skills, each in a sandbox of its own (the `skill` tool and `warden skill run`).
+    pub skills: Arc<SkillRunner>,
 }
 
 impl App {
@@ -51,8 +57,14 @@ impl App {
         let db = Database::open(&config.data_dir.join("warden.db"))
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
         let policy = Arc::new(Policy::load(config.policy.as_deref())?);
+        let skill_settings = Arc::new(SkillSettings::prepare(&config, &workspace)?);
         let mut read_roots: Vec<PathBuf> = policy.read_roots().to_vec();
         read_roots.extend(config.sandbox.read.iter().cloned());
+        // The agent reads a bundled skill's SKILL.md with its `read` tool; the copies are the
+        // files built into warden.
+        if config.skills.enabled {
+            read_roots.extend(skill_settings.bundled_dir.iter().cloned());
+        }
         let paths = Arc::new(
             PathPolicy::new(&workspace, policy.write_roots(), &read_roots, &home_dir())
                 .context("setting up the path validator")?,
@@ -101,11 +113,18 @@ impl App {
         ));
         tools.add(Arc::new(MemorySearch::new(memory.clone())));
         tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));
+        let skills = Arc::new(SkillRunner::new(skill_settings.clone(), db.clone()));
+        if config.skills.enabled {
+            tools.add(Arc::new(SkillTool::new(skills.clone())));
+        }
         let mut prompt = SystemPrompt::new(&workspace, tools.names());
         prompt.add_section(Arc::new(ConventionFiles::new(
             paths.clone(),
             config.memory.prompt_file_chars,
         )));
+        if config.skills.enabled {
+            prompt.add_section(Arc::new(SkillsPrompt::new(skill_settings, db.clone())));
+        }
         let compactor =
             Compactor::new(sessions.clone(), compaction::Settings::from(&config.memory))
                 .with_index(memory.clone());
@@ -128,6 +147,7 @@ impl App {
             scheduler,
             jobs,
             sandboxes,
+            skills,
         })
     }
 
@@ -138,7 +158,7 @@ impl App {
 }
 
 /// Create the workspace (private to the user) and return its canonical path.
-fn prepare_workspace(dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+pub fn prepare_workspace(dir: &std::path::Path) -> anyhow::Result<PathBuf> {
     if !dir.exists() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the workspace {}", dir.display()))?;

@@ -4,6 +4,7 @@
 
 use crate::sandbox::{Backend, Limits};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A secret value: its `Debug` and `Display` never show it.
@@ -48,6 +49,31 @@ pub struct Config {
     pub telegram: TelegramConfig,
     pub scheduler: SchedulerConfig,
     pub memory: MemoryConfig,
+    pub skills: SkillsConfig,
+}
+
+/// `[skills]`: skill folders the agent may run in the sandbox (see `crate::skills`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SkillsConfig {
+    /// Offer skills to the agent: the `skill` tool and the list in the system prompt.
+    pub enabled: bool,
+    /// Include the skills built into warden.
+    pub bundled: bool,
+    /// Fixed addresses for domains skills declare (`"api.example.test" = "127.0.0.1:8080"`, or
+    /// an address without a port): for tests and LAN services. The only way a skill's traffic
+    /// reaches a private or loopback address, and only under that exact name.
+    pub hosts: BTreeMap<String, String>,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        SkillsConfig {
+            enabled: true,
+            bundled: true,
+            hosts: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -295,6 +321,7 @@ impl Default for Config {
             telegram: TelegramConfig::default(),
             scheduler: SchedulerConfig::default(),
             memory: MemoryConfig::default(),
+            skills: SkillsConfig::default(),
         }
     }
 }
@@ -395,6 +422,7 @@ impl Config {
         config
             .memory
             .validate()
+            .and_then(|()| crate::skills::egress::parse_hosts(&config.skills.hosts).map(|_| ()))
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,
@@ -533,6 +561,24 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("soft_threshold must not exceed"), "{err}");
+    }
+
+    #[test]
+    fn skills_hosts_are_checked() {
+        let config = Config::parse(
+            "[skills]\nhosts = { \"api.example.test\" = \"127.0.0.1:8080\" }\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert!(config.skills.enabled && config.skills.bundled);
+        assert_eq!(config.skills.hosts.len(), 1);
+        let err = Config::parse(
+            "[skills]\nhosts = { \"api.example.test\" = \"nowhere\" }\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("api.example.test"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "gateway_runs_session",
         crate::gateway::store::SESSION_COLUMN,
     ),
+    ("skills", crate::skills::grants::SCHEMA),
 ];
 
 #[derive(Debug, thiserror::Error)]

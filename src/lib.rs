@@ -20,4 +20,5 @@ pub mod policy;
 pub mod redact;
 pub mod sandbox;
 pub mod scheduler;
+pub mod skills;
 pub mod tools;

@@ -44,6 +44,52 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// Skills: folders of instructions and scripts that run in their own sandbox.
+    Skill {
+        #[command(subcommand)]
+        command: SkillCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SkillCommand {
+    /// Every skill: source, content hash, grant, last run (and invalid folders, with why).
+    List {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A skill's permissions in plain words and its grant.
+    Show { name: String },
+    /// Review a skill folder's permissions, copy it into the workspace's skills/ and grant it.
+    Install {
+        /// The skill folder (holding SKILL.md; its name is the skill's name).
+        path: PathBuf,
+        /// Grant without asking (for scripts: read `warden skill show` first).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Review and grant a skill already in the workspace (new, or changed since its grant).
+    Grant {
+        name: String,
+        /// Grant without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Remove a skill's grant (its folder stays; it no longer runs).
+    Revoke { name: String },
+    /// Run a skill in its sandbox: ARGS are appended to the skill's own command.
+    Run {
+        name: String,
+        /// A whole command line instead of ARGS (pipes allowed, checked by the skill's policy).
+        #[arg(long, value_name = "COMMAND")]
+        command: Option<String>,
+        /// A shorter wall-clock limit than the skill's, in seconds.
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -186,6 +232,28 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 CronCommand::Status { id } => cli::cron::Action::Status { id },
             };
             cli::cron::run(&config, action)
+        }
+        Command::Skill { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                SkillCommand::List { json } => cli::skill::Action::List { json },
+                SkillCommand::Show { name } => cli::skill::Action::Show { name },
+                SkillCommand::Install { path, yes } => cli::skill::Action::Install { path, yes },
+                SkillCommand::Grant { name, yes } => cli::skill::Action::Grant { name, yes },
+                SkillCommand::Revoke { name } => cli::skill::Action::Revoke { name },
+                SkillCommand::Run {
+                    name,
+                    command,
+                    timeout,
+                    args,
+                } => cli::skill::Action::Run {
+                    name,
+                    command,
+                    timeout,
+                    args,
+                },
+            };
+            cli::skill::run(&config, action)
         }
         Command::Bot => {
             let config = cli::load_config(cli.config.as_deref())?;

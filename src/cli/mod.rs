@@ -8,6 +8,7 @@ pub mod image;
 pub mod jail;
 pub mod policy;
 pub mod sandbox;
+pub mod skill;
 
 use crate::config::{Config, ProcessEnv};
 use std::path::{Path, PathBuf};

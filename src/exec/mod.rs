@@ -99,6 +99,8 @@ pub struct RunOutput {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration: Duration,
+    /// Processes the commands left running in the background, killed when they exited.
+    pub background_killed: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +147,7 @@ pub async fn run_script(
     });
     let outputs = output::Outputs::new(options.stdin, &options.output, save)?;
     let Some(first) = script.commands().next() else {
-        return Ok(finish(outputs, 0, false, false, started).await);
+        return Ok(finish(outputs, 0, false, false, started, 0).await);
     };
     let mut ctx = pipeline::Context {
         sandbox,
@@ -154,6 +156,7 @@ pub async fn run_script(
         deadline: started + options.timeout,
         cancel: &options.cancel,
         cwd: first.cwd.clone(),
+        background_killed: 0,
     };
 
     let mut status = 0;
@@ -182,13 +185,22 @@ pub async fn run_script(
             Err(e) => {
                 drop(ctx);
                 // Collect (and so close) the streams before reporting.
-                finish(outputs, status, false, false, started).await;
+                finish(outputs, status, false, false, started, 0).await;
                 return Err(e);
             }
         }
     }
+    let background_killed = ctx.background_killed;
     drop(ctx);
-    Ok(finish(outputs, status, timed_out, cancelled, started).await)
+    Ok(finish(
+        outputs,
+        status,
+        timed_out,
+        cancelled,
+        started,
+        background_killed,
+    )
+    .await)
 }
 
 async fn finish(
@@ -197,6 +209,7 @@ async fn finish(
     timed_out: bool,
     cancelled: bool,
     started: tokio::time::Instant,
+    background_killed: usize,
 ) -> RunOutput {
     let collected = outputs.finish().await;
     RunOutput {
@@ -208,6 +221,7 @@ async fn finish(
         timed_out,
         cancelled,
         duration: started.elapsed(),
+        background_killed,
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Context<'a> {
     pub cancel: &'a CancellationToken,
     /// The working directory `cd` builtins have moved to.
     pub cwd: PathBuf,
+    /// Processes commands left running in the background when they exited (killed).
+    pub background_killed: usize,
 }
 
 pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, ExecError> {
@@ -112,6 +114,17 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
             Outcome::Cancelled
         });
     };
+    for (index, process) in &running {
+        let left = process.background_killed();
+        if left > 0 {
+            ctx.background_killed += left;
+            ctx.outputs.message(&format!(
+                "`{}` left {left} process(es) running in the background when it exited; warden \
+                 killed them (nothing outlives a command)",
+                pipeline.commands[*index].display()
+            ));
+        }
+    }
     for (index, result) in results {
         statuses[index] = match result {
             Ok(status) => status.as_shell_code(),

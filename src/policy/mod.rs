@@ -171,6 +171,13 @@ impl Policy {
         policy
     }
 
+    /// This policy with `rules` added; each replaces the entry for its program as a whole, as a
+    /// user file's `[programs.X]` does (a skill's granted manifest widens or narrows this way).
+    pub fn with_programs(mut self, rules: BTreeMap<String, ProgramRule>) -> Policy {
+        self.programs.extend(rules);
+        self
+    }
+
     pub fn rule(&self, program: &str) -> Option<&ProgramRule> {
         self.programs.get(program)
     }

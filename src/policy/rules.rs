@@ -79,6 +79,9 @@ pub struct ProgramRule {
     pub subcommands: BTreeMap<String, ProgramRule>,
     /// Program-specific analysis in Rust for argument languages TOML cannot express.
     pub analyzer: Option<AnalyzerKind>,
+    /// With `analyzer = "interpreter"`: the absolute folder whose files the interpreter may
+    /// run (a skill's own folder). Without it an interpreter rule allows nothing.
+    pub scripts: Option<PathBuf>,
 }
 
 fn allow() -> Decision {
@@ -125,6 +128,8 @@ pub enum AnalyzerKind {
     Sed,
     Git,
     Tar,
+    /// `python3 SCRIPT ARGS…` with SCRIPT under the rule's `scripts` folder; no inline code.
+    Interpreter,
 }
 
 /// What a flag takes.
@@ -168,7 +173,7 @@ impl FlagSpec {
             FlagSpec::Full(f) => f.takes,
         }
     }
-    fn deny(&self) -> Option<&str> {
+    pub(crate) fn deny(&self) -> Option<&str> {
         match self {
             FlagSpec::Full(f) => f.deny.as_deref(),
             FlagSpec::Takes(_) => None,

@@ -176,4 +176,10 @@ pub trait JailedProcess: Send {
     /// Kill the program and everything it started. Idempotent; after it returns no process
     /// started by this program is left running.
     async fn kill(&mut self);
+
+    /// After [`JailedProcess::wait`]: how many processes the program had left running in the
+    /// background when it exited (all killed). Backends that cannot tell report 0.
+    fn background_killed(&self) -> usize {
+        0
+    }
 }

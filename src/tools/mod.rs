@@ -8,6 +8,7 @@ pub mod cron;
 pub mod files;
 pub mod memory_search;
 pub mod output;
+pub mod skill;
 pub mod web_fetch;
 
 use crate::audit::{self, AuditDecision, AuditEntry};

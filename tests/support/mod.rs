@@ -9,4 +9,5 @@ pub mod deliver;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_telegram;
+pub mod skills;
 pub mod warden_bot;

@@ -1,10 +1,12 @@
 //! Program-specific argument analysis for the argument languages a TOML rule cannot express:
 //! `find` expressions, `sed` scripts, `git` (global options, subcommands and repository config
-//! that would run programs), `tar` (mode letters, archive direction) and `chmod` (no setuid).
+//! that would run programs), `tar` (mode letters, archive direction), `chmod` (no setuid) and
+//! `interpreter` (a script file from one folder, never inline code).
 
 mod chmod;
 mod find;
 mod git;
+mod interpreter;
 mod sed;
 mod tar;
 
@@ -35,5 +37,6 @@ pub fn analyze(
         AnalyzerKind::Sed => sed::analyze(rule, program, args),
         AnalyzerKind::Git => git::analyze(rule, program, args, ctx),
         AnalyzerKind::Tar => tar::analyze(rule, program, args),
+        AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),
     }
 }

@@ -93,6 +93,9 @@ impl HostSandbox {
             eprintln!("{warning}");
             tracing::warn!("{warning}");
         }
+        if spec.egress_proxy.is_some() {
+            egress_confinable(&landlock_abi).map_err(SandboxError::Setup)?;
+        }
         kernel::seccomp_available().map_err(|why| {
             SandboxError::Setup(format!("seccomp filters are not available: {why}"))
         })?;
@@ -256,6 +259,21 @@ impl HostSandbox {
     }
 }
 
+/// With an egress proxy, seccomp lets the jail `connect`; only Landlock's TCP rules (ABI ≥ 4)
+/// then keep it to the proxy's port. Without them the jail could connect anywhere: refuse.
+fn egress_confinable(landlock_abi: &Result<u32, String>) -> Result<(), String> {
+    match landlock_abi {
+        Ok(abi) if *abi >= 4 => Ok(()),
+        Ok(abi) => Err(format!(
+            "an egress proxy needs Landlock ABI 4 or newer to confine TCP connects to its port; \
+             this kernel has ABI {abi}, so a jail with network access could connect anywhere"
+        )),
+        Err(why) => Err(format!(
+            "an egress proxy needs Landlock to confine TCP connects to its port ({why})"
+        )),
+    }
+}
+
 fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
     strings
         .iter()
@@ -294,6 +312,16 @@ mod tests {
             stderr: Stdio::Null,
             extra_fds: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_egress_proxy_needs_landlock_tcp_rules() {
+        assert!(egress_confinable(&Ok(4)).is_ok());
+        assert!(egress_confinable(&Ok(7)).is_ok());
+        assert!(egress_confinable(&Ok(3)).unwrap_err().contains("ABI 3"));
+        assert!(egress_confinable(&Err("not compiled in".into()))
+            .unwrap_err()
+            .contains("not compiled in"));
     }
 
     #[tokio::test]

@@ -26,6 +26,8 @@ pub struct HostProcess {
     pidfd: AsyncFd<OwnedFd>,
     cgroup: Option<ProcessCgroup>,
     status: Option<ExitStatus>,
+    /// Processes still alive when the leader exited normally (then killed).
+    background: usize,
 }
 
 impl HostProcess {
@@ -43,6 +45,7 @@ impl HostProcess {
                 pidfd,
                 cgroup,
                 status: None,
+                background: 0,
             }),
             Err(e) => {
                 // Without a watched pidfd we cannot wait for it: kill and reap it now.
@@ -100,6 +103,15 @@ impl HostProcess {
                 return Ok(());
             }
             guard.clear_ready();
+        }
+    }
+
+    /// With the leader exited (a zombie): how many of its processes are still alive — the
+    /// cgroup lists them (zombies excluded); without one, the process group is scanned.
+    fn live_members(&self) -> usize {
+        match &self.cgroup {
+            Some(cg) => cg.pids().len(),
+            None => usize::from(group_has_live_members(self.pid)),
         }
     }
 
@@ -181,7 +193,12 @@ impl JailedProcess for HostProcess {
             return Ok(status);
         }
         self.exited().await?;
+        self.background = self.live_members();
         Ok(self.finish().await?)
+    }
+
+    fn background_killed(&self) -> usize {
+        self.background
     }
 
     async fn kill(&mut self) {
