@@ -265,3 +265,22 @@ fn the_generator_reaches_all_three_decisions() {
     assert!(seen.contains(&Decision::Deny));
     assert!(seen.contains(&Decision::Ask));
 }
+
+#[test]
+fn counterexamples_the_property_once_found_stay_fixed() {
+    // `-exec` is the cluster -e -x -e -c, whose -c takes the next word as a byte count: the
+    // invariant once read that count as a path reaching /etc/shadow while the checker did not.
+    let fx = fixture();
+    let mut c = checker();
+    for command in [
+        "head -exec '--file=/etc/shadow' 2> src/x",
+        "head -qc /etc/shadow",
+    ] {
+        let verdict = c.check(command);
+        invariant::verify(&verdict, c.policy(), c.paths(), &fx.secrets)
+            .unwrap_or_else(|v| panic!("{command:?} was {} but {v}", verdict.decision));
+    }
+    // A byte count that is a path is still not a read: the file operand is what head reads.
+    let verdict = c.check("head -c 5 /etc/shadow");
+    assert_eq!(verdict.decision, Decision::Deny, "{}", verdict.reason);
+}

@@ -9,7 +9,7 @@
 
 use super::ir::{Builtin, RedirectTarget};
 use super::paths::{resolve, Access, PathPolicy};
-use super::rules::{ArgRole, FlagTakes};
+use super::rules::ArgRole;
 use super::{Decision, Policy, Verdict};
 use std::path::{Path, PathBuf};
 
@@ -98,14 +98,7 @@ pub fn verify(
             let prev = &command.argv[i - 1];
             // The value of a flag the rule says takes one is the rule's business (a count, a
             // pattern, or a path the checker already resolved into `command.paths`).
-            let flag_value = !operand
-                && i > 1
-                && rule.is_some_and(|r| {
-                    matches!(
-                        r.flag_takes(prev),
-                        Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
-                    )
-                });
+            let flag_value = !operand && i > 1 && rule.is_some_and(|r| r.flag_consumes_next(prev));
             if flag_value {
                 continue;
             }

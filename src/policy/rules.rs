@@ -258,6 +258,32 @@ impl ProgramRule {
             .and_then(|f| f.spec.map(FlagSpec::takes))
     }
 
+    /// Whether `arg`, read as this rule's flags, takes the next argument as its value: `-c N`,
+    /// a cluster ending in such a flag (`-qc N`), or `--lines N`.
+    pub fn flag_consumes_next(&self, arg: &str) -> bool {
+        let takes_value = |takes| {
+            matches!(
+                takes,
+                Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
+            )
+        };
+        if arg == "-" || arg == "--" || !arg.starts_with('-') {
+            return false;
+        }
+        if arg.starts_with("--") {
+            return !arg.contains('=') && takes_value(self.flag_takes(arg));
+        }
+        let cluster: Vec<char> = arg[1..].chars().collect();
+        for (j, letter) in cluster.iter().enumerate() {
+            match self.flag_takes(&format!("-{letter}")) {
+                Some(FlagTakes::Optional) => return false,
+                takes if takes_value(takes) => return j + 1 == cluster.len(),
+                _ => {}
+            }
+        }
+        false
+    }
+
     /// Generic analysis: flags (combined short flags, `--flag=value`, `--`), then positionals
     /// by role. `program` is used in reasons.
     pub fn analyze(&self, program: &str, args: &[String]) -> Result<Analysis, Denial> {
@@ -434,6 +460,27 @@ mod tests {
                 ("in.txt".into(), Access::Read)
             ]
         );
+    }
+
+    #[test]
+    fn which_flags_consume_the_next_argument() {
+        let head =
+            rule(r#"flags = { "-c" = "value", "--lines" = "value", "--color" = "optional" }"#);
+        for arg in ["-c", "-qc", "-exec", "--lines"] {
+            assert!(head.flag_consumes_next(arg), "{arg}");
+        }
+        for arg in [
+            "-c5",
+            "-cq",
+            "-q",
+            "--lines=5",
+            "--color",
+            "--",
+            "-",
+            "file",
+        ] {
+            assert!(!head.flag_consumes_next(arg), "{arg}");
+        }
     }
 
     #[test]
