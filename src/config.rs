@@ -363,10 +363,12 @@ impl Default for LlmConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    // Not a `source` field: the message already names the error, and anyhow's `{:#}` would
+    // print it twice.
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
@@ -401,7 +403,7 @@ impl Config {
         let mut config = match std::fs::read_to_string(&path) {
             Ok(text) => Config::parse(&text, &path)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => Config::default(),
-            Err(source) => return Err(ConfigError::Read { path, source }),
+            Err(error) => return Err(ConfigError::Read { path, error }),
         };
         config.apply_env(env)?;
         Ok(config)

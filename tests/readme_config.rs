@@ -19,4 +19,6 @@ fn the_readme_example_config_parses() {
     assert_eq!(config.sandbox.timeout_secs, 120);
     assert!(config.telegram.allowed_users.is_empty());
     assert!(config.workspace.ends_with(".warden/workspace"));
+    assert!(config.skills.enabled && config.skills.bundled);
+    assert!(config.skills.hosts.is_empty());
 }
