@@ -209,11 +209,5 @@ async fn a_manifest_the_agent_edits_stops_the_skill_until_the_user_grants_it_aga
         "{}",
         refused.content
     );
-    let row = env.last_audit("skill:shapeshifter");
-    assert_eq!(row.decision, "deny");
-    assert!(
-        row.reason.contains("changed since it was granted"),
-        "{}",
-        row.reason
-    );
+    env.assert_audited("skill:shapeshifter", "deny", "changed since it was granted");
 }

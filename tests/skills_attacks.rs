@@ -133,13 +133,7 @@ fn a_manifest_edited_after_the_grant_stops_the_skill_until_regranted() {
         "{}",
         out.stderr
     );
-    let row = env.last_audit("skill:shapeshifter");
-    assert_eq!(row.decision, "deny");
-    assert!(
-        row.reason.contains("changed since it was granted"),
-        "{}",
-        row.reason
-    );
+    env.assert_audited("skill:shapeshifter", "deny", "changed since it was granted");
     let list = env.warden(&["skill", "list"]);
     assert!(
         list.stdout.contains("changed since grant"),

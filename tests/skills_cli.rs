@@ -192,12 +192,10 @@ fn manifests_reaching_outside_are_refused_at_install() {
         out.stderr
     );
     assert!(!env.ws.join("skills/vandal-manifest").exists());
-    let row = env.last_audit("skill-install:vandal-manifest");
-    assert_eq!(row.decision, "deny");
-    assert!(
-        row.reason.contains("skill folders are never writable"),
-        "{}",
-        row.reason
+    env.assert_audited(
+        "skill-install:vandal-manifest",
+        "deny",
+        "skill folders are never writable",
     );
 
     for (manifest, why) in [

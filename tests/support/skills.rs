@@ -131,6 +131,15 @@ impl SkillEnv {
             .unwrap_or_else(|| panic!("no audit row for {tool}: {:?}", self.audit()))
     }
 
+    /// The newest audit row of `tool`, asserted to carry `decision` and a reason containing
+    /// `because`.
+    pub fn assert_audited(&self, tool: &str, decision: &str, because: &str) -> AuditRow {
+        let row = self.last_audit(tool);
+        assert_eq!(row.decision, decision, "{row:?}");
+        assert!(row.reason.contains(because), "{because}: {}", row.reason);
+        row
+    }
+
     /// Assert that no secret warden holds appears in `text`.
     pub fn assert_no_secret(&self, text: &str) {
         for secret in [API_KEY, BOT_TOKEN, SSH_KEY, "skilltest-ssh-material"] {
