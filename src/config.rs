@@ -507,7 +507,7 @@ mod tests {
     #[test]
     fn secrets_never_show_in_debug_output() {
         let mut config = Config::default();
-        config.telegram.token = Secret::new("123456:very-secret");
+        config.telegram.token = Secret::new("fake-bot-token-very-secret");
         let shown = format!("{config:?}");
         assert!(!shown.contains("very-secret"), "{shown}");
         assert!(shown.contains("<redacted>"));

@@ -77,9 +77,9 @@ mod tests {
 
     #[test]
     fn registered_secrets_are_replaced_and_short_values_ignored() {
-        register("123456:ABCdefGHI-secret");
+        register("fake-bot-token-ABCdefGHI-secret");
         register("abc");
-        let line = "POST http://x/bot123456:ABCdefGHI-secret/GetMe failed; abc";
+        let line = "POST http://x/botfake-bot-token-ABCdefGHI-secret/GetMe failed; abc";
         assert_eq!(
             redact(line),
             "POST http://x/bot<redacted>/GetMe failed; abc"

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{daemon, Workspace};
 
-const SECRET_KEY: &str = "sk-ant-CLI-SECRET-31d9";
-const SECRET_TOKEN: &str = "987654:TELEGRAM-CLI-SECRET-77aa";
+const SECRET_KEY: &str = "fake-anthropic-key-CLI-SECRET-31d9";
+const SECRET_TOKEN: &str = "fake-bot-token-TELEGRAM-CLI-SECRET-77aa";
 
 struct Cli {
     ws: Workspace,

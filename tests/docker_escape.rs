@@ -100,8 +100,8 @@ async fn wardens_environment_never_reaches_the_container() {
     let Some(_) = daemon().await else { return };
     // SAFETY (edition 2021): set before the sandbox exists; nothing reads these concurrently
     // in this test binary except through the process environment, which is the point.
-    std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-test-secret-1234");
-    std::env::set_var("TELEGRAM_BOT_TOKEN", "123456:bot-secret-5678");
+    std::env::set_var("ANTHROPIC_API_KEY", "fake-anthropic-key-test-secret-1234");
+    std::env::set_var("TELEGRAM_BOT_TOKEN", "fake-bot-token-secret-5678");
     let ws = Workspace::new();
     let sandbox = sandbox(ws.jail(), "env").await;
     let out = run(&sandbox, &["env"], &ws.path()).await;

@@ -82,7 +82,11 @@ async fn when_all_fail_the_error_names_each_provider_and_cause() {
     let first = FakeLlm::anthropic(vec![Turn::error_message(401, "invalid x-api-key")]).await;
     let second = FakeLlm::openai(vec![Turn::error_message(404, "model `gpt-9` not found")]).await;
     let failover = Failover::new(vec![
-        first.provider_with(first.settings().with_api_key("sk-ant-do-not-print")),
+        first.provider_with(
+            first
+                .settings()
+                .with_api_key("fake-anthropic-key-do-not-print"),
+        ),
         second.provider(),
     ]);
     let err = chat(&failover).await.unwrap_err();
@@ -94,7 +98,7 @@ async fn when_all_fail_the_error_names_each_provider_and_cause() {
          invalid x-api-key; openai: HTTP 404 (1 attempt(s)): invalid_request_error: model \
          `gpt-9` not found"
     );
-    assert!(!format!("{err:?}").contains("sk-ant-do-not-print"));
+    assert!(!format!("{err:?}").contains("fake-anthropic-key-do-not-print"));
 }
 
 #[tokio::test]
@@ -139,7 +143,7 @@ async fn providers_from_config_and_environment_fail_over_in_order() {
     let config = config_with(
         "[llm.openai]\nmodel = \"qwen2.5\"\n",
         &[
-            ("ANTHROPIC_API_KEY", "sk-ant-from-env".into()),
+            ("ANTHROPIC_API_KEY", "fake-anthropic-key-from-env".into()),
             ("ANTHROPIC_BASE_URL", anthropic.base_url()),
             ("OPENAI_BASE_URL", local.base_url()),
         ],
@@ -150,7 +154,7 @@ async fn providers_from_config_and_environment_fail_over_in_order() {
     assert_eq!(resp.text(), "hello from a local model");
     assert_eq!(
         anthropic.last_request().header("x-api-key"),
-        Some("sk-ant-from-env")
+        Some("fake-anthropic-key-from-env")
     );
     let seen = local.last_request();
     assert_eq!(seen.body["model"], "qwen2.5");

@@ -84,7 +84,10 @@ async fn client_errors_are_not_retried_and_never_show_the_key() {
         Turn::text("never"),
     ])
     .await;
-    let provider = llm.provider_with(llm.settings().with_api_key("sk-ant-very-secret-key"));
+    let provider = llm.provider_with(
+        llm.settings()
+            .with_api_key("fake-anthropic-key-very-secret"),
+    );
     let err = chat(provider.as_ref()).await.unwrap_err();
     assert_eq!(err.status(), Some(400));
     assert_eq!(llm.request_count(), 1);
@@ -94,19 +97,19 @@ async fn client_errors_are_not_retried_and_never_show_the_key() {
         "anthropic: HTTP 400 (1 attempt(s)): invalid_request_error: messages: text content \
          blocks must be non-empty"
     );
-    assert!(!format!("{err:?}").contains("sk-ant-very-secret-key"));
+    assert!(!format!("{err:?}").contains("fake-anthropic-key-very-secret"));
 }
 
 #[tokio::test]
 async fn a_key_echoed_by_the_server_is_redacted() {
     let llm = FakeLlm::openai(vec![Turn::error_message(
         401,
-        "Incorrect API key provided: sk-test-1234567890",
+        "Incorrect API key provided: fake-openai-key-1234567890",
     )])
     .await;
-    let provider = llm.provider_with(llm.settings().with_api_key("sk-test-1234567890"));
+    let provider = llm.provider_with(llm.settings().with_api_key("fake-openai-key-1234567890"));
     let err = chat(provider.as_ref()).await.unwrap_err().to_string();
-    assert!(!err.contains("sk-test-1234567890"), "{err}");
+    assert!(!err.contains("fake-openai-key-1234567890"), "{err}");
     assert!(
         err.contains("Incorrect API key provided: <redacted>"),
         "{err}"

@@ -177,7 +177,7 @@ async fn a_symlink_planted_as_the_checklist_is_not_followed() {
         FakeDeliver::answering("alert"),
     );
     let secret = h.dir.path().join("config.toml");
-    std::fs::write(&secret, "token = \"123:secret\"\n").unwrap();
+    std::fs::write(&secret, "token = \"fake-secret\"\n").unwrap();
     std::os::unix::fs::symlink(&secret, h.dir.path().join("ws/HEARTBEAT.md")).unwrap();
     let Beat::Failed(reason) = h.heartbeat.beat().await else {
         panic!("a symlinked checklist was read");

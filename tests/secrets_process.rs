@@ -36,7 +36,7 @@ fn another_process_of_the_same_user_cannot_read_wardens_environment() {
         .env_clear()
         .env("HOME", home.path())
         .env("PATH", "/usr/bin:/bin")
-        .env("ANTHROPIC_API_KEY", "sk-test-not-a-real-key-1234")
+        .env("ANTHROPIC_API_KEY", "fake-anthropic-key-not-real-1234")
         .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -65,7 +65,7 @@ fn another_process_of_the_same_user_cannot_read_wardens_environment() {
         "read warden's environ: {:?}",
         String::from_utf8_lossy(&probe.stdout)
     );
-    assert!(!String::from_utf8_lossy(&probe.stdout).contains("sk-test-not-a-real-key"));
+    assert!(!String::from_utf8_lossy(&probe.stdout).contains("fake-anthropic-key-not-real"));
     assert!(
         String::from_utf8_lossy(&probe.stderr).contains("Permission denied"),
         "{:?}",

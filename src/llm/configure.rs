@@ -133,7 +133,7 @@ mod tests {
             ],
             ..LlmConfig::default()
         };
-        config.anthropic.api_key = Secret::new("sk-ant-test");
+        config.anthropic.api_key = Secret::new("fake-anthropic-key-test");
         config.openai.base_url = Some("http://127.0.0.1:11434/v1".into());
         let failover = from_config(&config).unwrap();
         assert_eq!(failover.provider_names(), ["openai", "anthropic"]);
@@ -166,10 +166,10 @@ mod tests {
     #[test]
     fn bad_base_url_is_reported_without_the_key() {
         let mut config = LlmConfig::default();
-        config.anthropic.api_key = Secret::new("sk-ant-secret-value");
+        config.anthropic.api_key = Secret::new("fake-anthropic-key-secret-value");
         config.anthropic.base_url = Some("api.anthropic.com".into());
         let err = from_config(&config).err().unwrap().to_string();
         assert!(err.starts_with("anthropic: invalid settings"), "{err}");
-        assert!(!err.contains("sk-ant-secret-value"), "{err}");
+        assert!(!err.contains("fake-anthropic-key-secret-value"), "{err}");
     }
 }

@@ -182,7 +182,10 @@ mod tests {
 
     #[test]
     fn echoed_secrets_are_redacted() {
-        let message = redact("invalid x-api-key sk-ant-123456".into(), "sk-ant-123456");
+        let message = redact(
+            "invalid x-api-key fake-anthropic-key-123456".into(),
+            "fake-anthropic-key-123456",
+        );
         assert_eq!(message, "invalid x-api-key <redacted>");
     }
 

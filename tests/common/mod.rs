@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const SECRET_KEY: &str = "sk-ant-TESTSECRET-4a7c1e";
-pub const SECRET_TOKEN: &str = "123456:TELEGRAM-TESTSECRET-9f2b";
+pub const SECRET_KEY: &str = "fake-anthropic-key-TESTSECRET-4a7c1e";
+pub const SECRET_TOKEN: &str = "fake-bot-token-TELEGRAM-TESTSECRET-9f2b";
 
 /// A workspace plus an empty config file, both in fresh temporary directories.
 pub struct Env {

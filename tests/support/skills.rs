@@ -12,9 +12,9 @@ use std::time::Duration;
 use warden::audit::AuditRow;
 
 /// Secrets warden holds; none may ever reach a skill.
-pub const API_KEY: &str = "sk-ant-SKILLTEST-7d1f0c";
-pub const BOT_TOKEN: &str = "987654:SKILLTEST-bot-token-4e2a";
-pub const SSH_KEY: &str = "-----BEGIN FAKE KEY----- skilltest-ssh-material";
+pub const API_KEY: &str = "fake-anthropic-key-SKILLTEST-7d1f0c";
+pub const BOT_TOKEN: &str = "fake-bot-token-SKILLTEST-4e2a";
+pub const SSH_KEY: &str = "fake ssh identity: skilltest-ssh-material";
 
 pub struct SkillEnv {
     _dir: tempfile::TempDir,
