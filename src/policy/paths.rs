@@ -47,6 +47,8 @@ const MAX_SYMLINK_HOPS: usize = 40;
 #[derive(Clone, Debug)]
 pub struct PathPolicy {
     workspace: PathBuf,
+    /// How denials name the writable root: "the workspace (/path)" unless set otherwise.
+    workspace_label: String,
     write_roots: Vec<PathBuf>,
     read_roots: Vec<PathBuf>,
     home: PathBuf,
@@ -74,11 +76,19 @@ impl PathPolicy {
             read_roots.push(canon(root)?);
         }
         Ok(PathPolicy {
+            workspace_label: format!("the workspace ({})", workspace.display()),
             workspace,
             write_roots,
             read_roots,
             home: home.to_path_buf(),
         })
+    }
+
+    /// Name the writable root differently in denials, for runs where it is not the user's
+    /// workspace (a skill's scratch folder). `describe` gets the canonical root.
+    pub fn with_workspace_label(mut self, describe: impl FnOnce(&Path) -> String) -> PathPolicy {
+        self.workspace_label = describe(&self.workspace);
+        self
     }
 
     pub fn workspace(&self) -> &Path {
@@ -130,21 +140,21 @@ impl PathPolicy {
                     return Ok(resolved);
                 }
                 Err(Denial::new(format!(
-                    "{path} is outside the workspace ({}) and the readable roots{via}",
-                    self.workspace.display()
+                    "{path} is outside {} and the readable roots{via}",
+                    self.workspace_label
                 )))
             }
             Access::Write | Access::Delete => {
                 let Some(root) = self.write_roots.iter().find(|r| resolved.starts_with(r)) else {
                     let read_only = self.read_roots.iter().any(|r| resolved.starts_with(r));
                     return Err(Denial::new(format!(
-                        "writing {path} is not allowed: it is {} the workspace ({}){via}",
+                        "writing {path} is not allowed: it is {} {}{via}",
                         if read_only {
                             "in a read-only root, outside"
                         } else {
                             "outside"
                         },
-                        self.workspace.display()
+                        self.workspace_label
                     )));
                 };
                 if access == Access::Delete && &resolved == root {

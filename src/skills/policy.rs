@@ -68,7 +68,13 @@ pub fn build(manifest: &Manifest, places: &RunPlaces) -> Result<RunPolicy, Strin
     let mut readable = vec![skill_copy.clone()];
     readable.extend(reads.iter().cloned());
     let paths = PathPolicy::new(scratch, &writes, &readable, scratch)
-        .map_err(|e| format!("setting up the run's paths: {e}"))?;
+        .map_err(|e| format!("setting up the run's paths: {e}"))?
+        .with_workspace_label(|scratch| {
+            format!(
+                "the skill's scratch folder ({}) and the folders its grant names",
+                scratch.display()
+            )
+        });
     Ok(RunPolicy {
         policy,
         copy: skill_copy,

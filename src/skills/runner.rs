@@ -224,7 +224,7 @@ impl SkillRunner {
         let mut checker = Checker::new(plan.policy.clone(), plan.paths.clone());
         let verdict = checker.check_in(&command, &copy);
         let approved = self
-            .decide(name, &verdict, request, &run_dir.scratch)
+            .decide(name, &verdict, request)
             .await
             .map_err(|r| r.with_hash(&skill.hash))?;
         if let Err(violation) = invariant::verify(&verdict, &plan.policy, &plan.paths, &[]) {
@@ -316,22 +316,11 @@ impl SkillRunner {
         name: &str,
         verdict: &Verdict,
         request: &SkillRequest,
-        scratch: &Path,
     ) -> Result<bool, SkillReport> {
         match verdict.decision {
             Decision::Allow => Ok(false),
-            // The path validator calls its writable root "the workspace"; in a skill's run
-            // that root is the scratch folder, and the workspace is something else.
-            Decision::Deny => Err(SkillReport::denied(
-                name,
-                verdict.reason.replace(
-                    &format!("the workspace ({})", scratch.display()),
-                    &format!(
-                        "the skill's scratch folder ({}) and the folders its grant names",
-                        scratch.display()
-                    ),
-                ),
-            )),
+            // The run's path validator names its writable root as the scratch folder.
+            Decision::Deny => Err(SkillReport::denied(name, verdict.reason.clone())),
             Decision::Ask => {
                 let ask = ApprovalRequest {
                     session: request.session.clone(),
