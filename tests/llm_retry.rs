@@ -118,13 +118,9 @@ async fn a_key_echoed_by_the_server_is_redacted() {
 
 #[tokio::test]
 async fn connection_refused_is_retried_then_reported() {
-    // A port that was just free: nothing listens there now.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let closed = support::refused::refused_addr();
     let settings = OpenAi::default_settings()
-        .with_base_url(format!("http://127.0.0.1:{port}/v1"))
+        .with_base_url(format!("http://{}/v1", closed.addr))
         .with_http(quick_http());
     let provider = OpenAi::new(settings).unwrap();
     let err = chat(&provider).await.unwrap_err();

@@ -93,12 +93,8 @@ async fn a_failing_endpoint_falls_back_to_keywords() {
 async fn an_unreachable_endpoint_falls_back_to_keywords() {
     let dir = tempfile::tempdir().unwrap();
     let llm = FakeLlm::anthropic(vec![]).await;
-    // A port nothing listens on any more.
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap()
-    };
-    let app = app_with_embeddings(dir.path(), &llm, format!("http://{closed}/v1"));
+    let closed = support::refused::refused_addr();
+    let app = app_with_embeddings(dir.path(), &llm, format!("http://{}/v1", closed.addr));
     let hits = app.memory.search("harbour", 5).await.unwrap();
     assert_eq!(hits.len(), 1, "{hits:#?}");
     assert_eq!(hits[0].path, "memory/notes.md");

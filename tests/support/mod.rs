@@ -9,5 +9,6 @@ pub mod deliver;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_telegram;
+pub mod refused;
 pub mod skills;
 pub mod warden_bot;
