@@ -26,6 +26,7 @@ use crate::db::Database;
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::{invariant, Checker, Decision, Verdict};
 use crate::sandbox::docker::DockerSandbox;
+use crate::sandbox::host::kernel::landlock_abi;
 use crate::sandbox::host::{HostOptions, HostSandbox};
 use crate::sandbox::{Backend, JailSpec, Sandbox};
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
@@ -261,19 +262,20 @@ impl SkillRunner {
 
         let result = match settings.backend {
             Backend::Host => {
+                // Asked here rather than read out of the jail's error text: the jail's own
+                // advice (opt into the weaker jail) does not apply to skills.
+                if let Err(why) = landlock_abi() {
+                    return Err(fail(format!(
+                        "Landlock is not available: {why}. Skills never run in the weaker jail, \
+                         whatever allow_without_landlock says; use the Docker backend."
+                    )));
+                }
                 let options_host = HostOptions {
                     allow_without_landlock: false,
                 };
-                match HostSandbox::with_options(spec, options_host) {
-                    Ok(sandbox) => run_script(&sandbox, &verdict.script, &options).await,
-                    Err(e) if e.to_string().contains("Landlock is not available") => {
-                        return Err(fail(format!(
-                            "{e} Skills never run in the weaker jail, whatever \
-                             allow_without_landlock says."
-                        )))
-                    }
-                    Err(e) => return Err(fail(e.to_string())),
-                }
+                let sandbox = HostSandbox::with_options(spec, options_host)
+                    .map_err(|e| fail(e.to_string()))?;
+                run_script(&sandbox, &verdict.script, &options).await
             }
             Backend::Docker => {
                 // A container of its own per run, named after the run folder.
