@@ -5,7 +5,9 @@
 
 use super::sandbox as cli_sandbox;
 use super::{EXIT_SETUP, EXIT_USAGE};
+use crate::config::Config;
 use crate::policy::ir::Script;
+use crate::policy::PathPolicy;
 use crate::sandbox::Backend;
 use std::path::{Path, PathBuf};
 
@@ -33,29 +35,66 @@ pub struct JailArgs {
 }
 
 pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
-    let config = match super::load_config(config_path) {
-        Ok(c) => c,
-        Err(e) => {
+    match Prepared::new(args, config_path) {
+        Ok(p) => cli_sandbox::run_in_sandbox(
+            &p.config,
+            p.backend,
+            p.paths,
+            &p.script,
+            p.timeout,
+            p.allow_without_landlock,
+            "jail",
+        ),
+        Err(code) => code,
+    }
+}
+
+/// `warden jail` in the front binary: runs on the host backend and returns the exit code, or
+/// `None` when the backend is Docker (only `warden-full` links the Docker client).
+pub fn run_on_host(args: JailArgs, config_path: Option<&Path>) -> Option<i32> {
+    match Prepared::new(args, config_path) {
+        Ok(p) if p.backend == Backend::Docker => None,
+        Ok(p) => Some(cli_sandbox::run_on_host(
+            &p.config,
+            p.paths,
+            &p.script,
+            p.timeout,
+            p.allow_without_landlock,
+        )),
+        Err(code) => Some(code),
+    }
+}
+
+/// The config, backend, roots and script of a `warden jail`, or the exit code of the error
+/// (reported on stderr).
+struct Prepared {
+    config: Config,
+    backend: Backend,
+    paths: PathPolicy,
+    script: Script,
+    timeout: Option<u64>,
+    allow_without_landlock: bool,
+}
+
+impl Prepared {
+    fn new(args: JailArgs, config_path: Option<&Path>) -> Result<Prepared, i32> {
+        let config = super::load_config(config_path).map_err(|e| {
             eprintln!("warden: {e:#}");
-            return EXIT_USAGE;
-        }
-    };
-    let backend = cli_sandbox::backend(args.backend, &config);
-    let paths = match cli_sandbox::plain_paths(&config, args.workspace, &args.read) {
-        Ok(p) => p,
-        Err(e) => {
+            EXIT_USAGE
+        })?;
+        let backend = cli_sandbox::backend(args.backend, &config);
+        let paths = cli_sandbox::plain_paths(&config, args.workspace, &args.read).map_err(|e| {
             eprintln!("warden: {e}");
-            return EXIT_SETUP;
-        }
-    };
-    let script = Script::single(args.argv, paths.workspace().to_path_buf());
-    cli_sandbox::run_in_sandbox(
-        &config,
-        backend,
-        paths,
-        &script,
-        args.timeout,
-        args.allow_without_landlock,
-        "jail",
-    )
+            EXIT_SETUP
+        })?;
+        let script = Script::single(args.argv, paths.workspace().to_path_buf());
+        Ok(Prepared {
+            config,
+            backend,
+            paths,
+            script,
+            timeout: args.timeout,
+            allow_without_landlock: args.allow_without_landlock,
+        })
+    }
 }

@@ -4,6 +4,7 @@
 pub mod cron;
 pub mod doctor;
 pub mod exec;
+pub mod front;
 pub mod image;
 pub mod jail;
 pub mod policy;

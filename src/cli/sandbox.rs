@@ -5,9 +5,12 @@ use super::EXIT_SETUP;
 use crate::config::{home_dir, Config};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::{PathPolicy, Script};
+use crate::sandbox::host::{HostOptions, HostSandbox};
 use crate::sandbox::pool::SandboxPool;
-use crate::sandbox::{Backend, JailSpec, SandboxError};
+use crate::sandbox::{Backend, JailSpec, Sandbox, SandboxError};
+use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -80,6 +83,47 @@ pub fn run_in_sandbox(
     allow_without_landlock: bool,
     session: &str,
 ) -> i32 {
+    let spec = JailSpec::for_paths(&paths, &config.sandbox);
+    let pool = SandboxPool::new(backend, &config.sandbox, spec, allow_without_landlock);
+    run_with(
+        config,
+        paths,
+        script,
+        timeout_flag,
+        pool.get(session),
+        pool.shutdown(),
+    )
+}
+
+/// [`run_in_sandbox`] on the host backend alone: the same jail, without linking the Docker
+/// client, for the `warden` front binary (a jailed command's start-up cost is warden's own).
+pub fn run_on_host(
+    config: &Config,
+    paths: PathPolicy,
+    script: &Script,
+    timeout_flag: Option<u64>,
+    allow_without_landlock: bool,
+) -> i32 {
+    let spec = JailSpec::for_paths(&paths, &config.sandbox);
+    let options = HostOptions {
+        allow_without_landlock: allow_without_landlock || config.sandbox.allow_without_landlock,
+    };
+    let open = async move {
+        HostSandbox::with_options(spec, options).map(|s| Arc::new(s) as Arc<dyn Sandbox>)
+    };
+    run_with(config, paths, script, timeout_flag, open, async {})
+}
+
+/// Open a sandbox with `open`, run `script` in it, then `close` (inside one runtime, with
+/// SIGINT/SIGTERM/SIGHUP cancelling the script).
+fn run_with(
+    config: &Config,
+    paths: PathPolicy,
+    script: &Script,
+    timeout_flag: Option<u64>,
+    open: impl Future<Output = Result<Arc<dyn Sandbox>, SandboxError>>,
+    close: impl Future<Output = ()>,
+) -> i32 {
     let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -90,9 +134,7 @@ pub fn run_in_sandbox(
     runtime.block_on(async {
         let cancel = CancellationToken::new();
         cancel_on_signals(cancel.clone());
-        let spec = JailSpec::for_paths(&paths, &config.sandbox);
-        let pool = SandboxPool::new(backend, &config.sandbox, spec, allow_without_landlock);
-        let sandbox = match pool.get(session).await {
+        let sandbox = match open.await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("warden: {e}");
@@ -109,7 +151,7 @@ pub fn run_in_sandbox(
             }
         };
         drop(sandbox);
-        pool.shutdown().await;
+        close.await;
         status
     })
 }

@@ -1,0 +1,305 @@
+//! The `warden` command line: parses arguments and calls into the library.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use warden::cli;
+
+#[derive(Parser)]
+#[command(name = "warden", version, about = "A sandbox-first personal AI agent")]
+struct Cli {
+    /// Config file (default ~/.warden/config.toml, or $WARDEN_CONFIG).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program in the sandbox without the command policy (to test the jail alone).
+    Jail(cli::jail::JailArgs),
+    /// Check a command string with the policy, then run the checked commands in the sandbox.
+    Exec(cli::exec::ExecArgs),
+    /// Show what this kernel supports and which sandbox backend warden will use.
+    Doctor(cli::doctor::DoctorArgs),
+    /// Sandbox images for the Docker backend.
+    Image(cli::image::ImageArgs),
+    /// One-shot agent run: prints the answer.
+    Run {
+        /// What to ask.
+        prompt: Vec<String>,
+    },
+    /// Interactive terminal agent.
+    Chat,
+    /// Scheduled jobs: the same store and checks as the agent's `cron` tool.
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
+    /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS).
+    Bot,
+    /// Inspect the command policy.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Skills: folders of instructions and scripts that run in their own sandbox.
+    Skill {
+        #[command(subcommand)]
+        command: SkillCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SkillCommand {
+    /// Every skill: source, content hash, grant, last run (and invalid folders, with why).
+    List {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A skill's permissions in plain words and its grant.
+    Show { name: String },
+    /// Review a skill folder's permissions, copy it into the workspace's skills/ and grant it.
+    Install {
+        /// The skill folder (holding SKILL.md; its name is the skill's name).
+        path: PathBuf,
+        /// Grant without asking (for scripts: read `warden skill show` first).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Review and grant a skill already in the workspace (new, or changed since its grant).
+    Grant {
+        name: String,
+        /// Grant without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Remove a skill's grant (its folder stays; it no longer runs).
+    Revoke { name: String },
+    /// Run a skill in its sandbox: ARGS are appended to the skill's own command.
+    Run {
+        name: String,
+        /// A whole command line instead of ARGS (pipes allowed, checked by the skill's policy).
+        #[arg(long, value_name = "COMMAND")]
+        command: Option<String>,
+        /// A shorter wall-clock limit than the skill's, in seconds.
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Decide allow / deny / ask for a command string (exit 0 allow, 1 deny, 3 ask, 2 error).
+    Check {
+        /// Policy file extending (or replacing) the embedded default.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Workspace directory (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print {"decision","reason","commands"} as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Check one command per line of FILE (`-` for stdin); one JSON line out per line in.
+        #[arg(long, value_name = "FILE")]
+        batch: Option<PathBuf>,
+        /// The command string.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum CronCommand {
+    /// List the jobs.
+    List {
+        /// One JSON array of jobs.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a job: exactly one of --at, --every, --cron, then the prompt.
+    Add {
+        /// A time: 2026-11-21T09:30:00+01:00, a local `2026-11-21 09:30`, or a delay `+20m`.
+        #[arg(long)]
+        at: Option<String>,
+        /// An interval: 30m, 2h, 1d.
+        #[arg(long)]
+        every: Option<String>,
+        /// A cron expression: 5 fields, or 6 with seconds first.
+        #[arg(long)]
+        cron: Option<String>,
+        /// IANA time zone for --cron and local --at times (default: scheduler.timezone).
+        #[arg(long = "tz")]
+        timezone: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        /// Session to run in and answer to (default: the owner's chat, telegram:<first allowed user>).
+        #[arg(long)]
+        session: Option<String>,
+        /// Run in a fresh session each time; the answer still goes to the session's chat.
+        #[arg(long)]
+        new_session: bool,
+        /// Keep a one-shot job after it ran (default: it deletes itself).
+        #[arg(long)]
+        keep: bool,
+        /// What the agent should do when the job runs.
+        #[arg(required = true)]
+        prompt: Vec<String>,
+    },
+    /// Remove a job.
+    Rm { id: i64 },
+    /// Make a job due now (the running `warden bot` starts it).
+    Run { id: i64 },
+    /// A job and its recent runs.
+    Status { id: i64 },
+}
+
+fn main() -> ExitCode {
+    // Secrets (API keys, the bot token) live in this process: no core dumps of it, and its
+    // /proc entries (environ, mem) readable by root only. Jailed programs regain their own
+    // dumpable state at execve.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("warden: cannot mark the process non-dumpable: {e}");
+    }
+    init_tracing();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { cli::EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code as u8);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            ExitCode::from(cli::EXIT_USAGE as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Jail(args) => Ok(cli::jail::run(args, cli.config.as_deref())),
+        Command::Exec(args) => Ok(cli::exec::run(args, cli.config.as_deref())),
+        Command::Doctor(args) => Ok(cli::doctor::run(args, cli.config.as_deref())),
+        Command::Image(args) => Ok(cli::image::run(args, cli.config.as_deref())),
+        Command::Run { prompt } => {
+            let prompt = prompt.join(" ");
+            if prompt.trim().is_empty() {
+                anyhow::bail!("give a prompt: warden run 'what is in my workspace?'");
+            }
+            let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
+            runtime()?.block_on(warden::channels::terminal::run_once(&app, &prompt))
+        }
+        Command::Chat => {
+            let app = warden::app::App::build(cli::load_config(cli.config.as_deref())?)?;
+            runtime()?.block_on(warden::channels::terminal::chat(&app))
+        }
+        Command::Cron { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                CronCommand::List { json } => cli::cron::Action::List { json },
+                CronCommand::Add {
+                    at,
+                    every,
+                    cron,
+                    timezone,
+                    name,
+                    session,
+                    new_session,
+                    keep,
+                    prompt,
+                } => cli::cron::Action::Add(cli::cron::AddArgs {
+                    at,
+                    every,
+                    cron,
+                    timezone,
+                    name,
+                    session,
+                    new_session,
+                    keep,
+                    prompt: prompt.join(" "),
+                }),
+                CronCommand::Rm { id } => cli::cron::Action::Remove { id },
+                CronCommand::Run { id } => cli::cron::Action::Run { id },
+                CronCommand::Status { id } => cli::cron::Action::Status { id },
+            };
+            cli::cron::run(&config, action)
+        }
+        Command::Skill { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                SkillCommand::List { json } => cli::skill::Action::List { json },
+                SkillCommand::Show { name } => cli::skill::Action::Show { name },
+                SkillCommand::Install { path, yes } => cli::skill::Action::Install { path, yes },
+                SkillCommand::Grant { name, yes } => cli::skill::Action::Grant { name, yes },
+                SkillCommand::Revoke { name } => cli::skill::Action::Revoke { name },
+                SkillCommand::Run {
+                    name,
+                    command,
+                    timeout,
+                    args,
+                } => cli::skill::Action::Run {
+                    name,
+                    command,
+                    timeout,
+                    args,
+                },
+            };
+            cli::skill::run(&config, action)
+        }
+        Command::Bot => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            // Refuse before building anything: no token, or nobody allowed.
+            warden::channels::telegram::check_config(&config.telegram)
+                .map_err(anyhow::Error::msg)?;
+            let app = warden::app::App::build(config)?;
+            runtime()?.block_on(warden::channels::telegram::run_bot(app))
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Check {
+                    policy,
+                    workspace,
+                    json,
+                    batch,
+                    command,
+                },
+        } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::policy::run(cli::policy::CheckArgs {
+                policy: policy.or(config.policy),
+                workspace: cli::workspace_or_cwd(workspace)?,
+                read_roots: config.sandbox.read,
+                json,
+                batch,
+                command: (!command.is_empty()).then(|| command.join(" ")),
+            })
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Logs go to stderr, filtered by RUST_LOG (default: warnings), with registered secrets
+/// (the bot token) redacted from every line.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(warden::redact::LogWriter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}

@@ -1,0 +1,102 @@
+//! The `warden` front binary's dispatch: `warden jail` on the host backend runs in the front
+//! itself; every other command is handed to `warden-full`, installed beside it.
+//!
+//! Why two binaries: a jailed command's start-up includes warden's own, on every run. The
+//! full program links the Telegram client, the LLM clients, SQLite, the Docker client and the
+//! policy parser; the dynamic loader alone spends milliseconds relocating its tables before
+//! `main`. The front links only the jail.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// File name of the full program, next to `warden`.
+pub const FULL_BINARY: &str = "warden-full";
+
+/// The subcommand in `args` (argv, program name first): the first word after the global
+/// options. `None` when a global flag such as `--help` or `--version` comes first.
+pub fn subcommand(args: &[OsString]) -> Option<&OsStr> {
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let bytes = arg.as_encoded_bytes();
+        if bytes == b"--config" {
+            rest.next();
+        } else if bytes.starts_with(b"--config=") {
+            continue;
+        } else if bytes.starts_with(b"-") {
+            return None;
+        } else {
+            return Some(arg);
+        }
+    }
+    None
+}
+
+/// Where `warden-full` is: beside the running `warden` (symlinks to `warden` resolved).
+pub fn full_binary() -> io::Result<PathBuf> {
+    Ok(std::env::current_exe()?.with_file_name(FULL_BINARY))
+}
+
+/// Replace this process with `warden-full` and the same arguments, environment and PID (a
+/// service manager or a test that signals the PID reaches the real program). Returns only
+/// when that fails.
+pub fn exec_full(args: &[OsString]) -> io::Error {
+    let path = match full_binary() {
+        Ok(path) => path,
+        Err(e) => return io::Error::new(e.kind(), format!("cannot locate warden itself: {e}")),
+    };
+    let mut command = Command::new(&path);
+    if let Some(argv0) = args.first() {
+        command.arg0(argv0);
+    }
+    let e = command.args(args.iter().skip(1)).exec();
+    io::Error::new(
+        e.kind(),
+        format!(
+            "cannot run {}: {e} (install it beside `warden`: `cargo build` builds both)",
+            path.display()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_subcommand_is_the_first_word_after_global_options() {
+        assert_eq!(
+            subcommand(&args(&["warden", "jail", "--", "true"])),
+            Some(OsStr::new("jail"))
+        );
+        assert_eq!(
+            subcommand(&args(&["warden", "--config", "jail", "exec", "--", "ls"])),
+            Some(OsStr::new("exec"))
+        );
+        assert_eq!(
+            subcommand(&args(&["warden", "--config=c.toml", "jail"])),
+            Some(OsStr::new("jail"))
+        );
+    }
+
+    #[test]
+    fn global_flags_and_nothing_at_all_have_no_subcommand() {
+        assert_eq!(subcommand(&args(&["warden", "--version", "jail"])), None);
+        assert_eq!(subcommand(&args(&["warden", "-h"])), None);
+        assert_eq!(subcommand(&args(&["warden"])), None);
+        assert_eq!(subcommand(&args(&["warden", "--config"])), None);
+    }
+
+    #[test]
+    fn warden_full_is_looked_up_beside_the_running_binary() {
+        let full = full_binary().unwrap();
+        assert_eq!(full.file_name(), Some(OsStr::new(FULL_BINARY)));
+        assert_eq!(full.parent(), std::env::current_exe().unwrap().parent());
+    }
+}
