@@ -69,6 +69,9 @@ impl App {
             PathPolicy::new(&workspace, policy.write_roots(), &read_roots, &home_dir())
                 .context("setting up the path validator")?,
         );
+        paths
+            .refuse_exposing(&config.own_files(config.policy.as_deref()))
+            .map_err(anyhow::Error::msg)?;
         let provider = crate::llm::from_config(&config.llm)?;
         let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
         let jobs = Arc::new(JobManager::new(

@@ -2,6 +2,7 @@
 //! secret also readable from the environment. Secrets live only here, in the warden process:
 //! they are never passed to a sandbox, logged or put into a prompt.
 
+use crate::policy::OwnFile;
 use crate::sandbox::{Backend, Limits};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,6 +43,9 @@ pub struct Config {
     pub workspace: PathBuf,
     /// Where warden keeps its SQLite database and logs.
     pub data_dir: PathBuf,
+    /// The file this config was read from (none when it came from defaults alone).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
     /// A policy file extending (or replacing) the embedded default policy.
     pub policy: Option<PathBuf>,
     pub sandbox: SandboxConfig,
@@ -315,6 +319,7 @@ impl Default for Config {
         Config {
             workspace: base.join("workspace"),
             data_dir: base,
+            file: None,
             policy: None,
             sandbox: SandboxConfig::default(),
             llm: LlmConfig::default(),
@@ -401,7 +406,10 @@ impl Config {
             },
         };
         let mut config = match std::fs::read_to_string(&path) {
-            Ok(text) => Config::parse(&text, &path)?,
+            Ok(text) => Config {
+                file: Some(path.clone()),
+                ..Config::parse(&text, &path)?
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => Config::default(),
             Err(error) => return Err(ConfigError::Read { path, error }),
         };
@@ -430,6 +438,32 @@ impl Config {
                 message,
             })?;
         Ok(config)
+    }
+
+    /// warden's own files, which no sandbox root may expose: the data directory (database,
+    /// audit log, grants; by convention also `warden.env`) and the config file (keys, token)
+    /// must stay unreadable, the command policy `policy` unwritable.
+    pub fn own_files(&self, policy: Option<&Path>) -> Vec<OwnFile> {
+        let mut own = vec![OwnFile {
+            path: self.data_dir.clone(),
+            what: "warden's data directory (its database, audit log and grants)",
+            readable: false,
+        }];
+        if let Some(file) = &self.file {
+            own.push(OwnFile {
+                path: file.clone(),
+                what: "warden's config file (API keys, the bot token)",
+                readable: false,
+            });
+        }
+        if let Some(policy) = policy {
+            own.push(OwnFile {
+                path: policy.to_path_buf(),
+                what: "the command policy",
+                readable: true,
+            });
+        }
+        own
     }
 
     /// Every configured secret, so logs can redact them wherever they come from.

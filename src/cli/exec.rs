@@ -6,7 +6,7 @@
 //! nobody can give on the command line (the reason goes to stderr).
 
 use super::sandbox as cli_sandbox;
-use super::EXIT_USAGE;
+use super::{EXIT_SETUP, EXIT_USAGE};
 use crate::policy::Decision;
 use crate::sandbox::Backend;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,13 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
                 return EXIT_USAGE;
             }
         };
+    if let Err(why) = checker
+        .paths()
+        .refuse_exposing(&config.own_files(policy.as_deref()))
+    {
+        eprintln!("warden: {why}");
+        return EXIT_SETUP;
+    }
     let verdict = checker.check(&args.command.join(" "));
     match verdict.decision {
         Decision::Allow => {}

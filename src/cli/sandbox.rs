@@ -24,9 +24,13 @@ pub fn plain_paths(
     let workspace = super::workspace_or_cwd(workspace)
         .map_err(|e| SandboxError::Setup(format!("cannot determine the workspace: {e}")))?;
     let read: Vec<PathBuf> = config.sandbox.read.iter().chain(read).cloned().collect();
-    PathPolicy::new(&workspace, &[], &read, &home_dir()).map_err(|e| {
+    let paths = PathPolicy::new(&workspace, &[], &read, &home_dir()).map_err(|e| {
         SandboxError::Setup(format!("cannot use the workspace or a readable root: {e}"))
-    })
+    })?;
+    paths
+        .refuse_exposing(&config.own_files(config.policy.as_deref()))
+        .map_err(SandboxError::Setup)?;
+    Ok(paths)
 }
 
 /// The backend a command runs in: the flag, else the config's `sandbox.backend`.

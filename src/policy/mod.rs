@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 pub use check::Checker;
 pub use ir::Script;
-pub use paths::{Access, PathPolicy};
+pub use paths::{Access, OwnFile, PathPolicy};
 
 /// The embedded default policy (`policy/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");

@@ -44,6 +44,16 @@ const DEVICES_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 /// Symlink hops followed before giving up (as the kernel does with ELOOP).
 const MAX_SYMLINK_HOPS: usize = 40;
 
+/// One of warden's own files or folders (see [`PathPolicy::refuse_exposing`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnFile {
+    pub path: PathBuf,
+    /// What it is, for the refusal ("warden's config file (API keys, the bot token)").
+    pub what: &'static str,
+    /// Whether jailed programs may read it (the policy: yes; secrets and state: no).
+    pub readable: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct PathPolicy {
     workspace: PathBuf,
@@ -106,6 +116,32 @@ impl PathPolicy {
 
     pub fn read_roots(&self) -> &[PathBuf] {
         &self.read_roots
+    }
+
+    /// Refuse roots that would hand warden's own files to jailed programs: a readable root
+    /// holding a secret one, or a writable root holding any. Landlock only grants access, so
+    /// the jail could not carve such a file out of a root: the roots must not cover it.
+    pub fn refuse_exposing(&self, own: &[OwnFile]) -> Result<(), String> {
+        for file in own {
+            // Compare real paths; a file not created yet is where it would be created.
+            let path = resolve(&file.path, false).unwrap_or_else(|_| file.path.clone());
+            let writable = self.write_roots.iter().find(|r| path.starts_with(r));
+            let readable = self.read_roots.iter().find(|r| path.starts_with(r));
+            let (root, kind, verb) = match (writable, readable) {
+                (Some(root), _) => (root, "writable", "change"),
+                (None, Some(root)) if !file.readable => (root, "readable", "read"),
+                _ => continue,
+            };
+            return Err(format!(
+                "the {kind} sandbox root {} contains {} at {}: a jailed program could {verb} \
+                 it. The jail cannot exempt a folder inside a root, so choose narrower roots \
+                 (sandbox.read, the workspace) or move that file out of them",
+                root.display(),
+                file.what,
+                path.display()
+            ));
+        }
+        Ok(())
     }
 
     /// The root that contains an already-checked path, for opening it beneath that root.
@@ -390,5 +426,61 @@ mod tests {
             .unwrap_err()
             .reason
             .contains("root"));
+    }
+
+    fn own(path: &Path, readable: bool) -> OwnFile {
+        OwnFile {
+            path: path.to_path_buf(),
+            what: "a test file",
+            readable,
+        }
+    }
+
+    #[test]
+    fn roots_must_not_expose_wardens_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        let ws = home.join("ws");
+        let data = home.join(".warden");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(data.join("bundled")).unwrap();
+        let policy_file = home.join("policy.toml");
+
+        // A readable root holding the data directory: refused, naming both.
+        let p = PathPolicy::new(&ws, &[], std::slice::from_ref(&home), &home).unwrap();
+        let err = p.refuse_exposing(&[own(&data, false)]).unwrap_err();
+        assert!(err.contains("readable sandbox root"), "{err}");
+        assert!(err.contains(&data.display().to_string()), "{err}");
+        // The policy may be read, not written.
+        assert!(p.refuse_exposing(&[own(&policy_file, true)]).is_ok());
+        let p = PathPolicy::new(&home, &[], &[], &home).unwrap();
+        let err = p.refuse_exposing(&[own(&policy_file, true)]).unwrap_err();
+        assert!(err.contains("writable sandbox root"), "{err}");
+        // Roots beside or inside the data directory expose nothing of it.
+        let p = PathPolicy::new(&ws, &[], &[data.join("bundled")], &home).unwrap();
+        assert!(p.refuse_exposing(&[own(&data, false)]).is_ok());
+        // A file not created yet counts where it would be created.
+        let p = PathPolicy::new(&ws, &[], &[], &home).unwrap();
+        let err = p
+            .refuse_exposing(&[own(&ws.join("later/warden.db"), false)])
+            .unwrap_err();
+        assert!(err.contains("writable"), "{err}");
+    }
+
+    #[test]
+    fn a_symlink_to_wardens_files_is_judged_by_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(ws.join("inside"), root.join("real/link")).unwrap();
+        std::fs::create_dir_all(ws.join("inside")).unwrap();
+        let p = PathPolicy::new(&ws, &[], &[], &root).unwrap();
+        // Configured as root/real/link/config.toml, really inside the workspace.
+        let err = p
+            .refuse_exposing(&[own(&root.join("real/link/config.toml"), false)])
+            .unwrap_err();
+        assert!(err.contains(&ws.display().to_string()), "{err}");
     }
 }
