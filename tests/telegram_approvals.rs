@@ -289,3 +289,28 @@ async fn stop_while_waiting_for_approval_denies_and_stops() {
     assert!(!s.markers.join("delta").exists());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_not_held_up_by_a_slow_download_in_the_same_chat() {
+    let s = setup(60).await;
+    let request = s.ask("eta").await;
+    // A big document on a slow link arrives before the owner presses Approve.
+    s.tg.add_slow_file("big", b"big file".to_vec(), Duration::from_secs(10));
+    s.tg.push_message(
+        OWNER,
+        OWNER,
+        support::fake_telegram::document_fields("big", "big.txt", 8, None),
+    );
+    s.tg.wait_for_calls("getFile", 1, WAIT).await;
+    let pressed = Instant::now();
+    s.tg.push_callback(OWNER, OWNER, request.message_id, &button(&request, 0));
+    assert!(s.answer().await.starts_with("tool said: ran"));
+    assert!(
+        pressed.elapsed() < Duration::from_secs(7),
+        "the approval waited {:?} for the download",
+        pressed.elapsed()
+    );
+    assert!(s.outcome(&request).ends_with("✅ Approved by User4242."));
+    assert!(s.markers.join("eta").exists());
+    s.stop().await;
+}

@@ -316,3 +316,44 @@ fn the_fake_checks_html_as_telegram_does() {
         assert!(check_html(bad).is_err(), "{bad} accepted");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_download_holds_up_neither_another_chat_nor_its_own_answer() {
+    const FRIEND: i64 = 5151;
+    let r = start_with(echo_llm().await, |env| {
+        env.allowed = format!("{OWNER},{FRIEND}");
+    })
+    .await;
+    r.tg.add_slow_file("slow", b"slow bytes".to_vec(), Duration::from_secs(10));
+    r.tg.push_message(
+        OWNER,
+        OWNER,
+        tg::document_fields("slow", "slow.txt", 10, Some("read this")),
+    );
+    r.tg.wait_for_calls("getFile", 1, WAIT).await;
+    let sent = std::time::Instant::now();
+    r.tg.push_text(FRIEND, FRIEND, "hello");
+    r.tg.wait_until("the other chat's answer", WAIT, |t| {
+        !t.messages_to(FRIEND).is_empty()
+    })
+    .await;
+    assert!(
+        sent.elapsed() < Duration::from_secs(7),
+        "the other chat waited {:?} for the download",
+        sent.elapsed()
+    );
+    assert_eq!(r.tg.messages_to(FRIEND)[0].visible, "answer: hello");
+    assert!(r.tg.messages_to(OWNER).is_empty(), "still downloading");
+    // The document is answered once it arrives, exactly once.
+    r.tg.wait_until("the document's answer", Duration::from_secs(30), |t| {
+        !t.messages_to(OWNER).is_empty()
+    })
+    .await;
+    let answers = r.tg.messages_to(OWNER);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(
+        answers[0].visible.contains("attachments/slow.txt"),
+        "{:?}",
+        answers[0]
+    );
+}

@@ -66,6 +66,8 @@ struct Inner {
     messages: Vec<Sent>,
     rejected: Vec<(String, String)>,
     files: HashMap<String, (String, Vec<u8>)>,
+    /// Downloads that stall this long before answering, by file path.
+    slow_files: HashMap<String, Duration>,
     /// When each update was first handed to the bot.
     served: HashMap<i64, Instant>,
     /// HTML containing this is refused as if Telegram could not parse it.
@@ -178,6 +180,14 @@ impl FakeTelegram {
             .lock()
             .files
             .insert(file_id.to_string(), (path, bytes));
+    }
+
+    /// Serve `bytes` for getFile(`file_id`), but stall the download for `delay` first (a big
+    /// file on a slow link).
+    pub fn add_slow_file(&self, file_id: &str, bytes: Vec<u8>, delay: Duration) {
+        self.add_file(file_id, bytes);
+        let path = format!("documents/{file_id}.bin");
+        self.shared.lock().slow_files.insert(path, delay);
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -484,6 +494,10 @@ async fn file(
 ) -> Response {
     if bot != format!("bot{}", shared.token) {
         return error(401, "Unauthorized");
+    }
+    let delay = shared.lock().slow_files.get(&path).copied();
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
     }
     let inner = shared.lock();
     match inner.files.values().find(|(p, _)| *p == path) {

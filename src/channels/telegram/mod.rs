@@ -21,6 +21,7 @@ mod commands;
 pub mod format;
 mod handler;
 mod inputs;
+mod lanes;
 mod poll;
 pub mod split;
 pub mod store;
@@ -70,7 +71,7 @@ pub fn check_config(config: &TelegramConfig) -> Result<(), String> {
 pub struct TelegramBot {
     tg: Telegram,
     gateway: Gateway,
-    handler: Handler,
+    handler: Arc<Handler>,
     approvals: Arc<Approvals>,
     config: TelegramConfig,
 }
@@ -123,7 +124,7 @@ impl TelegramBot {
                 "recovered runs from the previous start"
             );
         }
-        let handler = Handler {
+        let handler = Arc::new(Handler {
             tg: tg.clone(),
             gateway: gateway.clone(),
             access: Access::new(&config.allowed_users, me.user.id.0 as i64, &username),
@@ -135,7 +136,7 @@ impl TelegramBot {
                 supports_images: app.agent.provider().supports_images(),
                 max_bytes: config.max_file_bytes,
             },
-        };
+        });
         Ok(TelegramBot {
             tg,
             gateway,
@@ -155,8 +156,7 @@ impl TelegramBot {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let polled = poll::run(
             &self.tg,
-            &self.handler.log,
-            &self.handler,
+            self.handler.clone(),
             &shutdown,
             self.config.poll_timeout_secs,
         )

@@ -6,7 +6,9 @@
 
 use super::api::{describe, Telegram};
 use super::handler::{Handled, Handler};
+use super::lanes::Lanes;
 use super::store::UpdateLog;
+use std::sync::Arc;
 use std::time::Duration;
 use teloxide::payloads::GetUpdatesSetters;
 use teloxide::prelude::Requester;
@@ -20,12 +22,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Poll until `shutdown`. Returns an error only for a rejected token.
 pub async fn run(
     tg: &Telegram,
-    log: &UpdateLog,
-    handler: &Handler,
+    handler: Arc<Handler>,
     shutdown: &CancellationToken,
     timeout_secs: u32,
 ) -> Result<(), String> {
-    handle_recorded(log, handler, shutdown).await;
+    let log = handler.log.clone();
+    let log = &log;
+    let lanes = Lanes::new(handler);
+    handle_recorded(log, &lanes, shutdown).await;
     let mut backoff = Duration::from_secs(1);
     while !shutdown.is_cancelled() {
         let offset = match log.offset() {
@@ -72,7 +76,7 @@ pub async fn run(
             pause(shutdown, Duration::from_secs(1)).await;
             continue;
         }
-        handle_recorded(log, handler, shutdown).await;
+        handle_recorded(log, &lanes, shutdown).await;
     }
     Ok(())
 }
@@ -90,8 +94,8 @@ fn encode(updates: &[Update]) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// Handle the recorded, unhandled updates in order.
-async fn handle_recorded(log: &UpdateLog, handler: &Handler, shutdown: &CancellationToken) {
+/// Hand out the recorded, unhandled updates (in order) that are not in a lane already.
+async fn handle_recorded(log: &UpdateLog, lanes: &Lanes, shutdown: &CancellationToken) {
     let pending = match log.pending() {
         Ok(pending) => pending,
         Err(e) => {
@@ -103,18 +107,21 @@ async fn handle_recorded(log: &UpdateLog, handler: &Handler, shutdown: &Cancella
         if shutdown.is_cancelled() {
             return;
         }
-        let handled = match serde_json::from_str::<Update>(&body) {
-            Ok(update) => handler.handle(update).await,
+        if lanes.in_flight(id) {
+            continue;
+        }
+        match serde_json::from_str::<Update>(&body) {
+            Ok(update) => {
+                if lanes.dispatch(id, update).await == Handled::Later {
+                    return;
+                }
+            }
             Err(e) => {
                 tracing::warn!(update = id, "skipping an unreadable recorded update: {e}");
-                Handled::Done
+                if let Err(e) = log.mark_handled(id) {
+                    tracing::error!(update = id, "marking an update handled: {e}");
+                }
             }
-        };
-        if handled == Handled::Later {
-            return;
-        }
-        if let Err(e) = log.mark_handled(id) {
-            tracing::error!(update = id, "marking an update handled: {e}");
         }
     }
 }
