@@ -2,10 +2,13 @@
 //! Actions: add, list, remove, run (now), status. A new job's answer goes to the chat the agent
 //! is talking in (`ToolContext.session`); the model can choose that session or a fresh one per
 //! run, never another chat (a prompt injected in one conversation must not post into another).
+//! Likewise the tool only sees the jobs that answer to the conversation's own chat: with several
+//! allowed users, one person's agent cannot list, read, run or remove another's jobs. A person
+//! at the terminal (the machine's owner, who has `warden cron` anyway) sees them all.
 
 use super::{Tool, ToolContext, ToolOutput};
 use crate::llm::ToolSpec;
-use crate::scheduler::{JobManager, JobRequest, Target};
+use crate::scheduler::{Job, JobError, JobManager, JobRequest, Target};
 use async_trait::async_trait;
 use chrono_tz::Tz;
 use serde_json::{json, Value};
@@ -64,23 +67,61 @@ impl CronTool {
         }
     }
 
-    fn list(&self) -> ToolOutput {
+    /// Which jobs a conversation may see and change.
+    fn scope(&self, session: &str) -> Scope {
+        if session.starts_with("terminal:") {
+            return Scope::All;
+        }
+        // A scheduled run in a fresh session (`cron:<id>:<run>`) acts for its job's chat.
+        if let Some(id) = session
+            .strip_prefix("cron:")
+            .and_then(|rest| rest.split(':').next())
+            .and_then(|id| id.parse::<i64>().ok())
+        {
+            return match self.jobs.get(id) {
+                Ok(job) => Scope::Chat(job.target.chat_session().to_string()),
+                Err(_) => Scope::Chat(session.to_string()),
+            };
+        }
+        Scope::Chat(session.to_string())
+    }
+
+    /// The jobs `session` may see.
+    fn visible(&self, session: &str) -> Result<Vec<Job>, ToolOutput> {
+        let scope = self.scope(session);
         match self.jobs.list() {
+            Ok(jobs) => Ok(jobs.into_iter().filter(|j| scope.covers(j)).collect()),
+            Err(e) => Err(ToolOutput::error(e.to_string())),
+        }
+    }
+
+    /// Job `id` if `session` may see it; another chat's job is "no job", as a missing one.
+    fn own_job(&self, input: &Value, session: &str) -> Result<i64, ToolOutput> {
+        let id = job_id(input)?;
+        match self.jobs.get(id) {
+            Ok(job) if self.scope(session).covers(&job) => Ok(id),
+            Ok(_) => Err(ToolOutput::error(JobError::UnknownJob(id).to_string())),
+            Err(e) => Err(ToolOutput::error(e.to_string())),
+        }
+    }
+
+    fn list(&self, session: &str) -> ToolOutput {
+        match self.visible(session) {
             Ok(jobs) if jobs.is_empty() => ToolOutput::ok("No scheduled jobs."),
             Ok(jobs) => {
                 let lines: Vec<String> = jobs.iter().map(|j| j.summary(self.tz)).collect();
                 ToolOutput::ok(format!("{} job(s):\n{}", jobs.len(), lines.join("\n")))
             }
-            Err(e) => ToolOutput::error(e.to_string()),
+            Err(e) => e,
         }
     }
 
-    fn status(&self, input: &Value) -> ToolOutput {
+    fn status(&self, input: &Value, session: &str) -> ToolOutput {
         let now = self.jobs.clock().now().with_timezone(&self.tz);
         if input.get("id").is_none_or(Value::is_null) {
-            let jobs = match self.jobs.list() {
+            let jobs = match self.visible(session) {
                 Ok(jobs) => jobs,
-                Err(e) => return ToolOutput::error(e.to_string()),
+                Err(e) => return e,
             };
             let active = jobs.iter().filter(|j| j.enabled).count();
             let next = jobs
@@ -98,7 +139,7 @@ impl CronTool {
                 self.jobs.limits().max_jobs,
             ));
         }
-        let id = match job_id(input) {
+        let id = match self.own_job(input, session) {
             Ok(id) => id,
             Err(e) => return e,
         };
@@ -121,6 +162,22 @@ impl CronTool {
                 ToolOutput::ok(out)
             }
             Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}
+
+/// The jobs a conversation may see and change.
+enum Scope {
+    All,
+    /// Those answering to this chat session.
+    Chat(String),
+}
+
+impl Scope {
+    fn covers(&self, job: &Job) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Chat(chat) => job.target.chat_session() == chat,
         }
     }
 }
@@ -179,14 +236,20 @@ impl Tool for CronTool {
     async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
         match text(input, "action").unwrap_or("") {
             "add" => self.add(input, ctx),
-            "list" => self.list(),
-            "status" => self.status(input),
-            "remove" => match job_id(input).map(|id| self.jobs.remove(id)) {
+            "list" => self.list(&ctx.session),
+            "status" => self.status(input, &ctx.session),
+            "remove" => match self
+                .own_job(input, &ctx.session)
+                .map(|id| self.jobs.remove(id))
+            {
                 Ok(Ok(job)) => ToolOutput::ok(format!("Removed job #{} {:?}.", job.id, job.name)),
                 Ok(Err(e)) => ToolOutput::error(e.to_string()),
                 Err(e) => e,
             },
-            "run" => match job_id(input).map(|id| self.jobs.run_now(id)) {
+            "run" => match self
+                .own_job(input, &ctx.session)
+                .map(|id| self.jobs.run_now(id))
+            {
                 // Not awaited: the run queues behind this one in the same chat.
                 Ok(Ok(job)) => ToolOutput::ok(format!(
                     "Job #{} {:?} is due now; it runs after this conversation turn and its \
@@ -286,6 +349,55 @@ mod tests {
             .run(&json!({"action": "remove", "id": 1}), &ctx())
             .await;
         assert_eq!(out.content, "Removed job #1 \"Remind me to stretch.\".");
+    }
+
+    fn ctx_in(session: &str) -> ToolContext {
+        ToolContext {
+            session: session.into(),
+            ..ctx()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chat_sees_and_changes_only_its_own_jobs() {
+        let tool = tool();
+        let (alice, bob) = (ctx_in("telegram:1"), ctx_in("telegram:2"));
+        let add = json!({"action": "add", "every": "1h", "prompt": "alice's secret plan"});
+        assert!(!tool.run(&add, &alice).await.is_error);
+        let add = json!({"action": "add", "every": "1h", "prompt": "bob's", "session": "new"});
+        assert!(!tool.run(&add, &bob).await.is_error);
+
+        let out = tool.run(&json!({"action": "list"}), &bob).await;
+        assert!(out.content.starts_with("1 job(s):"), "{}", out.content);
+        assert!(!out.content.contains("alice"), "{}", out.content);
+        let out = tool.run(&json!({"action": "status"}), &bob).await;
+        assert!(out.content.contains("1 job(s)"), "{}", out.content);
+        // Alice's job #1 does not exist for Bob, whatever he asks.
+        for action in ["status", "run", "remove"] {
+            let out = tool.run(&json!({"action": action, "id": 1}), &bob).await;
+            assert!(out.is_error, "{action}: {}", out.content);
+            assert!(
+                out.content.contains("no job #1"),
+                "{action}: {}",
+                out.content
+            );
+            assert!(!out.content.contains("secret plan"), "{}", out.content);
+        }
+        // Bob's fresh-session job acts for Bob's chat when it runs.
+        let out = tool
+            .run(&json!({"action": "list"}), &ctx_in("cron:2:1"))
+            .await;
+        assert!(out.content.contains("bob's"), "{}", out.content);
+        assert!(!out.content.contains("alice"), "{}", out.content);
+        // The machine's owner at the terminal sees both; Alice's job is intact.
+        let out = tool
+            .run(&json!({"action": "list"}), &ctx_in("terminal:default"))
+            .await;
+        assert!(out.content.starts_with("2 job(s):"), "{}", out.content);
+        let out = tool
+            .run(&json!({"action": "remove", "id": 1}), &alice)
+            .await;
+        assert!(!out.is_error, "{}", out.content);
     }
 
     #[tokio::test]
