@@ -134,8 +134,8 @@ impl PathPolicy {
             };
             return Err(format!(
                 "the {kind} sandbox root {} contains {} at {}: a jailed program could {verb} \
-                 it. The jail cannot exempt a folder inside a root, so choose narrower roots \
-                 (sandbox.read, the workspace) or move that file out of them",
+                 it. The jail cannot exempt a file inside a root: narrow the root (the \
+                 workspace, sandbox.read, a skill's grant) or move the file out of it",
                 root.display(),
                 file.what,
                 path.display()

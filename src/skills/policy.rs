@@ -11,7 +11,7 @@ use super::manifest::Manifest;
 use super::WORKSPACE_SKILLS_DIR;
 use crate::policy::paths::resolve;
 use crate::policy::rules::{AnalyzerKind, ArgRole, FlagSpec, FlagTakes, ProgramRule, UnknownFlags};
-use crate::policy::{Decision, PathPolicy, Policy};
+use crate::policy::{Decision, OwnFile, PathPolicy, Policy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,6 +43,8 @@ pub struct RunPlaces<'a> {
     /// warden's data directory (database, audit log, other runs): never inside a granted
     /// folder, even when the workspace is configured around it.
     pub data_dir: &'a Path,
+    /// warden's own files, which no root of the run may expose.
+    pub own_files: &'a [OwnFile],
 }
 
 /// Build it for one run.
@@ -52,6 +54,7 @@ pub fn build(manifest: &Manifest, places: &RunPlaces) -> Result<RunPolicy, Strin
         skill_copy,
         scratch,
         data_dir,
+        own_files,
     } = *places;
     let skill_copy = skill_copy
         .canonicalize()
@@ -75,6 +78,7 @@ pub fn build(manifest: &Manifest, places: &RunPlaces) -> Result<RunPolicy, Strin
                 scratch.display()
             )
         });
+    paths.refuse_exposing(own_files)?;
     Ok(RunPolicy {
         policy,
         copy: skill_copy,
@@ -199,6 +203,7 @@ mod tests {
             skill_copy: copy,
             scratch,
             data_dir: data,
+            own_files: &[],
         }
     }
 
@@ -280,5 +285,29 @@ mod tests {
             let err = refusal(&format!("[permissions.paths]\n{grant}\n"));
             assert!(err.contains("data directory"), "{grant}: {err}");
         }
+    }
+
+    #[test]
+    fn a_grant_holding_wardens_config_file_is_refused() {
+        let (_d, ws, copy, scratch) = setup();
+        std::fs::write(ws.join("data/config.toml"), "").unwrap();
+        let data = scratch.parent().unwrap().join("state");
+        let own = [OwnFile {
+            path: ws.join("data/config.toml"),
+            what: "warden's config file (API keys, the bot token)",
+            readable: false,
+        }];
+        let at = RunPlaces {
+            own_files: &own,
+            ..places(&ws, &copy, &scratch, &data)
+        };
+        let err = build(&manifest("[permissions.paths]\nread = [\"data\"]\n"), &at)
+            .err()
+            .unwrap();
+        assert!(err.contains("config file"), "{err}");
+        assert!(err.contains("a skill's grant"), "{err}");
+        // A grant beside it is fine.
+        std::fs::create_dir_all(ws.join("notes")).unwrap();
+        assert!(build(&manifest("[permissions.paths]\nread = [\"notes\"]\n"), &at).is_ok());
     }
 }

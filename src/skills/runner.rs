@@ -219,6 +219,7 @@ impl SkillRunner {
             skill_copy: &run_dir.copy,
             scratch: &run_dir.scratch,
             data_dir: &settings.data_dir,
+            own_files: &settings.own_files,
         };
         let plan = run_policy::build(&skill.manifest, &places).map_err(deny)?;
         let copy = plan.copy.clone();

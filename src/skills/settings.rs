@@ -6,6 +6,7 @@ use super::discovery::Roots;
 use super::egress::{parse_hosts, HostTarget};
 use super::manifest::Bounds;
 use crate::config::{Config, DockerConfig};
+use crate::policy::OwnFile;
 use crate::sandbox::Backend;
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -28,6 +29,8 @@ pub struct SkillSettings {
     pub backend: Backend,
     pub docker: DockerConfig,
     pub hosts: BTreeMap<String, HostTarget>,
+    /// warden's own files (config, data directory, policy): no run's root may expose them.
+    pub own_files: Vec<OwnFile>,
 }
 
 impl SkillSettings {
@@ -63,6 +66,7 @@ impl SkillSettings {
             backend: config.sandbox.backend,
             docker: config.sandbox.docker.clone(),
             hosts,
+            own_files: config.own_files(config.policy.as_deref()),
         })
     }
 
