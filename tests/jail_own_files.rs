@@ -84,3 +84,25 @@ fn the_agent_refuses_a_workspace_holding_its_policy() {
     assert!(stderr.contains("the command policy"), "{stderr}");
     assert!(stderr.contains("writable sandbox root"), "{stderr}");
 }
+
+#[test]
+fn a_relative_config_path_is_found_where_warden_reads_it() {
+    // `WARDEN_CONFIG=config.toml` from inside the workspace: the file warden reads is the
+    // workspace's, whatever the path's spelling.
+    let env = Env::new();
+    std::fs::write(
+        env.ws.join("config.toml"),
+        "[telegram]\ntoken = \"fake-bot-token-OWNFILES\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .current_dir(&env.ws)
+        .env("WARDEN_CONFIG", "config.toml")
+        .args(["jail", "--", "cat", "config.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("OWNFILES"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("config file"), "{stderr}");
+}

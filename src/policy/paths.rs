@@ -123,8 +123,18 @@ impl PathPolicy {
     /// the jail could not carve such a file out of a root: the roots must not cover it.
     pub fn refuse_exposing(&self, own: &[OwnFile]) -> Result<(), String> {
         for file in own {
-            // Compare real paths; a file not created yet is where it would be created.
-            let path = resolve(&file.path, false).unwrap_or_else(|_| file.path.clone());
+            // Compare real paths (a relative one is relative to the current directory, as
+            // warden opens it); a file not created yet is where it would be created. Where
+            // that cannot be told, nothing runs.
+            let path = std::path::absolute(&file.path)
+                .and_then(|p| resolve(&p, false))
+                .map_err(|e| {
+                    format!(
+                        "cannot tell where {} ({}) is, so cannot keep it out of the sandbox: {e}",
+                        file.what,
+                        file.path.display()
+                    )
+                })?;
             let writable = self.write_roots.iter().find(|r| path.starts_with(r));
             let readable = self.read_roots.iter().find(|r| path.starts_with(r));
             let (root, kind, verb) = match (writable, readable) {
@@ -465,6 +475,17 @@ mod tests {
             .refuse_exposing(&[own(&ws.join("later/warden.db"), false)])
             .unwrap_err();
         assert!(err.contains("writable"), "{err}");
+    }
+
+    #[test]
+    fn a_relative_path_is_judged_from_the_current_directory() {
+        // The config given as `--config config.toml` in the workspace is the workspace's file.
+        let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+        let p = PathPolicy::new(&cwd, &[], &[], &cwd).unwrap();
+        let err = p
+            .refuse_exposing(&[own(Path::new("warden-test-config.toml"), false)])
+            .unwrap_err();
+        assert!(err.contains(&cwd.display().to_string()), "{err}");
     }
 
     #[test]
