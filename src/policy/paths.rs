@@ -123,18 +123,18 @@ impl PathPolicy {
     /// the jail could not carve such a file out of a root: the roots must not cover it.
     pub fn refuse_exposing(&self, own: &[OwnFile]) -> Result<(), String> {
         for file in own {
-            // Compare real paths (a relative one is relative to the current directory, as
-            // warden opens it); a file not created yet is where it would be created. Where
-            // that cannot be told, nothing runs.
-            let path = std::path::absolute(&file.path)
-                .and_then(|p| resolve(&p, false))
-                .map_err(|e| {
-                    format!(
-                        "cannot tell where {} ({}) is, so cannot keep it out of the sandbox: {e}",
-                        file.what,
-                        file.path.display()
-                    )
-                })?;
+            // Compare real paths; a relative one is relative to the current directory, as
+            // warden opens it; a file not created yet is where it would be created. A path
+            // warden cannot resolve (a folder it may not search) is compared as written: the
+            // jail, with warden's uid, cannot reach it either.
+            let written = std::path::absolute(&file.path).map_err(|e| {
+                format!(
+                    "cannot tell where {} ({}) is, so cannot keep it out of the sandbox: {e}",
+                    file.what,
+                    file.path.display()
+                )
+            })?;
+            let path = resolve(&written, false).unwrap_or(written);
             let writable = self.write_roots.iter().find(|r| path.starts_with(r));
             let readable = self.read_roots.iter().find(|r| path.starts_with(r));
             let (root, kind, verb) = match (writable, readable) {
