@@ -6,7 +6,7 @@
 
 use super::api::{describe, Telegram};
 use super::handler::{Handled, Handler};
-use super::lanes::Lanes;
+use super::lanes::{self, Lanes};
 use super::store::UpdateLog;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +27,8 @@ pub async fn run(
     timeout_secs: u32,
 ) -> Result<(), String> {
     let log = handler.log.clone();
-    let log = &log;
     let lanes = Lanes::new(handler);
-    handle_recorded(log, &lanes, shutdown).await;
+    handle_recorded(&log, &lanes, shutdown).await;
     let mut backoff = Duration::from_secs(1);
     while !shutdown.is_cancelled() {
         let offset = match log.offset() {
@@ -76,7 +75,7 @@ pub async fn run(
             pause(shutdown, Duration::from_secs(1)).await;
             continue;
         }
-        handle_recorded(log, &lanes, shutdown).await;
+        handle_recorded(&log, &lanes, shutdown).await;
     }
     Ok(())
 }
@@ -94,7 +93,7 @@ fn encode(updates: &[Update]) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// Hand out the recorded, unhandled updates (in order) that are not in a lane already.
+/// Hand out the recorded, unhandled updates (in order) not handed out before.
 async fn handle_recorded(log: &UpdateLog, lanes: &Lanes, shutdown: &CancellationToken) {
     let pending = match log.pending() {
         Ok(pending) => pending,
@@ -107,7 +106,7 @@ async fn handle_recorded(log: &UpdateLog, lanes: &Lanes, shutdown: &Cancellation
         if shutdown.is_cancelled() {
             return;
         }
-        if lanes.in_flight(id) {
+        if lanes.handed_out(id) {
             continue;
         }
         match serde_json::from_str::<Update>(&body) {
@@ -118,9 +117,7 @@ async fn handle_recorded(log: &UpdateLog, lanes: &Lanes, shutdown: &Cancellation
             }
             Err(e) => {
                 tracing::warn!(update = id, "skipping an unreadable recorded update: {e}");
-                if let Err(e) = log.mark_handled(id) {
-                    tracing::error!(update = id, "marking an update handled: {e}");
-                }
+                lanes::mark(log, id);
             }
         }
     }
