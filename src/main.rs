@@ -64,14 +64,5 @@ fn init_tracing() {
             tracing_subscriber::filter::Targets::new()
                 .with_default(tracing_subscriber::filter::LevelFilter::WARN)
         });
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(warden::redact::LogWriter)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
-        .with(filter)
-        .init();
+    warden::redact::init_logging(filter);
 }

@@ -27,6 +27,24 @@ pub fn register(secret: &str) {
     }
 }
 
+/// Send every log line to stderr through [`LogWriter`] (colours only on a terminal), keeping
+/// what `filter` lets through. Both binaries log this way; only their filters differ.
+pub fn init_logging<F>(filter: F)
+where
+    F: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
+{
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(LogWriter)
+                .with_ansi(io::IsTerminal::is_terminal(&io::stderr())),
+        )
+        .init();
+}
+
 /// `text` with every registered secret replaced.
 pub fn redact(text: &str) -> String {
     let secrets = SECRETS.read().unwrap_or_else(|p| p.into_inner());

@@ -297,9 +297,5 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(warden::redact::LogWriter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    warden::redact::init_logging(filter);
 }

@@ -109,9 +109,7 @@ pub fn run_on_host(
     allow_without_landlock: bool,
 ) -> i32 {
     let spec = JailSpec::for_paths(&paths, &config.sandbox);
-    let options = HostOptions {
-        allow_without_landlock: allow_without_landlock || config.sandbox.allow_without_landlock,
-    };
+    let options = HostOptions::new(allow_without_landlock, &config.sandbox);
     let open = async move {
         HostSandbox::with_options(spec, options).map(|s| Arc::new(s) as Arc<dyn Sandbox>)
     };

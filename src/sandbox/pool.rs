@@ -37,7 +37,7 @@ pub struct SandboxPool {
     backend: Backend,
     config: SandboxConfig,
     spec: JailSpec,
-    allow_without_landlock: bool,
+    host_options: HostOptions,
     host: Mutex<Option<Arc<HostSandbox>>>,
     docker: Mutex<HashMap<String, Arc<DockerSandbox>>>,
 }
@@ -53,7 +53,7 @@ impl SandboxPool {
             backend,
             config: config.clone(),
             spec,
-            allow_without_landlock: allow_without_landlock || config.allow_without_landlock,
+            host_options: HostOptions::new(allow_without_landlock, config),
             host: Mutex::new(None),
             docker: Mutex::new(HashMap::new()),
         }
@@ -72,10 +72,10 @@ impl SandboxPool {
                 if let Some(sandbox) = host.as_ref() {
                     return Ok(sandbox.clone());
                 }
-                let options = HostOptions {
-                    allow_without_landlock: self.allow_without_landlock,
-                };
-                let sandbox = Arc::new(HostSandbox::with_options(self.spec.clone(), options)?);
+                let sandbox = Arc::new(HostSandbox::with_options(
+                    self.spec.clone(),
+                    self.host_options,
+                )?);
                 *host = Some(sandbox.clone());
                 Ok(sandbox)
             }

@@ -175,7 +175,7 @@ impl FakeTelegram {
 
     /// Serve `bytes` for getFile(`file_id`).
     pub fn add_file(&self, file_id: &str, bytes: Vec<u8>) {
-        let path = format!("documents/{file_id}.bin");
+        let path = file_path(file_id);
         self.shared
             .lock()
             .files
@@ -186,8 +186,10 @@ impl FakeTelegram {
     /// file on a slow link).
     pub fn add_slow_file(&self, file_id: &str, bytes: Vec<u8>, delay: Duration) {
         self.add_file(file_id, bytes);
-        let path = format!("documents/{file_id}.bin");
-        self.shared.lock().slow_files.insert(path, delay);
+        self.shared
+            .lock()
+            .slow_files
+            .insert(file_path(file_id), delay);
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -486,6 +488,11 @@ fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
         "from": updates::bot_user(),
         "text": visible,
     }))
+}
+
+/// Where getFile says `file_id` can be downloaded.
+fn file_path(file_id: &str) -> String {
+    format!("documents/{file_id}.bin")
 }
 
 async fn file(

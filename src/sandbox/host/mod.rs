@@ -22,6 +22,7 @@ mod tmpdir;
 pub use env::JAIL_PATH;
 pub use seccomp::Network;
 
+use crate::config::SandboxConfig;
 use crate::sandbox::{Backend, JailSpec, JailedProcess, ProcessSpec, Sandbox, SandboxError};
 use async_trait::async_trait;
 use std::ffi::{c_char, CString};
@@ -34,6 +35,15 @@ pub struct HostOptions {
     /// Run even when the kernel has no Landlock (config `sandbox.allow_without_landlock`, CLI
     /// `--allow-without-landlock`). Files, TCP and `/proc` are then NOT confined.
     pub allow_without_landlock: bool,
+}
+
+impl HostOptions {
+    /// The weak mode is on when either the CLI flag or the config asks for it.
+    pub fn new(allow_without_landlock_flag: bool, config: &SandboxConfig) -> HostOptions {
+        HostOptions {
+            allow_without_landlock: allow_without_landlock_flag || config.allow_without_landlock,
+        }
+    }
 }
 
 /// What the jail could and could not set up, for logs and `warden doctor`.
