@@ -21,7 +21,7 @@ CREATE INDEX audit_session ON audit (session, id);
 ";
 
 /// What happened to a tool call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AuditDecision {
     /// Allowed by policy (or needed no policy) and run.
     Allow,

@@ -256,6 +256,9 @@ pub struct TelegramConfig {
     pub shutdown_grace_secs: u64,
     /// Long-polling timeout of `getUpdates`, in seconds.
     pub poll_timeout_secs: u32,
+    /// Seconds the agent worker process stays up after its last run (the next run starts a
+    /// new one). While it is down the bot holds only the gateway in memory.
+    pub worker_idle_secs: u64,
 }
 
 impl Default for TelegramConfig {
@@ -269,6 +272,7 @@ impl Default for TelegramConfig {
             max_file_bytes: 20 * 1024 * 1024,
             shutdown_grace_secs: 20,
             poll_timeout_secs: 30,
+            worker_idle_secs: 300,
         }
     }
 }

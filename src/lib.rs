@@ -7,6 +7,7 @@ pub mod agent;
 pub mod app;
 pub mod audit;
 pub mod beneath;
+pub mod bot;
 pub mod channels;
 pub mod cli;
 pub mod config;

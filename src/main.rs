@@ -1,6 +1,6 @@
 //! `warden`, the front of the command line: `warden jail` on the host backend runs here, in a
-//! binary that links only the jail; every other command replaces this process with
-//! `warden-full` (see `cli::front`).
+//! binary that links only the jail; `warden bot` replaces this process with `warden-bot`,
+//! every other command with `warden-full` (see `cli::front`).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -49,7 +49,11 @@ fn main() -> ExitCode {
             }
         }
     }
-    let e = cli::front::exec_full(&args);
+    let e = if cli::front::subcommand(&args).is_some_and(|c| c == "bot") {
+        cli::front::exec_sibling(cli::front::BOT_BINARY, &args)
+    } else {
+        cli::front::exec_full(&args)
+    };
     eprintln!("warden: {e}");
     ExitCode::from(cli::EXIT_USAGE as u8)
 }

@@ -1,5 +1,6 @@
-//! The `warden` front binary: `warden jail` on the host backend runs in it; everything else is
-//! handed to `warden-full` beside it (same PID, arguments and environment).
+//! The `warden` front binary: `warden jail` on the host backend runs in it; `warden bot` is
+//! handed to `warden-bot`, everything else to `warden-full` beside it (same PID, arguments and
+//! environment).
 
 mod common;
 
@@ -27,6 +28,20 @@ fn other_commands_reach_warden_full_under_the_name_warden() {
 
     let out = warden().args(["no-such-command"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn the_bots_help_and_usage_errors_come_from_warden_full() {
+    // warden-bot runs only `warden bot`; anything else it hands on, so help stays in one place.
+    let out = warden().args(["bot", "--help"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("answers allowed Telegram users"), "{help}");
+    assert!(help.contains("Usage: warden bot"), "{help}");
+
+    let out = warden().args(["bot", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--no-such-flag"));
 }
 
 #[test]

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use warden::agent::{Agent, SystemPrompt};
 use warden::app::App;
 use warden::audit::AuditDecision;
+use warden::bot::BotApp;
 use warden::channels::telegram::TelegramBot;
 use warden::config::{Config, Secret};
 use warden::llm::ToolSpec;
@@ -108,7 +109,9 @@ async fn setup(approval_timeout_secs: u64) -> Setup {
         SystemPrompt::new(dir.path(), vec!["guarded".into()]),
         5,
     ));
-    let bot = TelegramBot::connect(&app).await.unwrap();
+    let bot = TelegramBot::connect(&BotApp::in_process(&app))
+        .await
+        .unwrap();
     let shutdown = CancellationToken::new();
     let bot = tokio::spawn(bot.run(shutdown.clone()));
     Setup {

@@ -1,12 +1,18 @@
 //! Steering and aborting a run from outside (a channel's `/steer` and `/stop`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Default)]
 pub struct RunControl {
     cancel: CancellationToken,
     steer: Arc<Mutex<Vec<String>>>,
+    /// Rung by [`RunControl::steer`], for whoever forwards steering elsewhere (a worker).
+    steered: Arc<Notify>,
+    /// The abort came from warden stopping, not from the user.
+    interrupted: Arc<AtomicBool>,
 }
 
 impl RunControl {
@@ -17,6 +23,17 @@ impl RunControl {
     /// Abort: cancels the model stream and kills a running sandbox process.
     pub fn abort(&self) {
         self.cancel.cancel();
+    }
+
+    /// Abort because warden is stopping (or the bot that asked for the run is gone): the
+    /// transcript says the run was interrupted, not that the user stopped it.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    pub fn is_interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
     }
 
     pub fn is_aborted(&self) -> bool {
@@ -34,6 +51,12 @@ impl RunControl {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(text.into());
+        self.steered.notify_one();
+    }
+
+    /// Resolves after the next [`RunControl::steer`] (at once if one came since the last wait).
+    pub async fn steered(&self) {
+        self.steered.notified().await
     }
 
     pub(crate) fn take_steer(&self) -> Vec<String> {

@@ -17,11 +17,12 @@ use crate::memory::compaction::{CallSite, Compactor};
 use crate::memory::sessions::SessionStore;
 use crate::tools::approval::Approver;
 use crate::tools::{ToolContext, ToolSet};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a channel sees while a run goes on.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum AgentEvent {
     /// Model text as it streams.
     TextDelta(String),
@@ -47,8 +48,12 @@ pub enum AgentEvent {
 
 pub type EventFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 
+/// How a transcript ends when warden stopped mid-run, so the model knows the last prompt was
+/// not finished.
+pub const INTERRUPTED_NOTE: &str = "[this run was interrupted by a restart of warden]";
+
 /// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RunEnd {
     /// The model finished its turn.
     Answered,
@@ -58,7 +63,7 @@ pub enum RunEnd {
     Aborted,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
     /// The final text for the user.
     pub text: String,
@@ -181,7 +186,7 @@ impl Agent {
         let mut last_input_tokens = 0;
         while iterations < self.max_iterations {
             if control.is_aborted() {
-                return self.aborted(&session, iterations, last_input_tokens);
+                return self.aborted(&session, &control, iterations, last_input_tokens);
             }
             iterations += 1;
             let system = self.prompt.render(self.now());
@@ -207,7 +212,7 @@ impl Agent {
             let response = match self.provider.chat(&request, &sink, &ctx.cancel).await {
                 Ok(r) => r,
                 Err(e) if e.is_cancelled() => {
-                    return self.aborted(&session, iterations, last_input_tokens)
+                    return self.aborted(&session, &control, iterations, last_input_tokens)
                 }
                 Err(e) => {
                     // Keep the transcript well-formed (user/assistant alternate) and say why.
@@ -287,7 +292,7 @@ impl Agent {
             self.sessions.append(&session, &message)?;
             history.push(message);
             if control.is_aborted() {
-                return self.aborted(&session, iterations, last_input_tokens);
+                return self.aborted(&session, &control, iterations, last_input_tokens);
             }
         }
         let text = format!(
@@ -309,13 +314,28 @@ impl Agent {
     fn aborted(
         &self,
         session: &str,
+        control: &RunControl,
         iterations: u32,
         last_input_tokens: u64,
     ) -> Result<RunOutcome, AgentError> {
         let text = "Stopped.".to_string();
         // Keep the transcript alternating so the next run starts from a valid history.
-        self.sessions
-            .append(session, &Message::assistant("[the user stopped this run]"))?;
+        if control.is_interrupted() {
+            // A new warden's recovery may have closed the transcript already (the bot was
+            // killed and restarted while this worker was stopping its run).
+            let closed = self
+                .sessions
+                .load(session)?
+                .last()
+                .is_some_and(|m| m.role == Role::Assistant && m.text() == INTERRUPTED_NOTE);
+            if !closed {
+                self.sessions
+                    .append(session, &Message::assistant(INTERRUPTED_NOTE))?;
+            }
+        } else {
+            self.sessions
+                .append(session, &Message::assistant("[the user stopped this run]"))?;
+        }
         Ok(RunOutcome {
             text,
             end: RunEnd::Aborted,

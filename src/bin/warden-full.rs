@@ -39,6 +39,9 @@ enum Command {
     },
     /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS).
     Bot,
+    /// Runs agents for `warden bot` (JSON lines on stdin and stdout); started by the bot.
+    #[command(hide = true)]
+    AgentWorker,
     /// Inspect the command policy.
     Policy {
         #[command(subcommand)]
@@ -255,14 +258,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             cli::skill::run(&config, action)
         }
-        Command::Bot => {
-            let config = cli::load_config(cli.config.as_deref())?;
-            // Refuse before building anything: no token, or nobody allowed.
-            warden::channels::telegram::check_config(&config.telegram)
-                .map_err(anyhow::Error::msg)?;
-            let app = warden::app::App::build(config)?;
-            runtime()?.block_on(warden::channels::telegram::run_bot(app))
-        }
+        Command::Bot => warden::bot::run(cli.config.as_deref()),
+        Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),
         Command::Policy {
             command:
                 PolicyCommand::Check {

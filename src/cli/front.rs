@@ -1,10 +1,12 @@
 //! The `warden` front binary's dispatch: `warden jail` on the host backend runs in the front
-//! itself; every other command is handed to `warden-full`, installed beside it.
+//! itself; `warden bot` is handed to `warden-bot` and every other command to `warden-full`,
+//! both installed beside it.
 //!
-//! Why two binaries: a jailed command's start-up includes warden's own, on every run. The
+//! Why several binaries: a jailed command's start-up includes warden's own, on every run. The
 //! full program links the Telegram client, the LLM clients, SQLite, the Docker client and the
 //! policy parser; the dynamic loader alone spends milliseconds relocating its tables before
-//! `main`. The front links only the jail.
+//! `main`. The front links only the jail. Likewise the bot waits for messages most of its
+//! life: `warden-bot` links only the gateway, and starts `warden-full agent-worker` for runs.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -14,6 +16,8 @@ use std::process::Command;
 
 /// File name of the full program, next to `warden`.
 pub const FULL_BINARY: &str = "warden-full";
+/// File name of the Telegram gateway (`warden bot`), next to `warden`.
+pub const BOT_BINARY: &str = "warden-bot";
 
 /// The subcommand in `args` (argv, program name first): the first word after the global
 /// options. `None` when a global flag such as `--help` or `--version` comes first.
@@ -36,14 +40,23 @@ pub fn subcommand(args: &[OsString]) -> Option<&OsStr> {
 
 /// Where `warden-full` is: beside the running `warden` (symlinks to `warden` resolved).
 pub fn full_binary() -> io::Result<PathBuf> {
-    Ok(std::env::current_exe()?.with_file_name(FULL_BINARY))
+    sibling(FULL_BINARY)
+}
+
+fn sibling(name: &str) -> io::Result<PathBuf> {
+    Ok(std::env::current_exe()?.with_file_name(name))
 }
 
 /// Replace this process with `warden-full` and the same arguments, environment and PID (a
 /// service manager or a test that signals the PID reaches the real program). Returns only
 /// when that fails.
 pub fn exec_full(args: &[OsString]) -> io::Error {
-    let path = match full_binary() {
+    exec_sibling(FULL_BINARY, args)
+}
+
+/// Like [`exec_full`], for the binary named `name` beside this one.
+pub fn exec_sibling(name: &str, args: &[OsString]) -> io::Error {
+    let path = match sibling(name) {
         Ok(path) => path,
         Err(e) => return io::Error::new(e.kind(), format!("cannot locate warden itself: {e}")),
     };
@@ -55,7 +68,7 @@ pub fn exec_full(args: &[OsString]) -> io::Error {
     io::Error::new(
         e.kind(),
         format!(
-            "cannot run {}: {e} (install it beside `warden`: `cargo build` builds both)",
+            "cannot run {}: {e} (install it beside `warden`: `cargo build` builds all three)",
             path.display()
         ),
     )

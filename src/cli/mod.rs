@@ -1,6 +1,7 @@
 //! The command-line layer's logic, one module per subcommand; `main.rs` only parses arguments
 //! and calls into these, so tests can drive the library and the binary alike.
 
+pub mod agent_worker;
 pub mod cron;
 pub mod doctor;
 pub mod exec;

@@ -20,13 +20,16 @@
 mod actor;
 pub mod channel;
 mod recovery;
+pub mod runner;
 pub mod store;
+pub mod worker;
 
 pub use channel::{Channel, RunInfo, RunView};
+pub use runner::AgentRunner;
 
-use crate::agent::Agent;
 use crate::db::{Database, DbError};
 use crate::llm::ContentBlock;
+use crate::memory::sessions::SessionStore;
 use actor::{ChatSlot, Queued};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -263,7 +266,9 @@ pub struct Gateway {
 }
 
 struct Inner {
-    agent: Arc<Agent>,
+    agent: Arc<dyn AgentRunner>,
+    /// The chats' conversations (`/new` resets one, recovery closes one).
+    sessions: SessionStore,
     store: RunStore,
     channel: Arc<dyn Channel>,
     settings: GatewaySettings,
@@ -282,7 +287,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Gateway {
     pub fn new(
-        agent: Arc<Agent>,
+        agent: Arc<dyn AgentRunner>,
         db: Arc<Database>,
         channel: Arc<dyn Channel>,
         settings: GatewaySettings,
@@ -290,6 +295,7 @@ impl Gateway {
         Gateway {
             inner: Arc::new(Inner {
                 agent,
+                sessions: SessionStore::new(db.clone()),
                 store: RunStore::new(db),
                 channel,
                 settings,
@@ -475,10 +481,7 @@ impl Gateway {
                 return Ok(false);
             }
         }
-        self.inner
-            .agent
-            .sessions()
-            .reset(&self.session_key(chat_id))?;
+        self.inner.sessions.reset(&self.session_key(chat_id))?;
         Ok(true)
     }
 
@@ -507,7 +510,7 @@ impl Gateway {
         let slots: Vec<Arc<ChatSlot>> = lock(&inner.chats).values().cloned().collect();
         for slot in slots {
             if let Some(running) = &lock(&slot.state).running {
-                running.control.abort();
+                running.control.interrupt();
             }
         }
         if tokio::time::timeout(Duration::from_secs(10), inner.tasks.wait())

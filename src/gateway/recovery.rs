@@ -23,7 +23,7 @@ impl Gateway {
                 RunState::Running | RunState::Interrupted => {
                     inner.store.set_interrupted(row.id)?;
                     let session = inner.session_of(&row);
-                    if let Err(e) = close_transcript(inner.agent.sessions(), &session) {
+                    if let Err(e) = close_transcript(&inner.sessions, &session) {
                         tracing::warn!(run = row.id, "closing an interrupted transcript: {e}");
                     }
                     let info = actor::info(&row);
@@ -69,10 +69,7 @@ fn interrupted_notice(row: &RunRow) -> String {
 pub(super) fn close_transcript(sessions: &SessionStore, key: &str) -> Result<(), DbError> {
     let history = sessions.load(key)?;
     if history.last().is_some_and(|m| m.role == Role::User) {
-        sessions.append(
-            key,
-            &Message::assistant("[this run was interrupted by a restart of warden]"),
-        )?;
+        sessions.append(key, &Message::assistant(crate::agent::INTERRUPTED_NOTE))?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use super::store::{Inserted, NewRun, RunState, RunStore};
 use super::*;
-use crate::agent::{EventFn, RunControl, SystemPrompt};
+use crate::agent::{Agent, EventFn, RunControl, SystemPrompt};
 use crate::llm::{ChatRequest, ChatResponse, EventSink, LlmError, Provider, StopReason, Usage};
 use crate::memory::sessions::SessionStore;
 use crate::tools::approval::{Approver, NoApprover};

@@ -4,7 +4,7 @@
 use super::gateway_deliver::GatewayDeliver;
 use super::settings::owner_chat_session;
 use super::{Heartbeat, Runner};
-use crate::app::App;
+use crate::bot::BotApp;
 use crate::gateway::Gateway;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ pub struct Daemon {
 impl Daemon {
     /// Start the runner and (when configured) the heartbeat; they run until `shutdown`. Does
     /// nothing when `scheduler.enabled` is false or there is no owner to answer.
-    pub fn start(app: &App, gateway: Gateway, shutdown: CancellationToken) -> Daemon {
+    pub fn start(app: &BotApp, gateway: Gateway, shutdown: CancellationToken) -> Daemon {
         let settings = &app.scheduler;
         let Some(&owner) = app.config.telegram.allowed_users.first() else {
             return Daemon { tasks: Vec::new() };

@@ -2,8 +2,9 @@
 //! Telegram sends Approve / Deny buttons; with nobody to ask, the answer is no.
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRequest {
     pub session: String,
     pub tool: String,
@@ -13,7 +14,7 @@ pub struct ApprovalRequest {
     pub reason: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Approval {
     Approved,
     /// Refused, with who/why ("denied by the user", "no answer within 120 s").

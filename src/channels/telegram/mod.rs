@@ -7,7 +7,7 @@
 //! URLs and is redacted from every log line.
 //!
 //! ```ignore
-//! let bot = TelegramBot::connect(&app).await?;   // checks config, getMe, recovery
+//! let bot = TelegramBot::connect(&app).await?;   // BotApp; checks config, getMe, recovery
 //! let gateway = bot.gateway();                   // for the scheduler: gateway.submit(…)
 //! bot.run(shutdown_token).await?;                // until SIGTERM/SIGINT
 //! ```
@@ -29,7 +29,7 @@ mod view;
 
 pub use inputs::safe_file_name;
 
-use crate::app::App;
+use crate::bot::BotApp;
 use crate::config::TelegramConfig;
 use crate::gateway::{Gateway, GatewaySettings};
 use access::Access;
@@ -79,7 +79,7 @@ pub struct TelegramBot {
 impl TelegramBot {
     /// Check the config, reach the Bot API (`getMe`), make sure no webhook blocks polling,
     /// register the command menu, and recover runs a previous process left unfinished.
-    pub async fn connect(app: &App) -> anyhow::Result<TelegramBot> {
+    pub async fn connect(app: &BotApp) -> anyhow::Result<TelegramBot> {
         let config = app.config.telegram.clone();
         check_config(&config).map_err(anyhow::Error::msg)?;
         let tg = Telegram::new(config.token.expose(), config.api_url.as_deref())
@@ -133,7 +133,7 @@ impl TelegramBot {
             inputs: Inputs {
                 tg: tg.clone(),
                 paths: app.paths.clone(),
-                supports_images: app.agent.provider().supports_images(),
+                supports_images: app.supports_images,
                 max_bytes: config.max_file_bytes,
             },
         });
@@ -171,7 +171,7 @@ impl TelegramBot {
 }
 
 /// `warden bot`: run until SIGTERM or SIGINT.
-pub async fn run_bot(app: App) -> anyhow::Result<i32> {
+pub async fn run_bot(app: BotApp) -> anyhow::Result<i32> {
     // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -182,7 +182,10 @@ pub async fn run_bot(app: App) -> anyhow::Result<i32> {
     let result = bot.run(shutdown).await;
     scheduler.stopped(Duration::from_secs(5)).await;
     signals.abort();
-    app.shutdown().await;
+    // The worker aborts what is left and releases its sandboxes (Docker containers).
+    if let Some(worker) = &app.worker {
+        worker.shutdown(Duration::from_secs(30)).await;
+    }
     result.map(|_| 0)
 }
 

@@ -1,0 +1,112 @@
+//! `warden bot` as two processes: this one, the gateway (Telegram polling, the durable
+//! queues, approvals, the scheduler's clock), and an agent worker it starts for runs (see
+//! [`crate::gateway::worker`]). The gateway's share of the app is built here without the
+//! agent: no model client, policy engine, memory index or sandbox lives in the process that
+//! waits for messages.
+
+use crate::app::{prepare_workspace, App};
+use crate::channels::telegram;
+use crate::config::Config;
+use crate::db::Database;
+use crate::gateway::worker::{WorkerAgent, WorkerCommand};
+use crate::gateway::AgentRunner;
+use crate::policy::paths::{home_dir, PathPolicy};
+use crate::scheduler::{JobManager, Settings, SystemClock};
+use anyhow::Context;
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// File name of the program that runs agents (`warden-full agent-worker`), beside this one.
+pub const WORKER_BINARY: &str = crate::cli::front::FULL_BINARY;
+
+/// What the gateway needs.
+pub struct BotApp {
+    pub config: Config,
+    pub db: Arc<Database>,
+    /// The workspace only: the gateway saves attachments and reads HEARTBEAT.md there.
+    pub paths: Arc<PathPolicy>,
+    pub scheduler: Settings,
+    pub jobs: Arc<JobManager>,
+    /// Who runs the agents: a [`WorkerAgent`], or an agent in this process.
+    pub agent: Arc<dyn AgentRunner>,
+    /// The worker to stop at the end, when the agents run in one.
+    pub worker: Option<WorkerAgent>,
+    /// Whether the configured model takes images (the worker says so when it starts).
+    pub supports_images: bool,
+}
+
+impl BotApp {
+    /// Start a worker once to check the whole setup (config, policy, keys, sandbox), then
+    /// build the gateway's part. `config_path` is passed on to the worker.
+    pub async fn build(config: Config, config_path: Option<&Path>) -> anyhow::Result<BotApp> {
+        let program = std::env::current_exe()
+            .context("locating warden itself")?
+            .with_file_name(WORKER_BINARY);
+        let mut args: Vec<OsString> = Vec::new();
+        if let Some(path) = config_path {
+            args.push("--config".into());
+            args.push(path.into());
+        }
+        args.push("agent-worker".into());
+        let worker = WorkerAgent::new(
+            WorkerCommand { program, args },
+            Duration::from_secs(config.telegram.worker_idle_secs),
+        );
+        let supports_images = worker.check().await.map_err(anyhow::Error::msg)?;
+
+        let workspace = prepare_workspace(&config.workspace)?;
+        let db = Database::open(&config.data_dir.join("warden.db"))
+            .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+        let paths = Arc::new(
+            PathPolicy::new(&workspace, &[], &[], &home_dir())
+                .context("setting up the path validator")?,
+        );
+        let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
+        let jobs = Arc::new(JobManager::new(
+            db.clone(),
+            Arc::new(SystemClock),
+            scheduler.limits.clone(),
+        ));
+        Ok(BotApp {
+            config,
+            db,
+            paths,
+            scheduler,
+            jobs,
+            agent: Arc::new(worker.clone()),
+            worker: Some(worker),
+            supports_images,
+        })
+    }
+
+    /// The bot with `app`'s agent in this process (tests that give the agent their own tools).
+    pub fn in_process(app: &App) -> BotApp {
+        BotApp {
+            config: app.config.clone(),
+            db: app.db.clone(),
+            paths: app.paths.clone(),
+            scheduler: app.scheduler.clone(),
+            jobs: app.jobs.clone(),
+            agent: app.agent.clone(),
+            worker: None,
+            supports_images: app.agent.provider().supports_images(),
+        }
+    }
+}
+
+/// `warden bot`, start to finish: load the config, check the setup through a worker, poll
+/// until SIGTERM or SIGINT. Returns the exit code.
+pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
+    let config = crate::cli::load_config(config_path)?;
+    // Refuse before starting anything: no token, or nobody allowed.
+    telegram::check_config(&config.telegram).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let app = BotApp::build(config, config_path).await?;
+        telegram::run_bot(app).await
+    })
+}

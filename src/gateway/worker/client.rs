@@ -1,0 +1,364 @@
+//! The bot's side: start the worker when a run needs one, route each run's messages, stop the
+//! worker after `idle` without runs, and fail the runs in flight when it dies.
+
+use super::protocol::{decode, encode, FromWorker, ToWorker};
+use crate::agent::{EventFn, RunOutcome, RunRequest};
+use crate::gateway::AgentRunner;
+use crate::tools::approval::Approver;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The worker must say it is ready within this time (it builds the agent: config, policy,
+/// memory index, sandbox checks).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How to start a worker: `warden-full [--config FILE] agent-worker`.
+#[derive(Clone, Debug)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// An [`AgentRunner`] whose agents run in a worker process.
+#[derive(Clone)]
+pub struct WorkerAgent {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    command: WorkerCommand,
+    idle: Duration,
+    /// The worker now serving runs, if one is up. An async lock: starting one takes a while,
+    /// and runs that arrive meanwhile wait for it instead of starting a second.
+    live: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    next_run: AtomicU64,
+}
+
+struct Connection {
+    /// Dropping the sender closes the worker's stdin: it aborts what runs and exits.
+    tx: Mutex<Option<mpsc::UnboundedSender<ToWorker>>>,
+    runs: Mutex<HashMap<u64, RunSlot>>,
+    active: AtomicUsize,
+    /// Counts runs started, so an idle timer knows whether a run came and went meanwhile.
+    started: AtomicU64,
+    supports_images: bool,
+    /// Cancelled when the worker's output ended (it exited or closed it).
+    gone: CancellationToken,
+    /// Cancelled once the worker was reaped.
+    exited: CancellationToken,
+}
+
+struct RunSlot {
+    events: EventFn,
+    approver: Arc<dyn Approver>,
+    done: oneshot::Sender<Result<RunOutcome, String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Connection {
+    fn send(&self, message: ToWorker) -> Result<(), String> {
+        match &*lock(&self.tx) {
+            Some(tx) => tx
+                .send(message)
+                .map_err(|_| "the agent worker has stopped".to_string()),
+            None => Err("the agent worker is stopping".into()),
+        }
+    }
+
+    fn close(&self) {
+        lock(&self.tx).take();
+    }
+}
+
+impl WorkerAgent {
+    /// No worker runs until [`WorkerAgent::check`] or the first run; one stops `idle` after
+    /// its last run ended.
+    pub fn new(command: WorkerCommand, idle: Duration) -> WorkerAgent {
+        WorkerAgent {
+            shared: Arc::new(Shared {
+                command,
+                idle,
+                live: tokio::sync::Mutex::new(None),
+                next_run: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// Start a worker to see that it can build its agent (the config, policy, keys and sandbox
+    /// are checked there), then stop it. Returns whether the model takes images.
+    pub async fn check(&self) -> Result<bool, String> {
+        let conn = self.connection().await?;
+        let supports_images = conn.supports_images;
+        self.retire(&conn, conn.started.load(Ordering::SeqCst))
+            .await;
+        tokio::time::timeout(Duration::from_secs(30), conn.exited.cancelled())
+            .await
+            .map_err(|_| "the agent worker did not exit after its start-up check".to_string())?;
+        Ok(supports_images)
+    }
+
+    /// Whether a worker process is up (for tests and the bot's status).
+    pub async fn is_running(&self) -> bool {
+        self.shared
+            .live
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|c| !c.gone.is_cancelled())
+    }
+
+    /// Stop the worker (its runs are aborted) and wait up to `grace` for it to exit, so the
+    /// sandboxes it holds (Docker containers) are released.
+    pub async fn shutdown(&self, grace: Duration) {
+        let Some(conn) = self.shared.live.lock().await.take() else {
+            return;
+        };
+        conn.close();
+        if tokio::time::timeout(grace, conn.exited.cancelled())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the agent worker did not exit within {grace:?}");
+        }
+    }
+
+    async fn connection(&self) -> Result<Arc<Connection>, String> {
+        let mut live = self.shared.live.lock().await;
+        if let Some(conn) = live.as_ref().filter(|c| !c.gone.is_cancelled()) {
+            return Ok(conn.clone());
+        }
+        let conn = spawn(&self.shared.command).await?;
+        *live = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Stop `conn` if it is still the live worker and no run started since `started`.
+    async fn retire(&self, conn: &Arc<Connection>, started: u64) {
+        let mut live = self.shared.live.lock().await;
+        let current = live.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn));
+        if current
+            && conn.active.load(Ordering::SeqCst) == 0
+            && conn.started.load(Ordering::SeqCst) == started
+        {
+            live.take();
+            conn.close();
+        }
+    }
+
+    fn retire_later(&self, conn: Arc<Connection>, started: u64) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(this.shared.idle) => this.retire(&conn, started).await,
+                _ = conn.gone.cancelled() => {}
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl AgentRunner for WorkerAgent {
+    async fn run(&self, request: RunRequest) -> Result<RunOutcome, String> {
+        let conn = self.connection().await?;
+        let run = self.shared.next_run.fetch_add(1, Ordering::Relaxed);
+        let (done, mut finished) = oneshot::channel();
+        conn.active.fetch_add(1, Ordering::SeqCst);
+        conn.started.fetch_add(1, Ordering::SeqCst);
+        lock(&conn.runs).insert(
+            run,
+            RunSlot {
+                events: request.events,
+                approver: request.approver,
+                done,
+            },
+        );
+        let control = request.control;
+        let mut result = match conn.send(ToWorker::Run {
+            run,
+            session: request.session,
+            input: request.input,
+        }) {
+            Err(e) => {
+                lock(&conn.runs).remove(&run);
+                Err(e)
+            }
+            Ok(()) => {
+                let mut abort_sent = false;
+                let cancelled = control.cancel_token();
+                loop {
+                    tokio::select! {
+                        result = &mut finished => {
+                            break result.unwrap_or_else(|_| Err("the agent worker stopped".into()));
+                        }
+                        _ = cancelled.cancelled(), if !abort_sent => {
+                            abort_sent = true;
+                            let interrupted = control.is_interrupted();
+                            let _ = conn.send(ToWorker::Abort { run, interrupted });
+                        }
+                        _ = control.steered() => {
+                            for text in control.take_steer() {
+                                let _ = conn.send(ToWorker::Steer { run, text });
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        // Steering that arrived after the worker's last word runs next, like in-process.
+        if let Ok(outcome) = &mut result {
+            outcome.unconsumed_steer.extend(control.take_steer());
+        }
+        if conn.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.retire_later(conn.clone(), conn.started.load(Ordering::SeqCst));
+        }
+        result
+    }
+}
+
+/// Start a worker and wait for its `ready`.
+async fn spawn(command: &WorkerCommand) -> Result<Arc<Connection>, String> {
+    let mut child = tokio::process::Command::new(&command.program)
+        .args(&command.args)
+        // The agent never needs the bot token: it stays in the bot process.
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start the agent worker {}: {e}",
+                command.program.display()
+            )
+        })?;
+    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let _ = child.start_kill();
+        return Err("the agent worker's pipes were not set up".into());
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(READY_TIMEOUT, lines.next_line()).await;
+    let supports_images = match first {
+        Ok(Ok(Some(line))) => match decode::<FromWorker>(&line) {
+            Ok(FromWorker::Ready { supports_images }) => supports_images,
+            Ok(other) => {
+                let _ = child.start_kill();
+                return Err(format!("the agent worker began with {other:?}, not ready"));
+            }
+            Err(e) => {
+                let _ = child.start_kill();
+                return Err(format!("the agent worker: {e}"));
+            }
+        },
+        Ok(_) => {
+            // It exited while setting up; what went wrong is on its stderr (ours).
+            let status = child.wait().await.map_err(|e| e.to_string())?;
+            return Err(format!(
+                "the agent worker could not start ({status}); its error is above"
+            ));
+        }
+        Err(_) => {
+            let _ = child.start_kill();
+            return Err(format!(
+                "the agent worker was not ready within {READY_TIMEOUT:?}"
+            ));
+        }
+    };
+    let (tx, mut outgoing) = mpsc::unbounded_channel::<ToWorker>();
+    tokio::spawn(async move {
+        while let Some(message) = outgoing.recv().await {
+            let line = encode(&message);
+            if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                return;
+            }
+        }
+        // Every sender is gone: dropping stdin tells the worker to finish.
+    });
+    let conn = Arc::new(Connection {
+        tx: Mutex::new(Some(tx)),
+        runs: Mutex::new(HashMap::new()),
+        active: AtomicUsize::new(0),
+        started: AtomicU64::new(0),
+        supports_images,
+        gone: CancellationToken::new(),
+        exited: CancellationToken::new(),
+    });
+    tokio::spawn(read_replies(conn.clone(), lines, child));
+    Ok(conn)
+}
+
+/// Route the worker's messages until its output ends, then fail whatever still waits.
+async fn read_replies(
+    conn: Arc<Connection>,
+    mut lines: Lines<BufReader<ChildStdout>>,
+    mut child: Child,
+) {
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::error!("reading from the agent worker: {e}");
+                break;
+            }
+        };
+        match decode::<FromWorker>(&line) {
+            Ok(FromWorker::Event { run, event }) => {
+                let events = lock(&conn.runs).get(&run).map(|s| s.events.clone());
+                if let Some(events) = events {
+                    events(event);
+                }
+            }
+            Ok(FromWorker::Ask { run, ask, request }) => {
+                let approver = lock(&conn.runs).get(&run).map(|s| s.approver.clone());
+                let conn = conn.clone();
+                tokio::spawn(async move {
+                    let approval = match approver {
+                        Some(approver) => approver.approve(&request).await,
+                        None => {
+                            crate::tools::approval::Approval::Denied("the run has ended".into())
+                        }
+                    };
+                    let _ = conn.send(ToWorker::Answer { run, ask, approval });
+                });
+            }
+            Ok(FromWorker::Done { run, result }) => {
+                if let Some(slot) = lock(&conn.runs).remove(&run) {
+                    let _ = slot.done.send(result);
+                }
+            }
+            Ok(FromWorker::Ready { .. }) => {
+                tracing::error!("the agent worker said ready twice; stopping it");
+                let _ = child.start_kill();
+            }
+            Err(e) => {
+                // A worker that says something we cannot read is not trusted further.
+                tracing::error!("the agent worker: {e}; stopping it");
+                let _ = child.start_kill();
+            }
+        }
+    }
+    conn.gone.cancel();
+    conn.close();
+    let reason = match child.wait().await {
+        Ok(status) if status.success() => "the agent worker exited".to_string(),
+        Ok(status) => format!("the agent worker stopped ({status})"),
+        Err(e) => format!("the agent worker stopped (waiting for it failed: {e})"),
+    };
+    for (_, slot) in lock(&conn.runs).drain() {
+        let _ = slot.done.send(Err(reason.clone()));
+    }
+    conn.exited.cancel();
+}

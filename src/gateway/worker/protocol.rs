@@ -1,0 +1,158 @@
+//! The messages between the bot and its agent worker: one JSON object per line.
+
+use crate::agent::{AgentEvent, RunOutcome};
+use crate::llm::ContentBlock;
+use crate::tools::approval::{Approval, ApprovalRequest};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Bot → worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// Start a run; `run` names it in every later message.
+    Run {
+        run: u64,
+        session: String,
+        input: Vec<ContentBlock>,
+    },
+    /// `/stop`: abort the run; `interrupted`: warden is stopping, not the user.
+    Abort {
+        run: u64,
+        #[serde(default)]
+        interrupted: bool,
+    },
+    /// `/steer TEXT` for the run.
+    Steer { run: u64, text: String },
+    /// The user's answer to an approval the worker asked for.
+    Answer {
+        run: u64,
+        ask: u64,
+        approval: Approval,
+    },
+}
+
+/// Worker → bot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromWorker {
+    /// Sent once, after the worker built its agent (config, policy, keys, sandbox checked).
+    Ready {
+        supports_images: bool,
+    },
+    Event {
+        run: u64,
+        event: AgentEvent,
+    },
+    /// A policy `ask`: the bot shows it and sends back an [`ToWorker::Answer`].
+    Ask {
+        run: u64,
+        ask: u64,
+        request: ApprovalRequest,
+    },
+    /// The run ended; the error is the reason it could not finish.
+    Done {
+        run: u64,
+        result: Result<RunOutcome, String>,
+    },
+}
+
+/// One message as a line (JSON escapes every newline inside strings).
+pub fn encode<T: Serialize>(message: &T) -> String {
+    let mut line = serde_json::to_string(message).expect("protocol messages always serialize");
+    line.push('\n');
+    line
+}
+
+pub fn decode<T: DeserializeOwned>(line: &str) -> Result<T, String> {
+    serde_json::from_str(line.trim_end()).map_err(|e| format!("unreadable message ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::RunEnd;
+    use crate::audit::AuditDecision;
+    use std::time::Duration;
+
+    #[test]
+    fn every_message_is_one_line_and_reads_back_the_same() {
+        let to = vec![
+            ToWorker::Run {
+                run: 1,
+                session: "telegram:7".into(),
+                input: vec![ContentBlock::text("two\nlines")],
+            },
+            ToWorker::Abort {
+                run: 1,
+                interrupted: true,
+            },
+            ToWorker::Steer {
+                run: 1,
+                text: "also\nthis".into(),
+            },
+            ToWorker::Answer {
+                run: 1,
+                ask: 3,
+                approval: Approval::Denied("no answer within 120 s".into()),
+            },
+        ];
+        for message in to {
+            let line = encode(&message);
+            assert_eq!(line.matches('\n').count(), 1, "{line}");
+            assert_eq!(decode::<ToWorker>(&line).unwrap(), message);
+        }
+        let from = vec![
+            FromWorker::Ready {
+                supports_images: true,
+            },
+            FromWorker::Event {
+                run: 1,
+                event: AgentEvent::ToolEnd {
+                    id: "t1".into(),
+                    name: "bash".into(),
+                    decision: AuditDecision::Approved,
+                    is_error: false,
+                    duration: Duration::from_millis(1500),
+                },
+            },
+            FromWorker::Ask {
+                run: 1,
+                ask: 3,
+                request: ApprovalRequest {
+                    session: "telegram:7".into(),
+                    tool: "bash".into(),
+                    command: "rm -r old\nrm x".into(),
+                    reason: "deletes files".into(),
+                },
+            },
+            FromWorker::Done {
+                run: 1,
+                result: Ok(RunOutcome {
+                    text: "done".into(),
+                    end: RunEnd::Answered,
+                    iterations: 2,
+                    unconsumed_steer: vec!["late".into()],
+                    last_input_tokens: 10,
+                }),
+            },
+            FromWorker::Done {
+                run: 2,
+                result: Err("the model could not be reached".into()),
+            },
+        ];
+        for message in from {
+            let line = encode(&message);
+            assert_eq!(line.matches('\n').count(), 1, "{line}");
+            let back: FromWorker = decode(&line).unwrap();
+            assert_eq!(encode(&back), line);
+        }
+    }
+
+    #[test]
+    fn a_garbled_line_is_an_error_not_a_guess() {
+        assert!(decode::<ToWorker>("{\"type\":\"run\"}").is_err());
+        assert!(decode::<ToWorker>("{\"type\":\"format_disk\",\"run\":1}").is_err());
+        assert!(decode::<FromWorker>("not json").is_err());
+    }
+}

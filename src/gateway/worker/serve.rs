@@ -1,0 +1,184 @@
+//! The worker's side: read runs from the bot, run them with the agent, report back.
+
+use super::protocol::{decode, encode, FromWorker, ToWorker};
+use crate::agent::{Agent, AgentEvent, RunControl, RunRequest};
+use crate::tools::approval::{Approval, ApprovalRequest, Approver};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+/// Runs the worker knows about: how to stop each, and its unanswered approvals.
+#[derive(Default)]
+struct Runs {
+    runs: Mutex<HashMap<u64, RunEntry>>,
+}
+
+struct RunEntry {
+    control: RunControl,
+    asks: HashMap<u64, oneshot::Sender<Approval>>,
+}
+
+impl Runs {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, RunEntry>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Serve the bot until `input` ends (the bot closed the pipe or died): every run still going
+/// is then aborted, and this returns once they have stopped (at most `grace` later).
+pub async fn serve(
+    agent: Arc<Agent>,
+    supports_images: bool,
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    grace: Duration,
+) -> Result<(), String> {
+    let (out, outgoing) = mpsc::unbounded_channel::<FromWorker>();
+    let writer = tokio::spawn(write_lines(outgoing, output));
+    let _ = out.send(FromWorker::Ready { supports_images });
+    let runs = Arc::new(Runs::default());
+    let tasks = TaskTracker::new();
+    let mut lines = BufReader::new(input).lines();
+    let ended = loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(format!("reading from the bot: {e}")),
+        };
+        let message = match decode::<ToWorker>(&line) {
+            Ok(message) => message,
+            // Not a guess at what the bot meant: stop everything.
+            Err(e) => break Err(format!("from the bot: {e}")),
+        };
+        match message {
+            ToWorker::Run {
+                run,
+                session,
+                input,
+            } => {
+                let control = RunControl::new();
+                runs.lock().insert(
+                    run,
+                    RunEntry {
+                        control: control.clone(),
+                        asks: HashMap::new(),
+                    },
+                );
+                let request = RunRequest {
+                    session,
+                    input,
+                    approver: Arc::new(AskTheBot {
+                        run,
+                        runs: runs.clone(),
+                        out: out.clone(),
+                        control: control.clone(),
+                        next: AtomicU64::new(1),
+                    }),
+                    events: {
+                        let out = out.clone();
+                        Arc::new(move |event: AgentEvent| {
+                            let _ = out.send(FromWorker::Event { run, event });
+                        })
+                    },
+                    control,
+                };
+                let (agent, runs, out) = (agent.clone(), runs.clone(), out.clone());
+                tasks.spawn(async move {
+                    let result = agent.run(request).await.map_err(|e| e.to_string());
+                    runs.lock().remove(&run);
+                    let _ = out.send(FromWorker::Done { run, result });
+                });
+            }
+            ToWorker::Abort { run, interrupted } => {
+                if let Some(entry) = runs.lock().get(&run) {
+                    if interrupted {
+                        entry.control.interrupt();
+                    } else {
+                        entry.control.abort();
+                    }
+                }
+            }
+            ToWorker::Steer { run, text } => {
+                if let Some(entry) = runs.lock().get(&run) {
+                    entry.control.steer(text);
+                }
+            }
+            ToWorker::Answer { run, ask, approval } => {
+                let waiting = runs
+                    .lock()
+                    .get_mut(&run)
+                    .and_then(|entry| entry.asks.remove(&ask));
+                if let Some(tx) = waiting {
+                    let _ = tx.send(approval);
+                }
+            }
+        }
+    };
+    // Nobody is left to show results to: stop what runs (its sandboxed commands are killed).
+    for entry in runs.lock().values() {
+        entry.control.interrupt();
+    }
+    tasks.close();
+    if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+        tracing::warn!("agent worker: some runs did not stop within {grace:?} of the abort");
+    }
+    drop(out);
+    let _ = writer.await;
+    ended
+}
+
+async fn write_lines(
+    mut outgoing: mpsc::UnboundedReceiver<FromWorker>,
+    mut output: impl AsyncWrite + Unpin,
+) {
+    while let Some(message) = outgoing.recv().await {
+        let line = encode(&message);
+        if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
+            // The bot is gone; the reader sees the end of its input too.
+            return;
+        }
+    }
+}
+
+/// The approver a worker's run gets: the question goes to the bot, which shows the buttons.
+struct AskTheBot {
+    run: u64,
+    runs: Arc<Runs>,
+    out: mpsc::UnboundedSender<FromWorker>,
+    control: RunControl,
+    next: AtomicU64,
+}
+
+#[async_trait]
+impl Approver for AskTheBot {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let ask = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        match self.runs.lock().get_mut(&self.run) {
+            Some(entry) => entry.asks.insert(ask, tx),
+            None => return Approval::Denied("the run has ended".into()),
+        };
+        let sent = self.out.send(FromWorker::Ask {
+            run: self.run,
+            ask,
+            request: request.clone(),
+        });
+        if sent.is_err() {
+            return Approval::Denied("the bot is gone; nobody can answer".into());
+        }
+        let cancelled = self.control.cancel_token();
+        tokio::select! {
+            answer = rx => answer.unwrap_or_else(|_| {
+                Approval::Denied("the bot stopped before anyone answered".into())
+            }),
+            _ = cancelled.cancelled() => {
+                Approval::Denied("the run was stopped".into())
+            }
+        }
+    }
+}
