@@ -1,13 +1,15 @@
 //! `warden bot` costs, measured on the real binary against the fake Bot API and an instantly
 //! answering fake LLM (both on 127.0.0.1):
 //!
-//! - resident memory (VmRSS, and the peak VmHWM) of the idle bot after start-up, and again
-//!   after it has handled the messages below;
+//! - resident memory (VmRSS, and the peak VmHWM) of the idle bot after start-up (the gateway
+//!   process alone: no agent worker runs while nothing is asked), again after it has handled
+//!   the messages below (gateway and worker), and once the worker has stopped;
 //! - the overhead per message excluding the model: from the moment the fake hands the update
 //!   to the bot (getUpdates returns) until the answer's sendMessage arrives — one message at a
 //!   time, so nothing waits in a queue.
 //!
-//! `cargo bench --bench telegram_bot` (release build). `WARDEN_BENCH_MESSAGES` sets the count.
+//! `cargo bench --bench telegram_bot` (release build). `WARDEN_BENCH_MESSAGES` sets the count,
+//! `WARDEN_BENCH_WORKER_IDLE` the worker's idle seconds (default 3).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -51,7 +53,30 @@ fn main() {
     runtime.block_on(run(messages));
 }
 
+/// The bot's agent worker (`warden-full agent-worker`), if one runs.
+fn worker_of(bot: u32) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid: u32 = stat[stat.rfind(')')? + 2..]
+                .split(' ')
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (ppid == bot && String::from_utf8_lossy(&cmdline).contains("agent-worker"))
+                .then_some(pid)
+        })
+}
+
 async fn run(messages: usize) {
+    let idle_secs: u64 = std::env::var("WARDEN_BENCH_WORKER_IDLE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     let tg = FakeTelegram::start(TOKEN).await;
     let llm = FakeLlm::anthropic_with(|req: &Request| {
         Turn::text(format!("answer: {}", req.last_user_text()))
@@ -60,6 +85,7 @@ async fn run(messages: usize) {
     let home = tempfile::tempdir().unwrap();
     let mut env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
     env.extra = vec![("RUST_LOG".into(), "warn".into())];
+    env.write_config(&format!("[telegram]\nworker_idle_secs = {idle_secs}\n"));
     let started = Instant::now();
     let bot = BotProcess::start(&env);
     tg.wait_for_calls("getUpdates", 1, Duration::from_secs(30))
@@ -67,6 +93,7 @@ async fn run(messages: usize) {
     let ready = started.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = bot.pid();
+    assert_eq!(worker_of(pid), None, "no worker while idle");
     let idle_rss = status_kb(pid, "VmRSS:");
     let idle_hwm = status_kb(pid, "VmHWM:");
     let idle_threads = threads(pid);
@@ -74,7 +101,7 @@ async fn run(messages: usize) {
     let idle_file = status_kb(pid, "RssFile:");
 
     let mut overheads = Vec::with_capacity(messages);
-    for i in 0..messages {
+    for i in 0..=messages {
         let (update, _) = tg.push_text(OWNER, OWNER, &format!("message {i}"));
         let expected = format!("answer: message {i}");
         tg.wait_until("the answer", Duration::from_secs(30), |t| {
@@ -87,19 +114,34 @@ async fn run(messages: usize) {
         let served = tg.served_at(update).expect("the update was served");
         overheads.push(sent.duration_since(served));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Message 0 started the worker.
+    let cold = overheads.remove(0);
+    let worker = worker_of(pid).expect("a worker served the messages");
     let busy_rss = status_kb(pid, "VmRSS:");
     let busy_hwm = status_kb(pid, "VmHWM:");
+    let worker_rss = status_kb(worker, "VmRSS:");
+    let last_answer = Instant::now();
+    while worker_of(pid).is_some() {
+        assert!(
+            last_answer.elapsed() < Duration::from_secs(idle_secs + 30),
+            "the worker did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let retired_after = last_answer.elapsed();
+    let rested_rss = status_kb(pid, "VmRSS:");
     overheads.sort();
     let mean = overheads.iter().sum::<Duration>() / overheads.len() as u32;
 
     println!("warden bot (release), fake Bot API + instant fake LLM on 127.0.0.1");
-    println!("  start-up to first getUpdates: {ready:.1?}");
-    println!("  idle:  VmRSS {idle_rss} kB, VmHWM {idle_hwm} kB, {idle_threads} threads");
+    println!("  start-up to first getUpdates: {ready:.1?} (includes the worker's start-up check)");
+    println!("  idle (gateway only, no worker): VmRSS {idle_rss} kB, VmHWM {idle_hwm} kB, {idle_threads} threads");
     println!("         of which RssAnon {idle_anon} kB (heap, stacks), RssFile {idle_file} kB (mapped code and data of the binary and libc)");
-    println!("  after {messages} messages: VmRSS {busy_rss} kB, VmHWM {busy_hwm} kB");
+    println!("  first message, starting the worker: {cold:.2?}");
+    println!("  after {messages} more: gateway VmRSS {busy_rss} kB (VmHWM {busy_hwm} kB), worker VmRSS {worker_rss} kB");
+    println!("  worker stopped {retired_after:.1?} after the last answer (worker_idle_secs = {idle_secs}); gateway VmRSS then {rested_rss} kB");
     println!(
-        "  per message, update served → sendMessage received: median {:.2?}, p90 {:.2?}, p99 {:.2?}, mean {mean:.2?}",
+        "  per message with the worker up, update served → sendMessage received: median {:.2?}, p90 {:.2?}, p99 {:.2?}, mean {mean:.2?}",
         percentile(&overheads, 0.5),
         percentile(&overheads, 0.9),
         percentile(&overheads, 0.99),

@@ -5,7 +5,6 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use warden::cli;
 
 #[derive(Parser)]
@@ -31,7 +30,7 @@ fn main() -> ExitCode {
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if cli::front::subcommand(&args).is_some_and(|c| c == "jail") {
-        init_tracing();
+        warden::redact::init_level_logging();
         match Front::try_parse_from(&args) {
             Ok(Front {
                 config,
@@ -56,17 +55,4 @@ fn main() -> ExitCode {
     };
     eprintln!("warden: {e}");
     ExitCode::from(cli::EXIT_USAGE as u8)
-}
-
-/// Logs go to stderr, redacted, filtered by RUST_LOG's `target=level` directives (default:
-/// warnings). warden-full accepts the full filter syntax; the jail logs only by level.
-fn init_tracing() {
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|v| tracing_subscriber::filter::Targets::from_str(&v).ok())
-        .unwrap_or_else(|| {
-            tracing_subscriber::filter::Targets::new()
-                .with_default(tracing_subscriber::filter::LevelFilter::WARN)
-        });
-    warden::redact::init_logging(filter);
 }

@@ -28,7 +28,7 @@ pub fn register(secret: &str) {
 }
 
 /// Send every log line to stderr through [`LogWriter`] (colours only on a terminal), keeping
-/// what `filter` lets through. Both binaries log this way; only their filters differ.
+/// what `filter` lets through. Every binary logs this way; only their filters differ.
 pub fn init_logging<F>(filter: F)
 where
     F: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
@@ -43,6 +43,19 @@ where
                 .with_ansi(io::IsTerminal::is_terminal(&io::stderr())),
         )
         .init();
+}
+
+/// [`init_logging`] filtered by RUST_LOG's `target=level` directives (default: warnings),
+/// for the small binaries (the front, the bot's gateway): warden-full accepts the full filter
+/// syntax, whose parser (regular expressions) these do not link.
+pub fn init_level_logging() {
+    use std::str::FromStr;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| Targets::from_str(&v).ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::WARN));
+    init_logging(filter);
 }
 
 /// `text` with every registered secret replaced.

@@ -1,26 +1,10 @@
 //! `warden bot` (the front hands it here): the Telegram gateway, in a binary that links none
 //! of the agent. Runs are done by `warden-full agent-worker` processes it starts (see
-//! `warden::gateway::worker`). Anything but `warden bot` — `--help`, a typo — goes to
-//! `warden-full`, which owns the command line's help and errors.
+//! `warden::gateway::worker`). Anything but a plain `warden [--config FILE] bot` — `--help`, a
+//! typo — goes to `warden-full`, which owns the command line's help and errors.
 
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use warden::cli;
-
-#[derive(Parser)]
-#[command(name = "warden")]
-struct BotCli {
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    #[command(subcommand)]
-    command: BotCommand,
-}
-
-#[derive(Subcommand)]
-enum BotCommand {
-    Bot,
-}
 
 fn main() -> ExitCode {
     // The bot token is in this process: no core dumps, /proc entries readable by root only.
@@ -28,18 +12,12 @@ fn main() -> ExitCode {
         eprintln!("warden: cannot mark the process non-dumpable: {e}");
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let Ok(BotCli {
-        config,
-        command: BotCommand::Bot,
-    }) = BotCli::try_parse_from(&args)
-    else {
+    let Some(config) = cli::front::bot_invocation(&args) else {
         let e = cli::front::exec_full(&args);
         eprintln!("warden: {e}");
         return ExitCode::from(cli::EXIT_USAGE as u8);
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    warden::redact::init_logging(filter);
+    warden::redact::init_level_logging();
     match warden::bot::run(config.as_deref()) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

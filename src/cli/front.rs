@@ -10,6 +10,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,6 +37,28 @@ pub fn subcommand(args: &[OsString]) -> Option<&OsStr> {
         }
     }
     None
+}
+
+/// The config file of a plain `warden [--config FILE] bot [--config FILE]`, the only form
+/// `warden-bot` runs itself: `Some(None)` without `--config`. `None` for anything else
+/// (help, unknown flags), which warden-full reports.
+pub fn bot_invocation(args: &[OsString]) -> Option<Option<PathBuf>> {
+    let mut config = None;
+    let mut seen_bot = false;
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let bytes = arg.as_encoded_bytes();
+        if bytes == b"--config" {
+            config = Some(PathBuf::from(rest.next()?));
+        } else if let Some(path) = bytes.strip_prefix(b"--config=") {
+            config = Some(PathBuf::from(OsStr::from_bytes(path)));
+        } else if bytes == b"bot" && !seen_bot {
+            seen_bot = true;
+        } else {
+            return None;
+        }
+    }
+    seen_bot.then_some(config)
 }
 
 /// Where `warden-full` is: beside the running `warden` (symlinks to `warden` resolved).
@@ -104,6 +127,29 @@ mod tests {
         assert_eq!(subcommand(&args(&["warden", "-h"])), None);
         assert_eq!(subcommand(&args(&["warden"])), None);
         assert_eq!(subcommand(&args(&["warden", "--config"])), None);
+    }
+
+    #[test]
+    fn only_a_plain_bot_command_is_run_by_warden_bot() {
+        assert_eq!(bot_invocation(&args(&["warden", "bot"])), Some(None));
+        assert_eq!(
+            bot_invocation(&args(&["warden", "--config", "c.toml", "bot"])),
+            Some(Some(PathBuf::from("c.toml")))
+        );
+        assert_eq!(
+            bot_invocation(&args(&["warden", "bot", "--config=d.toml"])),
+            Some(Some(PathBuf::from("d.toml")))
+        );
+        for other in [
+            &["warden", "bot", "--help"][..],
+            &["warden", "bot", "bot"],
+            &["warden", "bot", "--config"],
+            &["warden", "--version"],
+            &["warden", "exec", "bot"],
+            &["warden"],
+        ] {
+            assert_eq!(bot_invocation(&args(other)), None, "{other:?}");
+        }
     }
 
     #[test]
