@@ -7,6 +7,7 @@ use anyhow::Context;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
+use tokio::net::unix::pipe;
 
 /// How long the worker waits for aborted runs to stop once the bot is gone.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
@@ -29,11 +30,15 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
         .build()?;
     let result = runtime.block_on(async {
         keep_running_on_signals()?;
-        let output = tokio::fs::File::from_std(std::fs::File::from(protocol));
+        // Both ends are pipes from the bot: read and written without a blocking thread.
+        let not_pipes = "agent-worker talks to `warden bot` over pipes; the bot starts it";
+        let output = pipe::Sender::from_owned_fd(protocol).context(not_pipes)?;
+        let stdin = nix::unistd::dup(std::io::stdin()).context("taking stdin")?;
+        let input = pipe::Receiver::from_owned_fd(stdin).context(not_pipes)?;
         let served = serve(
             app.agent.clone(),
             supports_images,
-            tokio::io::stdin(),
+            input,
             output,
             ABORT_GRACE,
         )
