@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Whole-process cost of starting a program in the host jail, in one run:
 #   warden jail -- /bin/true   vs   /bin/true   vs   bwrap (all namespaces) /bin/true
+# and, when a C compiler is present, the floor of any launcher: a static C program that only
+# vforks, execs /bin/true and waits (no sandbox at all).
 # Targets: warden ≤ 3 ms median and ≤ 0.3 × bwrap. Uses the release build.
 #
 #   benches/jail.sh            # 300 runs each (RUNS=N to change)
@@ -31,6 +33,26 @@ commands=(
 if ! command -v bwrap >/dev/null; then
     echo "bwrap is not installed: comparing with /bin/true only" >&2
     unset 'names[2]' 'commands[2]'
+    names=("${names[@]}")
+    commands=("${commands[@]}")
+fi
+cat >"$workdir/floor.c" <<'C'
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    char *argv[] = {"/bin/true", 0};
+    pid_t pid = vfork();
+    if (pid == 0) { execv(argv[0], argv); _exit(127); }
+    int status;
+    waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+}
+C
+if cc -O2 -static -o "$workdir/floor" "$workdir/floor.c" 2>/dev/null; then
+    names+=("C floor")
+    commands+=("$workdir/floor")
+else
+    echo "no static C toolchain: the launcher floor is not measured" >&2
 fi
 
 declare -A median_ms
@@ -66,6 +88,10 @@ echo "median wall time (ms):"
 for name in "${names[@]}"; do
     printf "  %-12s %s\n" "$name" "${median_ms[$name]}"
 done
+if [[ -n ${median_ms["C floor"]:-} && -n ${median_ms[bwrap]:-} ]]; then
+    floor_ratio=$(awk -v f="${median_ms["C floor"]}" -v b="${median_ms[bwrap]}" 'BEGIN { printf "%.2f", f / b }')
+    echo "C floor / bwrap = $floor_ratio (what any launcher costs before it sets up anything)"
+fi
 w=${median_ms["warden jail"]}
 # verdict VALUE LIMIT: "met" when VALUE ≤ LIMIT.
 verdict() { if awk -v v="$1" -v l="$2" 'BEGIN { exit !(v + 0 <= l + 0) }'; then echo "met"; else echo "NOT met"; fi; }

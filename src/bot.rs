@@ -103,7 +103,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
     // Refuse before starting anything: no token, or nobody allowed.
     telegram::check_config(&config.telegram).map_err(anyhow::Error::msg)?;
     // Two threads whatever the machine: the gateway mostly waits, and each thread costs memory
-    // (a stack) for as long as the bot runs.
+    // (a stack, a malloc arena) for as long as the bot runs.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
