@@ -100,7 +100,7 @@ impl WorkerAgent {
     /// Start a worker to see that it can build its agent (the config, policy, keys and sandbox
     /// are checked there), then stop it. Returns whether the model takes images.
     pub async fn check(&self) -> Result<bool, String> {
-        let conn = self.connection().await?;
+        let conn = self.connection(false).await?;
         let supports_images = conn.supports_images;
         self.retire(&conn, conn.started.load(Ordering::SeqCst))
             .await;
@@ -135,13 +135,22 @@ impl WorkerAgent {
         }
     }
 
-    async fn connection(&self) -> Result<Arc<Connection>, String> {
+    /// The live worker, started if there is none. With `for_run`, the run is counted under
+    /// the same lock, so an idle timer firing right now cannot retire the worker under it.
+    async fn connection(&self, for_run: bool) -> Result<Arc<Connection>, String> {
         let mut live = self.shared.live.lock().await;
-        if let Some(conn) = live.as_ref().filter(|c| !c.gone.is_cancelled()) {
-            return Ok(conn.clone());
+        let conn = match live.as_ref().filter(|c| !c.gone.is_cancelled()) {
+            Some(conn) => conn.clone(),
+            None => {
+                let conn = spawn(&self.shared.command).await?;
+                *live = Some(conn.clone());
+                conn
+            }
+        };
+        if for_run {
+            conn.active.fetch_add(1, Ordering::SeqCst);
+            conn.started.fetch_add(1, Ordering::SeqCst);
         }
-        let conn = spawn(&self.shared.command).await?;
-        *live = Some(conn.clone());
         Ok(conn)
     }
 
@@ -172,11 +181,9 @@ impl WorkerAgent {
 #[async_trait]
 impl AgentRunner for WorkerAgent {
     async fn run(&self, request: RunRequest) -> Result<RunOutcome, String> {
-        let conn = self.connection().await?;
+        let conn = self.connection(true).await?;
         let run = self.shared.next_run.fetch_add(1, Ordering::Relaxed);
         let (done, mut finished) = oneshot::channel();
-        conn.active.fetch_add(1, Ordering::SeqCst);
-        conn.started.fetch_add(1, Ordering::SeqCst);
         lock(&conn.runs).insert(
             run,
             RunSlot {
