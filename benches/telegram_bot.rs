@@ -17,6 +17,7 @@ mod support;
 use std::time::{Duration, Instant};
 use support::fake_llm::{FakeLlm, Request, Turn};
 use support::fake_telegram::FakeTelegram;
+use support::procs::worker_of;
 use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
 
 fn status_kb(pid: u32, field: &str) -> u64 {
@@ -51,25 +52,6 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(run(messages));
-}
-
-/// The bot's agent worker (`warden-full agent-worker`), if one runs.
-fn worker_of(bot: u32) -> Option<u32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid: u32 = stat[stat.rfind(')')? + 2..]
-                .split(' ')
-                .nth(1)?
-                .parse()
-                .ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            (ppid == bot && String::from_utf8_lossy(&cmdline).contains("agent-worker"))
-                .then_some(pid)
-        })
 }
 
 async fn run(messages: usize) {

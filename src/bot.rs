@@ -18,9 +18,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// File name of the program that runs agents (`warden-full agent-worker`), beside this one.
-pub const WORKER_BINARY: &str = crate::cli::front::FULL_BINARY;
-
 /// What the gateway needs.
 pub struct BotApp {
     pub config: Config,
@@ -41,9 +38,8 @@ impl BotApp {
     /// Start a worker once to check the whole setup (config, policy, keys, sandbox), then
     /// build the gateway's part. `config_path` is passed on to the worker.
     pub async fn build(config: Config, config_path: Option<&Path>) -> anyhow::Result<BotApp> {
-        let program = std::env::current_exe()
-            .context("locating warden itself")?
-            .with_file_name(WORKER_BINARY);
+        // Agents run in `warden-full agent-worker`, beside this binary.
+        let program = crate::cli::front::full_binary().context("locating warden itself")?;
         let mut args: Vec<OsString> = Vec::new();
         if let Some(path) = config_path {
             args.push("--config".into());

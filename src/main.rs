@@ -29,7 +29,8 @@ fn main() -> ExitCode {
         eprintln!("warden: cannot mark the process non-dumpable: {e}");
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if cli::front::subcommand(&args).is_some_and(|c| c == "jail") {
+    let subcommand = cli::front::subcommand(&args);
+    if subcommand.is_some_and(|c| c == "jail") {
         warden::redact::init_level_logging();
         match Front::try_parse_from(&args) {
             Ok(Front {
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    let e = if cli::front::subcommand(&args).is_some_and(|c| c == "bot") {
+    let e = if subcommand.is_some_and(|c| c == "bot") {
         cli::front::exec_sibling(cli::front::BOT_BINARY, &args)
     } else {
         cli::front::exec_full(&args)

@@ -8,16 +8,28 @@ mod common;
 use common::Env;
 use std::process::Command;
 
+/// A config file whose secret shows if anything prints it.
+fn write_secret_config(path: &std::path::Path) {
+    std::fs::write(path, "[telegram]\ntoken = \"fake-bot-token-OWNFILES\"\n").unwrap();
+}
+
 /// A home holding warden's data directory with a config full of secrets.
 fn home_with_secrets(env: &Env) -> std::path::PathBuf {
     let home = env.outside("home");
     std::fs::create_dir_all(home.join(".warden")).unwrap();
-    std::fs::write(
-        home.join(".warden/config.toml"),
-        "[telegram]\ntoken = \"fake-bot-token-OWNFILES\"\n",
-    )
-    .unwrap();
+    write_secret_config(&home.join(".warden/config.toml"));
     home
+}
+
+/// Refused before anything ran (exit 125, no secret on stdout), with every `reason` part on
+/// stderr.
+fn assert_refused(out: &std::process::Output, reason: &[&str]) {
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("OWNFILES"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for part in reason {
+        assert!(stderr.contains(part), "{stderr}");
+    }
 }
 
 #[test]
@@ -29,21 +41,13 @@ fn a_readable_root_holding_the_data_directory_is_refused() {
     // The default data directory is ~/.warden.
     cmd.env("HOME", &home);
     let out = cmd.output().unwrap();
-    assert_eq!(out.status.code(), Some(125), "{out:?}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("OWNFILES"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("readable sandbox root"), "{stderr}");
-    assert!(stderr.contains("warden's data directory"), "{stderr}");
+    assert_refused(&out, &["readable sandbox root", "warden's data directory"]);
 }
 
 #[test]
 fn exec_refuses_a_workspace_holding_the_config_file() {
     let env = Env::new();
-    std::fs::write(
-        env.ws.join("config.toml"),
-        "[telegram]\ntoken = \"fake-bot-token-OWNFILES\"\n",
-    )
-    .unwrap();
+    write_secret_config(&env.ws.join("config.toml"));
     let out = Command::new(env!("CARGO_BIN_EXE_warden"))
         .env("WARDEN_CONFIG", env.ws.join("config.toml"))
         .args(["exec", "--workspace"])
@@ -51,11 +55,7 @@ fn exec_refuses_a_workspace_holding_the_config_file() {
         .args(["--", "cat config.toml"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125), "{out:?}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("OWNFILES"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("writable sandbox root"), "{stderr}");
-    assert!(stderr.contains("config file"), "{stderr}");
+    assert_refused(&out, &["writable sandbox root", "config file"]);
 }
 
 #[test]
@@ -90,19 +90,12 @@ fn a_relative_config_path_is_found_where_warden_reads_it() {
     // `WARDEN_CONFIG=config.toml` from inside the workspace: the file warden reads is the
     // workspace's, whatever the path's spelling.
     let env = Env::new();
-    std::fs::write(
-        env.ws.join("config.toml"),
-        "[telegram]\ntoken = \"fake-bot-token-OWNFILES\"\n",
-    )
-    .unwrap();
+    write_secret_config(&env.ws.join("config.toml"));
     let out = Command::new(env!("CARGO_BIN_EXE_warden"))
         .current_dir(&env.ws)
         .env("WARDEN_CONFIG", "config.toml")
         .args(["jail", "--", "cat", "config.toml"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125), "{out:?}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("OWNFILES"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("config file"), "{stderr}");
+    assert_refused(&out, &["config file"]);
 }

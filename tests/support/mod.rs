@@ -9,6 +9,7 @@ pub mod deliver;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_telegram;
+pub mod procs;
 pub mod refused;
 pub mod skills;
 pub mod warden_bot;

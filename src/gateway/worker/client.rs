@@ -3,15 +3,15 @@
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{EventFn, RunOutcome, RunRequest};
-use crate::gateway::AgentRunner;
-use crate::tools::approval::Approver;
+use crate::gateway::{lock, AgentRunner};
+use crate::tools::approval::{Approval, Approver};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
@@ -64,10 +64,6 @@ struct RunSlot {
     done: oneshot::Sender<Result<RunOutcome, String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Connection {
     fn send(&self, message: ToWorker) -> Result<(), String> {
         match &*lock(&self.tx) {
@@ -108,16 +104,6 @@ impl WorkerAgent {
             .await
             .map_err(|_| "the agent worker did not exit after its start-up check".to_string())?;
         Ok(supports_images)
-    }
-
-    /// Whether a worker process is up (for tests and the bot's status).
-    pub async fn is_running(&self) -> bool {
-        self.shared
-            .live
-            .lock()
-            .await
-            .as_ref()
-            .is_some_and(|c| !c.gone.is_cancelled())
     }
 
     /// Stop the worker (its runs are aborted) and wait up to `grace` for it to exit, so the
@@ -334,9 +320,7 @@ async fn read_replies(
                 tokio::spawn(async move {
                     let approval = match approver {
                         Some(approver) => approver.approve(&request).await,
-                        None => {
-                            crate::tools::approval::Approval::Denied("the run has ended".into())
-                        }
+                        None => Approval::Denied("the run has ended".into()),
                     };
                     let _ = conn.send(ToWorker::Answer { run, ask, approval });
                 });

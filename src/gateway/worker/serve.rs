@@ -2,6 +2,7 @@
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{Agent, AgentEvent, RunControl, RunRequest};
+use crate::gateway::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ struct RunEntry {
 
 impl Runs {
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, RunEntry>> {
-        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.runs)
     }
 }
 
