@@ -55,9 +55,10 @@ fn print_human(out: &mut impl Write, verdict: &Verdict) -> std::io::Result<()> {
 }
 
 /// One command per input line, one JSON decision per output line, same order. An empty line
-/// gets a deny line too, so outputs stay aligned with inputs.
+/// gets a deny line too, so outputs stay aligned with inputs; so does a line that is not valid
+/// UTF-8 (it is denied with the reason; the batch goes on).
 fn batch_check(checker: &mut Checker, source: &Path) -> anyhow::Result<i32> {
-    let input: Box<dyn BufRead> = if source == Path::new("-") {
+    let mut input: Box<dyn BufRead> = if source == Path::new("-") {
         Box::new(std::io::stdin().lock())
     } else {
         Box::new(std::io::BufReader::new(
@@ -67,10 +68,30 @@ fn batch_check(checker: &mut Checker, source: &Path) -> anyhow::Result<i32> {
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
-    for line in input.lines() {
-        let line = line?;
-        let verdict = checker.check(&line);
-        serde_json::to_writer(&mut out, &verdict.to_json())?;
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        if input.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        if raw.last() == Some(&b'\n') {
+            raw.pop();
+            if raw.last() == Some(&b'\r') {
+                raw.pop();
+            }
+        }
+        let json = match std::str::from_utf8(&raw) {
+            Ok(line) => checker.check(line).to_json(),
+            Err(e) => serde_json::json!({
+                "decision": "deny",
+                "reason": format!(
+                    "the line is not valid UTF-8 (byte {} of the line): a command must be text",
+                    e.valid_up_to()
+                ),
+                "commands": [],
+            }),
+        };
+        serde_json::to_writer(&mut out, &json)?;
         out.write_all(b"\n")?;
     }
     out.flush()?;

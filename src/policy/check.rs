@@ -16,13 +16,10 @@ use super::{Decision, Denial, Policy, Verdict};
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Directories a program named by absolute path may come from.
 const SYSTEM_BIN_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
-
-/// A parse that takes longer than this is abandoned (pathological input).
-const PARSE_BUDGET: Duration = Duration::from_millis(200);
 
 pub struct Checker {
     policy: Arc<Policy>,
@@ -149,7 +146,7 @@ impl Checker {
     }
 
     fn parse(&mut self, source: &str) -> Result<grammar::RawScript, Denial> {
-        let deadline = Instant::now() + PARSE_BUDGET;
+        let deadline = Instant::now() + self.policy.settings().parse_budget;
         let mut progress = |_: &tree_sitter::ParseState| {
             if Instant::now() > deadline {
                 ControlFlow::Break(())
@@ -167,6 +164,11 @@ impl Checker {
             .bytes()
             .map(|b| if b.is_ascii() { b } else { b'x' })
             .collect();
+        // A parse given up for time leaves the parser mid-way: without a reset the next call
+        // resumes that parse instead of starting this one (and decided the next command with
+        // the old command's tree, or panicked). Reset before every parse, not only after a
+        // cancel, so no earlier state can ever leak into a decision.
+        self.parser.reset();
         let tree = self
             .parser
             .parse_with_options(

@@ -33,6 +33,8 @@ pub struct SettingsFile {
     pub max_glob_matches: Option<usize>,
     /// `deny` (default) or `ask` for programs the policy does not list.
     pub unknown_programs: Option<Decision>,
+    /// A parse that takes longer than this many milliseconds is given up (denied).
+    pub parse_budget_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -53,6 +55,7 @@ pub struct Settings {
     pub max_args: usize,
     pub max_glob_matches: usize,
     pub unknown_programs: Decision,
+    pub parse_budget: std::time::Duration,
 }
 
 /// What the rules say about one program (or one subcommand of it).
@@ -425,12 +428,18 @@ impl Settings {
             max_args: 4096,
             max_glob_matches: 1000,
             unknown_programs: Decision::Deny,
+            parse_budget: std::time::Duration::from_millis(200),
         });
         Settings {
             max_input_bytes: file.max_input_bytes.unwrap_or(base.max_input_bytes),
             max_args: file.max_args.unwrap_or(base.max_args),
             max_glob_matches: file.max_glob_matches.unwrap_or(base.max_glob_matches),
             unknown_programs: file.unknown_programs.unwrap_or(base.unknown_programs),
+            // Capped at a minute: the budget bounds how long one check can hold a caller.
+            parse_budget: file
+                .parse_budget_ms
+                .map(|ms| std::time::Duration::from_millis(ms.min(60_000)))
+                .unwrap_or(base.parse_budget),
         }
     }
 }
