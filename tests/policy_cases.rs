@@ -4,8 +4,11 @@
 //! /etc, a benign `.git`, and a repository whose config sets `core.fsmonitor`; `~` is a fake
 //! home outside the workspace holding `.ssh/id_rsa`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use support::archives::{self, Member};
 use warden::policy::{Checker, Decision, Policy};
 
 use Decision::{Allow, Ask, Deny};
@@ -39,6 +42,13 @@ fn fixture() -> Fixture {
     ] {
         std::fs::write(ws.join(file), text).unwrap();
     }
+    archives::write(
+        &ws.join("backup.tgz"),
+        &[
+            Member::Dir("src"),
+            Member::File("src/main.rs", "fn main() {}\n"),
+        ],
+    );
     std::fs::write(r.join("secret"), "s3cret\n").unwrap();
     std::fs::create_dir_all(r.join("home/.ssh")).unwrap();
     std::fs::write(r.join("home/.ssh/id_rsa"), "KEY\n").unwrap();
@@ -270,7 +280,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     (
         "sort --outp=/etc/x notes.txt",
         Deny,
-        "writing /etc/x is not allowed",
+        "write the flag in full",
     ),
     (
         "sort -o/etc/x notes.txt",

@@ -32,6 +32,30 @@ fn fixture() -> &'static Fixture {
         std::os::unix::fs::symlink(r.join("secret"), ws.join("link_secret")).unwrap();
         std::os::unix::fs::symlink("/etc", ws.join("escape")).unwrap();
         std::os::unix::fs::symlink(r.join("home"), ws.join("homelink")).unwrap();
+        // What a red team used: git config and attributes to copy or extract into place, a
+        // hard link to .git/config, symlinks through which `cd ..` differs, file lists.
+        for dir in [
+            ".git",
+            "cfgcopy/git",
+            "repo-copy/.git",
+            "attrs",
+            "sub/deeper",
+        ] {
+            std::fs::create_dir_all(ws.join(dir)).unwrap();
+        }
+        for (file, text) in [
+            (".git/config", "[core]\n\tbare = false\n"),
+            ("cfgcopy/git/config", "[core]\n# x \\\n\tpager = sh\n"),
+            ("repo-copy/.git/config", "[core]\n\tbare = false\n"),
+            ("attrs/.gitattributes", "* filter=x\n"),
+            ("names0", "notes.txt\0../secret\0"),
+            ("names.txt", "notes.txt\n/etc/shadow\n"),
+        ] {
+            std::fs::write(ws.join(file), text).unwrap();
+        }
+        std::os::unix::fs::symlink(".git", ws.join("gitlink")).unwrap();
+        std::os::unix::fs::symlink("sub/deeper", ws.join("deep")).unwrap();
+        std::fs::hard_link(ws.join(".git/config"), ws.join("hardlinked.txt")).unwrap();
         let secrets = vec![
             r.join("secret"),
             r.join("home/.ssh/id_rsa"),
@@ -57,7 +81,8 @@ fn checker() -> Checker {
 const PROGRAMS: &[&str] = &[
     "ls", "cat", "grep", "sort", "sed", "find", "git", "echo", "cp", "mv", "rm", "tar", "head",
     "wc", "tee", "chmod", "printf", "uniq", "diff", "touch", "mkdir", "cd", "sh", "bash",
-    "python3", "env", "xargs", "awk", "curl", "eval", "/bin/cat", "./run", "c\\at", "s\\h",
+    "python3", "env", "xargs", "awk", "curl", "eval", "/bin/cat", "./run", "c\\at", "s\\h", "xxd",
+    "du", "file", "jq",
 ];
 const FLAGS: &[&str] = &[
     "-l",
@@ -80,6 +105,20 @@ const FLAGS: &[&str] = &[
     "-o/tmp/x",
     "--file=/etc/shadow",
     "-r",
+    "-R",
+    "-ps",
+    "-s",
+    "--outp",
+    "--lab",
+    "--files0-from=names0",
+    "--files0-from",
+    "-T",
+    "--transform=s/x/.git/",
+    "-i'../*'",
+    "-i.git/*",
+    "--parents",
+    "-t",
+    "-l",
 ];
 const PATHS: &[&str] = &[
     "notes.txt",
@@ -108,6 +147,21 @@ const PATHS: &[&str] = &[
     ".",
     "..",
     "/",
+    ".gitattributes",
+    "src/.gitattributes",
+    ".config",
+    ".config/git/config",
+    ".gitconfig",
+    "cfgcopy",
+    "cfgcopy/git",
+    "repo-copy",
+    "attrs",
+    "gitlink/config",
+    "hardlinked.txt",
+    "names0",
+    "names.txt",
+    "deep/..",
+    "deep",
 ];
 const VALUES: &[&str] = &[
     "x", "TODO", "s/a/b/", "s/a/b/e", "e id", "w out", "1,5p", "*.rs", "a b", "{a,b}", "$(id)",
@@ -198,7 +252,17 @@ fn script() -> impl Strategy<Value = String> {
         proptest::sample::select(VALUES),
     )
         .prop_map(|(target, body)| format!("cat <<'EOF' > {target}\n{body}\nEOF"));
-    let step = prop_oneof![4 => pipeline, 1 => heredoc];
+    let copy = (
+        proptest::sample::select(&["cp -r", "cp -R", "mv", "cp -a", "cp -r --parents"][..]),
+        proptest::sample::select(&["cfgcopy", "cfgcopy/git", "repo-copy", "attrs", "src"][..]),
+        proptest::sample::select(&[".config", ".", "out", "sub", ".config/git", "newdir"][..]),
+    )
+        .prop_map(|(cp, from, to)| format!("{cp} {from} {to}"));
+    let cd = proptest::sample::select(
+        &["cd deep", "cd deep/..", "cd ..", "cd sub", "cd -P deep/.."][..],
+    )
+    .prop_map(str::to_string);
+    let step = prop_oneof![4 => pipeline, 1 => heredoc, 1 => copy, 1 => cd];
     (
         proptest::collection::vec(step, 1..4),
         proptest::collection::vec(
@@ -264,6 +328,42 @@ fn the_generator_reaches_all_three_decisions() {
     );
     assert!(seen.contains(&Decision::Deny));
     assert!(seen.contains(&Decision::Ask));
+}
+
+#[test]
+fn long_inputs_that_hit_the_parse_budget_leave_the_checker_sound() {
+    // One checker, a tiny parse budget: commands given up for time never change how the next
+    // command is decided (the parser once resumed the abandoned parse).
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let fx = fixture();
+    let policy = Policy::from_user_toml(
+        "[settings]\nmax_input_bytes = 8388608\nparse_budget_ms = 20\n",
+        "t",
+    )
+    .unwrap();
+    let mut slow = Arc::new(policy)
+        .checker(&fx.workspace, &[], &fx.home)
+        .unwrap();
+    let mut fresh = checker();
+    let mut runner = TestRunner::deterministic();
+    let long = format!("echo {}", "'a' \"b\" ".repeat(300_000));
+    for _ in 0..200 {
+        let command = script().new_tree(&mut runner).unwrap().current();
+        assert_eq!(slow.check(&long).decision, Decision::Deny);
+        let verdict = slow.check(&command);
+        let expected = fresh.check(&command);
+        if verdict.reason.contains("took too long") {
+            continue; // a loaded machine may give up a short parse too; that is a denial
+        }
+        assert_eq!(
+            (verdict.decision, &verdict.reason),
+            (expected.decision, &expected.reason),
+            "{command:?}"
+        );
+        invariant::verify(&verdict, slow.policy(), slow.paths(), &fx.secrets)
+            .unwrap_or_else(|v| panic!("{command:?} was {} but {v}", verdict.decision));
+    }
 }
 
 #[test]

@@ -3,11 +3,13 @@
 //! building the IR the executor will run. The first denial wins; `ask` reasons are collected.
 
 use super::analyzers::{self, AnalyzerContext};
+use super::copies;
 use super::expand::Expander;
 use super::grammar::{self, RawCommand};
 use super::ir::{
     Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, Step,
 };
+use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
 use super::syntax::{self, RawTarget, RedirectOp};
@@ -109,6 +111,10 @@ impl Checker {
         if source.contains('\0') {
             return Err(Denial::new("the command contains a NUL byte"));
         }
+        // bash's `cd` is logical: it tracks $PWD as text (`cd link/..` goes back to where it
+        // started), while warden's executor changes directory physically. The logical cwd is
+        // followed beside the physical one so a `cd` on which the two disagree is refused.
+        let mut logical_cwd = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         let mut cwd = self.paths.check(cwd, ".", Access::Read).map_err(|d| {
             Denial::new(format!(
                 "the working directory is not allowed: {}",
@@ -129,6 +135,7 @@ impl Checker {
             for raw_command in &step.commands {
                 let checked = self.command(raw_command, &cwd, in_pipeline, earlier_writes)?;
                 if let Some(Builtin::Cd(target)) = &checked.command.builtin {
+                    logical_cwd = logical_cd(&logical_cwd, &checked.command.argv, target)?;
                     cwd = target.clone();
                 }
                 earlier_writes |= checked.writes;
@@ -269,6 +276,15 @@ impl Checker {
                 path: resolved,
                 access: *access,
             });
+        }
+        if rule.copies {
+            copies::check(&name, args, &analysis, cwd, &self.paths)?;
+        }
+        for list in &analysis.lists {
+            for (path, access) in lists::check(list, &name, cwd, &self.paths, earlier_writes)? {
+                writes |= access != Access::Read;
+                paths.push(CheckedPath { path, access });
+            }
         }
         asks.extend(analysis.ask);
         let argv = analysis.argv.unwrap_or(argv);
@@ -495,6 +511,42 @@ impl Checker {
             }
         }
         Ok((out, writes))
+    }
+}
+
+/// bash's `cd DIR` (logical, the default): the new $PWD is the old one joined with DIR and
+/// `..` removed as text, and the directory entered is whatever that text resolves to. Refuse
+/// when that is not `target`, where warden's executor (and the path checks) will be: the two
+/// would run the rest of the string in different places. `cd -P` is physical in both.
+fn logical_cd(
+    logical_cwd: &Path,
+    argv: &[String],
+    target: &Path,
+) -> Result<std::path::PathBuf, Denial> {
+    let physical = argv[1..]
+        .iter()
+        .take_while(|a| a.as_str() != "--")
+        .any(|a| a == "-P");
+    if physical {
+        return Ok(target.to_path_buf());
+    }
+    let Some(dir) = argv[1..]
+        .iter()
+        .rev()
+        .find(|a| !a.starts_with('-') || *a == "-")
+    else {
+        return Ok(target.to_path_buf());
+    };
+    let logical = super::paths::lexically_normal(&logical_cwd.join(dir));
+    match super::paths::resolve(&logical, false) {
+        Ok(entered) if entered == target => Ok(logical),
+        _ => Err(Denial::new(format!(
+            "cd {dir}: bash's cd follows the path as written ({}) while the directory it names \
+             through a symbolic link is {}; name the directory without a link followed by `..`, \
+             or use cd -P",
+            logical.display(),
+            target.display()
+        ))),
     }
 }
 

@@ -5,7 +5,10 @@
 //! For an allowed (or asked) verdict: every program is listed and not denied (or unlisted
 //! programs are set to `ask`); every cwd, `cd` target, checked path and redirection file lies
 //! inside the roots (writes inside a writable root) or is a permitted device; and no argument
-//! of a program whose arguments may be paths resolves to one of the given secret files.
+//! of a program whose arguments may be paths resolves to one of the given secret files; no
+//! write lands where git reads config or attributes (`.git/`, `.gitattributes`, the root's
+//! `.gitconfig` and `.config/git`), nor does a directory a copying program (`cp`, `mv`) copies
+//! hold one.
 
 use super::ir::{Builtin, RedirectTarget};
 use super::paths::{resolve, Access, PathPolicy};
@@ -14,6 +17,55 @@ use super::{Decision, Policy, Verdict};
 use std::path::{Path, PathBuf};
 
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
+
+/// Names whose contents git reads as configuration or attributes.
+const GIT_NAMES: &[&str] = &[".git", ".gitattributes"];
+
+/// A written path must not be one git reads config or attributes from.
+fn git_reads(path: &Path, paths: &PathPolicy) -> Result<(), String> {
+    let hit = path
+        .components()
+        .any(|c| GIT_NAMES.iter().any(|n| c.as_os_str() == *n));
+    let global = paths.write_roots().iter().any(|root| {
+        path.starts_with(root.join(".gitconfig")) || path.starts_with(root.join(".config/git"))
+    });
+    if hit || global {
+        return Err(format!(
+            "{} is written, and git reads its configuration there",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// A directory tree copied by cp or mv must not carry git config or attributes along.
+fn copied_tree_is_clean(root: &Path) -> Result<(), String> {
+    let mut stack = vec![root.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > 100_000 {
+                return Ok(());
+            }
+            let name = entry.file_name();
+            if GIT_NAMES.iter().any(|n| name == *n) || name == ".gitconfig" {
+                return Err(format!(
+                    "copying {} carries {} along",
+                    root.display(),
+                    entry.path().display()
+                ));
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok(())
+}
 
 /// `Err` describes the first violated invariant.
 pub fn verify(
@@ -55,6 +107,9 @@ pub fn verify(
         recheck(&command.cwd, Access::Read)?;
         for checked in &command.paths {
             recheck(&checked.path, checked.access)?;
+            if checked.access != Access::Read {
+                git_reads(&checked.path, paths)?;
+            }
         }
         for redirect in &command.redirects {
             if let RedirectTarget::File { path, mode } = &redirect.target {
@@ -63,6 +118,19 @@ pub fn verify(
                     _ => Access::Write,
                 };
                 recheck(path, access)?;
+                if access == Access::Write && !device(path) {
+                    git_reads(path, paths)?;
+                }
+            }
+        }
+        let copies = command
+            .argv
+            .first()
+            .and_then(|a| policy.rule(a.rsplit('/').next().unwrap_or(a)))
+            .is_some_and(|r| r.copies);
+        if copies {
+            for source in command.paths.iter().filter(|c| c.access != Access::Write) {
+                copied_tree_is_clean(&source.path)?;
             }
         }
         if let Some(Builtin::Cd(target)) = &command.builtin {

@@ -6,10 +6,12 @@
 
 mod analyzers;
 mod check;
+mod copies;
 mod expand;
 mod grammar;
 pub mod invariant;
 pub mod ir;
+mod lists;
 pub mod paths;
 pub mod rules;
 mod syntax;

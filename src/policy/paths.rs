@@ -214,6 +214,9 @@ impl PathPolicy {
                         "writing {path} is not allowed: {reason}"
                     )));
                 }
+                if access == Access::Write {
+                    refuse_hard_linked(path, &resolved)?;
+                }
                 Ok(resolved)
             }
         }
@@ -240,7 +243,25 @@ fn device(path: &Path, access: Access) -> Option<PathBuf> {
     ok.then_some(normal)
 }
 
-/// Inside a writable root, places whose contents run programs later.
+/// A file with several hard links has other names, which may be protected (`.git/config`
+/// linked as `notes.txt` by an archive); writing through this name would change them too.
+fn refuse_hard_linked(path: &str, resolved: &Path) -> Result<(), Denial> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(resolved) {
+        Ok(meta) if meta.is_file() && meta.nlink() > 1 => Err(Denial::new(format!(
+            "writing {path} is not allowed: the file has {} hard links, so writing it changes \
+             every other name of it too, and one may be a file the policy protects (.git/config); \
+             write a copy instead",
+            meta.nlink()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Inside a writable root, places whose contents make git run programs later: anything under
+/// a `.git` (config, hooks; a `.git` file points git at another directory), any
+/// `.gitattributes` (names filter and diff drivers), and git's global config, which is in the
+/// root because the jail's HOME is the workspace.
 fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
     let rel = resolved.strip_prefix(root).ok()?;
     if rel
@@ -249,6 +270,16 @@ fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
     {
         return Some(
             "files under .git/ (config, hooks) make git run programs; the policy keeps them \
+             read-only"
+                .into(),
+        );
+    }
+    if rel
+        .components()
+        .any(|c| c.as_os_str() == OsStr::new(".gitattributes"))
+    {
+        return Some(
+            ".gitattributes names the filter and diff programs git runs; the policy keeps it \
              read-only"
                 .into(),
         );
@@ -266,7 +297,7 @@ fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
 }
 
 /// `.` and `..` removed without touching the filesystem (only for messages and devices).
-fn lexically_normal(path: &Path) -> PathBuf {
+pub(crate) fn lexically_normal(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for comp in path.components() {
         match comp {

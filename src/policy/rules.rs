@@ -3,7 +3,10 @@
 //!
 //! Unknown or ambiguous arguments are always treated the stricter way: a positional that might
 //! be a path is checked as one, an unknown `--flag=value` has its value checked as a read path,
-//! and a GNU-style abbreviation of a denied long flag (`--outp` for `--output`) is that flag.
+//! a GNU-style abbreviation of a denied long flag (`--compress-prog`) is that flag, and an
+//! abbreviation of any other listed flag is refused: the policy does not know the program's
+//! whole flag set, so `--outp` might be another, unlisted flag (one that takes no value, making
+//! the next argument a path the policy would never have checked).
 
 use super::paths::Access;
 use super::{Decision, Denial};
@@ -73,9 +76,18 @@ pub struct ProgramRule {
     pub last_arg: Option<ArgRole>,
     #[serde(default)]
     pub flags: BTreeMap<String, FlagSpec>,
+    /// The program copies or moves its sources, with everything beneath them, to its last
+    /// positional or to its write-path flag's directory (`cp -r`, `mv`): the checker also checks
+    /// every path the copy would create there.
+    #[serde(default)]
+    pub copies: bool,
     /// `allow` (default): unlisted flags are booleans; `deny`: only listed flags pass.
     #[serde(default)]
     pub unknown_flags: UnknownFlags,
+    /// How the program reads its options: `getopt` (default: `-abc` is `-a -b -c`, values may
+    /// be attached) or `whole-word` (the program's own reader: `-abc` is one option).
+    #[serde(default)]
+    pub options: OptionSyntax,
     pub max_args: Option<usize>,
     /// When present, the first positional must name one of these.
     #[serde(default)]
@@ -123,6 +135,21 @@ pub enum UnknownFlags {
     Deny,
 }
 
+/// How a program splits its option words.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptionSyntax {
+    /// POSIX/GNU getopt: short flags cluster (`-rn`), a value flag takes the rest of its word
+    /// or the next argument.
+    #[default]
+    Getopt,
+    /// The program's own reader (xxd, java-style tools): a word starting with one dash is one
+    /// option. A word that is exactly a listed flag is that flag; any other word never takes
+    /// the next argument (so the next argument is checked as what it might be: a path), and
+    /// only its first letter's denials and path roles apply to it.
+    WholeWord,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AnalyzerKind {
@@ -150,6 +177,26 @@ pub enum FlagTakes {
     Write,
     /// A value only when attached (`-i.bak`, `--in-place=.bak`), never the next argument.
     Optional,
+    /// A file read, whose contents name more files read, separated by NUL bytes
+    /// (`--files0-from`). Every name in it is checked too.
+    Files0,
+    /// A file read, whose contents name more files read, one per line (`file -f`).
+    #[serde(rename = "file-list")]
+    FileLines,
+}
+
+impl FlagTakes {
+    /// Whether the flag has a value (attached, or else the next argument).
+    pub fn takes_argument(self) -> bool {
+        matches!(
+            self,
+            FlagTakes::Value
+                | FlagTakes::Read
+                | FlagTakes::Write
+                | FlagTakes::Files0
+                | FlagTakes::FileLines
+        )
+    }
 }
 
 /// A flag entry: `"-o" = "write"` or `"--exec" = { deny = "runs commands" }`.
@@ -199,6 +246,12 @@ pub struct Analysis {
     pub ask: Vec<String>,
     /// When the analyzer rewrote argv (git's safety options), the argv that will run.
     pub argv: Option<Vec<String>>,
+    /// Files whose contents name more paths; the checker reads them and checks every name.
+    pub lists: Vec<super::lists::FileList>,
+    /// The positional arguments, in order (generic analysis only).
+    pub positionals: Vec<String>,
+    /// The values of flags that take a path, with the flag's full name (generic analysis only).
+    pub path_flags: Vec<(String, String)>,
 }
 
 /// One parsed flag occurrence.
@@ -209,7 +262,11 @@ struct Flag<'a> {
 }
 
 impl ProgramRule {
-    /// Look a flag up; long flags may be abbreviated to a unique prefix (GNU getopt_long).
+    /// Look a flag up by its exact name. An unlisted long flag that abbreviates listed ones
+    /// (GNU getopt_long accepts unique prefixes) is that flag only when that is stricter: an
+    /// abbreviation of a denied flag is denied; an abbreviation of any other listed flag is
+    /// refused, because the program may have an unlisted flag of that name or prefix which takes
+    /// no value (then the argument after it is a path the policy never checked).
     fn lookup<'a>(&'a self, name: &str) -> Result<Flag<'a>, Denial> {
         if let Some(spec) = self.flags.get(name) {
             return Ok(Flag {
@@ -223,23 +280,27 @@ impl ProgramRule {
                 .iter()
                 .filter(|(k, _)| k.starts_with("--") && k.starts_with(name))
                 .collect();
-            match candidates.as_slice() {
-                [(full, spec)] => {
+            if let Some((full, spec)) = candidates.iter().find(|(_, s)| s.deny().is_some()) {
+                if candidates.len() == 1 {
                     return Ok(Flag {
                         name: (*full).clone(),
                         spec: Some(spec),
-                    })
+                    });
                 }
-                [] => {}
-                many => {
-                    if many.iter().any(|(_, s)| s.deny().is_some()) {
-                        let names: Vec<&str> = many.iter().map(|(k, _)| k.as_str()).collect();
-                        return Err(Denial::new(format!(
-                            "{name} is an ambiguous abbreviation of {}",
-                            names.join(", ")
-                        )));
-                    }
-                }
+                let names: Vec<&str> = candidates.iter().map(|(k, _)| k.as_str()).collect();
+                return Err(Denial::new(format!(
+                    "{name} is an abbreviation of {} (denied: {})",
+                    names.join(", "),
+                    spec.deny().unwrap_or_default()
+                )));
+            }
+            if !candidates.is_empty() {
+                let names: Vec<&str> = candidates.iter().map(|(k, _)| k.as_str()).collect();
+                return Err(Denial::new(format!(
+                    "{name} looks like an abbreviation of {}; write the flag in full (the \
+                     program may read an abbreviation as a flag the policy does not list)",
+                    names.join(" or ")
+                )));
             }
         }
         Ok(Flag {
@@ -264,16 +325,11 @@ impl ProgramRule {
     /// Whether `arg`, read as this rule's flags, takes the next argument as its value: `-c N`,
     /// a cluster ending in such a flag (`-qc N`), or `--lines N`.
     pub fn flag_consumes_next(&self, arg: &str) -> bool {
-        let takes_value = |takes| {
-            matches!(
-                takes,
-                Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
-            )
-        };
+        let takes_value = |takes: Option<FlagTakes>| takes.is_some_and(FlagTakes::takes_argument);
         if arg == "-" || arg == "--" || !arg.starts_with('-') {
             return false;
         }
-        if arg.starts_with("--") {
+        if arg.starts_with("--") || self.options == OptionSyntax::WholeWord {
             return !arg.contains('=') && takes_value(self.flag_takes(arg));
         }
         let cluster: Vec<char> = arg[1..].chars().collect();
@@ -326,9 +382,13 @@ impl ProgramRule {
                             Some(v) => v.to_string(),
                             None => next_value(args, &mut i, program, &flag.name)?,
                         };
-                        push_value(&mut analysis, takes, value);
+                        push_value(&mut analysis, &flag.name, takes, value);
                     }
                 }
+                continue;
+            }
+            if self.options == OptionSyntax::WholeWord {
+                self.whole_word(program, arg, args, &mut i, &mut analysis)?;
                 continue;
             }
             // A cluster of short flags: `-rn`, `-n5`, `-o/tmp/x`.
@@ -348,7 +408,7 @@ impl ProgramRule {
                         } else {
                             rest
                         };
-                        push_value(&mut analysis, takes, value);
+                        push_value(&mut analysis, &flag.name, takes, value);
                         break;
                     }
                 }
@@ -362,6 +422,7 @@ impl ProgramRule {
                 )));
             }
         }
+        analysis.positionals = positionals.iter().map(|p| p.to_string()).collect();
         let last = positionals.len().saturating_sub(1);
         for (idx, arg) in positionals.iter().enumerate() {
             let role = match self.last_arg {
@@ -375,6 +436,54 @@ impl ProgramRule {
             }
         }
         Ok(analysis)
+    }
+
+    /// One option word of a program with its own option reader (`OptionSyntax::WholeWord`).
+    fn whole_word(
+        &self,
+        program: &str,
+        arg: &str,
+        args: &[String],
+        i: &mut usize,
+        analysis: &mut Analysis,
+    ) -> Result<(), Denial> {
+        if let Some(spec) = self.flags.get(arg) {
+            let flag = Flag {
+                name: arg.to_string(),
+                spec: Some(spec),
+            };
+            let takes = self.apply_flag(program, &flag, analysis)?;
+            if takes.takes_argument() {
+                let value = next_value(args, i, program, arg)?;
+                push_value(analysis, arg, takes, value);
+            }
+            return Ok(());
+        }
+        // Not a listed word. Programs with their own readers often match a prefix (xxd reads
+        // `-ps` as `-p`), so the first letter's denials and path roles apply, its rest is
+        // checked as that flag's value, and the next argument is never taken as a value.
+        let first: String = arg.chars().take(2).collect();
+        match self.flags.get(&first) {
+            Some(spec) => {
+                let flag = Flag {
+                    name: first.clone(),
+                    spec: Some(spec),
+                };
+                let takes = self.apply_flag(program, &flag, analysis)?;
+                let rest = &arg[first.len()..];
+                if !rest.is_empty() {
+                    push_value(analysis, &first, takes, rest.to_string());
+                }
+            }
+            None => {
+                let flag = Flag {
+                    name: arg.to_string(),
+                    spec: None,
+                };
+                self.apply_flag(program, &flag, analysis)?;
+            }
+        }
+        Ok(())
     }
 
     /// Deny/ask attached to a flag; returns what it takes.
@@ -413,11 +522,23 @@ fn next_value(args: &[String], i: &mut usize, program: &str, flag: &str) -> Resu
     Ok(value.clone())
 }
 
-fn push_value(analysis: &mut Analysis, takes: FlagTakes, value: String) {
+fn push_value(analysis: &mut Analysis, flag: &str, takes: FlagTakes, value: String) {
+    use super::lists::{FileList, ListFormat};
+    if matches!(takes, FlagTakes::Read | FlagTakes::Write) {
+        analysis.path_flags.push((flag.to_string(), value.clone()));
+    }
+    let list = |format| FileList {
+        path: value.clone(),
+        format,
+        base: None,
+        access: Access::Read,
+    };
     match takes {
         FlagTakes::Read => analysis.paths.push((value, Access::Read)),
         FlagTakes::Write => analysis.paths.push((value, Access::Write)),
-        _ => {}
+        FlagTakes::Files0 => analysis.lists.push(list(ListFormat::Nul)),
+        FlagTakes::FileLines => analysis.lists.push(list(ListFormat::Lines)),
+        FlagTakes::Flag | FlagTakes::Value | FlagTakes::Optional => {}
     }
 }
 
@@ -493,16 +614,60 @@ mod tests {
     }
 
     #[test]
-    fn long_flag_abbreviations_match_denied_flags() {
+    fn long_flag_abbreviations_match_denied_flags_only() {
         let sort = rule(
-            r#"flags = { "--output" = "write", "--compress-program" = { deny = "runs a program" } }"#,
+            r#"flags = { "--output" = "write", "--compress-program" = { deny = "runs a program" }, "--label" = "value" }"#,
         );
         let err = sort
             .analyze("sort", &args(&["--compress-prog=sh", "x"]))
             .unwrap_err();
         assert!(err.reason.contains("--compress-program"), "{}", err.reason);
-        let a = sort.analyze("sort", &args(&["--outp=/etc/x"])).unwrap();
+        // An abbreviation of a listed value flag might be an unlisted boolean flag of the real
+        // program, making `/etc/x` a path: refused, never expanded.
+        for abbreviated in [&["--outp=/etc/x"][..], &["--lab", "/etc/x"][..]] {
+            let err = sort.analyze("sort", &args(abbreviated)).unwrap_err();
+            assert!(
+                err.reason.contains("write the flag in full"),
+                "{}",
+                err.reason
+            );
+        }
+        let a = sort.analyze("sort", &args(&["--output=/etc/x"])).unwrap();
         assert_eq!(a.paths, vec![("/etc/x".into(), Access::Write)]);
+    }
+
+    #[test]
+    fn whole_word_programs_never_split_a_word_into_flags() {
+        // xxd reads `-ps` as `-p` (postscript): `/etc/shadow` is its input file, not the value
+        // of a `-s` flag hidden in the word.
+        let xxd = rule(
+            r#"options = "whole-word"
+            last_arg = "write"
+            flags = { "-s" = "value", "-p" = "flag", "-o" = "write", "-x" = { deny = "no" } }"#,
+        );
+        let a = xxd
+            .analyze("xxd", &args(&["-ps", "/etc/shadow", "out"]))
+            .unwrap();
+        assert_eq!(
+            a.paths,
+            vec![
+                ("/etc/shadow".into(), Access::Read),
+                ("out".into(), Access::Write)
+            ]
+        );
+        // An exact listed value flag takes the next argument; a longer word never does.
+        let a = xxd.analyze("xxd", &args(&["-s", "10", "in"])).unwrap();
+        assert_eq!(a.paths, vec![("in".into(), Access::Write)]);
+        let a = xxd
+            .analyze("xxd", &args(&["-seek", "/etc/x", "in"]))
+            .unwrap();
+        assert!(a.paths.contains(&("/etc/x".into(), Access::Read)), "{a:?}");
+        // The first letter's role and denial still apply.
+        let a = xxd.analyze("xxd", &args(&["-o/tmp/x", "in"])).unwrap();
+        assert!(a.paths.contains(&("/tmp/x".into(), Access::Write)), "{a:?}");
+        assert!(xxd.analyze("xxd", &args(&["-xyz"])).is_err());
+        assert!(!xxd.flag_consumes_next("-ps"));
+        assert!(xxd.flag_consumes_next("-s"));
     }
 
     #[test]

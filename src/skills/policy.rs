@@ -106,6 +106,8 @@ fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
             .map(|f| (f.to_string(), FlagSpec::Takes(FlagTakes::Flag)))
             .collect(),
         unknown_flags: UnknownFlags::Deny,
+        options: Default::default(),
+        copies: false,
         max_args: None,
         subcommands: BTreeMap::new(),
         analyzer: Some(AnalyzerKind::Interpreter),

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod app_config;
+pub mod archives;
 pub mod deliver;
 pub mod fake_embeddings;
 pub mod fake_llm;

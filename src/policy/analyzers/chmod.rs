@@ -26,26 +26,45 @@ fn is_symbolic_removal(arg: &str) -> bool {
     arg.len() > 1 && arg[1..].chars().all(|c| "rwxXst".contains(c))
 }
 
-fn check_mode(mode: &str) -> Result<(), String> {
-    if mode.chars().all(|c| c.is_ascii_digit()) {
+/// Refuse a mode that sets the setuid, setgid or sticky bit, or one chmod would not read as
+/// a mode. Symbolic modes are parsed clause by clause as chmod does (`[ugoa]*([-+=]PERMS)+`,
+/// PERMS being letters, a class to copy, or octal digits), so `u+x-s+s` is caught.
+pub(super) fn check_mode(mode: &str) -> Result<(), String> {
+    let special = || Err("setuid, setgid and sticky bits are not allowed".to_string());
+    if !mode.is_empty() && mode.chars().all(|c| c.is_ascii_digit()) {
         let value = u32::from_str_radix(mode, 8).map_err(|_| "not an octal mode".to_string())?;
         if value & 0o7000 != 0 {
-            return Err("setuid, setgid and sticky bits are not allowed".into());
+            return special();
         }
         return Ok(());
     }
     for clause in mode.split(',') {
         let ops = clause.trim_start_matches(['u', 'g', 'o', 'a']);
-        let adds_special = ops
-            .split(['-'])
-            .next()
-            .is_some_and(|adding| adding.contains(['s', 't']))
-            || (ops.starts_with('=') && ops.contains(['s', 't']));
-        if adds_special {
-            return Err("setuid, setgid and sticky bits are not allowed".into());
-        }
-        if !ops.chars().all(|c| "+-=rwxXstugo".contains(c)) || ops.is_empty() {
+        if ops.is_empty() || !ops.starts_with(['+', '-', '=']) {
             return Err("not a mode chmod understands".into());
+        }
+        // Split into (operator, permissions) pairs.
+        let mut rest = ops;
+        while let Some(op) = rest.chars().next() {
+            rest = &rest[1..];
+            let end = rest.find(['+', '-', '=']).unwrap_or(rest.len());
+            let perms = &rest[..end];
+            rest = &rest[end..];
+            let adds = op != '-';
+            if perms.chars().all(|c| c.is_ascii_digit()) && !perms.is_empty() {
+                let value =
+                    u32::from_str_radix(perms, 8).map_err(|_| "not an octal mode".to_string())?;
+                if adds && value & 0o7000 != 0 {
+                    return special();
+                }
+                continue;
+            }
+            if !perms.chars().all(|c| "rwxXstugo".contains(c)) {
+                return Err("not a mode chmod understands".into());
+            }
+            if adds && perms.contains(['s', 't']) {
+                return special();
+            }
         }
     }
     Ok(())
@@ -57,11 +76,25 @@ mod tests {
 
     #[test]
     fn special_bits_are_refused() {
-        for ok in ["644", "0755", "u+x", "go-w", "a=r", "u+rw,g-x", "u-s"] {
+        for ok in [
+            "644",
+            "0755",
+            "u+x",
+            "go-w",
+            "a=r",
+            "u+rw,g-x",
+            "u-s",
+            "u=rwx,go=rx",
+            "a-st",
+            "=",
+            "g=u",
+            "-4000",
+        ] {
             assert!(check_mode(ok).is_ok(), "{ok}");
         }
         for bad in [
-            "4755", "2755", "1777", "u+s", "g+s", "+t", "a=rws", "u+x,g+s",
+            "4755", "2755", "1777", "u+s", "g+s", "+t", "a=rws", "u+x,g+s", "u+x-s+s", "+4000",
+            "g=u+s", "u=x=s", "", "u", "x+s", "u+q",
         ] {
             assert!(check_mode(bad).is_err(), "{bad}");
         }

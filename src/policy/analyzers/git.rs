@@ -3,11 +3,13 @@
 //! git runs programs named in configuration: pagers, `core.fsmonitor`, `diff.external`,
 //! textconv and filter drivers, hooks, `gpg.program`, `core.sshCommand`. The analyzer
 //! (1) allows only the global options and subcommands the rule lists, (2) reads every config
-//! file git would read for this repository and refuses when one of them configures a program,
+//! file git would read for this repository exactly as git does (`git_config`) and refuses when
+//! one of them holds an entry not known to be safe,
 //! (3) refuses when an earlier command in the same string writes files (the config it reads
 //! now may not be the config git reads then), and (4) rewrites argv to switch the known hooks
 //! off explicitly (`--no-pager`, `-c core.fsmonitor=false`, `--no-ext-diff --no-textconv`, …).
 
+use super::git_config;
 use crate::policy::analyzers::AnalyzerContext;
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, FlagTakes, ProgramRule};
@@ -22,6 +24,10 @@ const SAFETY_CONFIG: &[&str] = &[
     "log.showSignature=false",
     "safe.bareRepository=explicit",
     "core.sshCommand=false",
+    // Submodules are other repositories whose config was not inspected: git status and diff
+    // would run git inside them.
+    "submodule.recurse=false",
+    "diff.ignoreSubmodules=all",
 ];
 
 /// Subcommands that would run diff drivers without these flags.
@@ -36,10 +42,9 @@ pub fn analyze(
     // Global options: everything before the subcommand, checked with the git rule's flags.
     let mut i = 0;
     while i < args.len() && args[i].starts_with('-') {
-        let takes_value = matches!(
-            rule.flag_takes(&args[i]),
-            Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
-        );
+        let takes_value = rule
+            .flag_takes(&args[i])
+            .is_some_and(FlagTakes::takes_argument);
         i += if takes_value { 2 } else { 1 };
     }
     let global = &args[..i.min(args.len())];
@@ -196,7 +201,7 @@ fn check_repository_config(start: &Path, ctx: &AnalyzerContext) -> Result<(), De
         }
     }
     for file in files {
-        let text = match std::fs::read_to_string(&file) {
+        let text = match std::fs::read(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
@@ -206,10 +211,15 @@ fn check_repository_config(start: &Path, ctx: &AnalyzerContext) -> Result<(), De
                 )))
             }
         };
-        if let Some(key) = dangerous_key(&text) {
+        let entries = git_config::parse(&text).map_err(|why| {
+            Denial::new(format!(
+                "git config {}: {why}; refusing to run git in this repository",
+                file.display()
+            ))
+        })?;
+        if let Some(why) = git_config::first_unsafe(&entries) {
             return Err(Denial::new(format!(
-                "git config {} sets `{key}`, which makes git run a program; refusing to run git \
-                 in this repository",
+                "git config {}: {why}; refusing to run git in this repository",
                 file.display()
             )));
         }
@@ -243,122 +253,45 @@ fn discover_git_dir(start: &Path) -> Result<Option<PathBuf>, Denial> {
     Ok(None)
 }
 
-/// The first config key (section.key) that names a program, or an include git would follow.
-/// Lines that cannot be understood count as dangerous.
-fn dangerous_key(text: &str) -> Option<String> {
-    let mut section = String::new();
-    let mut subsection = false;
-    let mut continued = false;
-    for raw in text.lines() {
-        let line = raw.trim();
-        if continued {
-            continued = line.ends_with('\\');
-            continue;
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(header) = line.strip_prefix('[') {
-            let Some(end) = header.find(']') else {
-                return Some(format!("unparsable line {line:?}"));
-            };
-            let header = &header[..end];
-            let (name, sub) = match header.split_once([' ', '"', '.']) {
-                Some((n, s)) => (n, !s.trim().is_empty()),
-                None => (header, false),
-            };
-            section = name.trim().to_ascii_lowercase();
-            subsection = sub;
-            let rest = header.len() + 2;
-            if rest < line.len() {
-                // `[core] pager = less` on one line.
-                let tail = line[rest..].trim();
-                if let Some(k) = key_danger(&section, subsection, tail) {
-                    return Some(k);
-                }
-            }
-            if matches!(
-                section.as_str(),
-                "include" | "includeif" | "filter" | "pager" | "gpg"
-            ) {
-                return Some(format!("[{section}]"));
-            }
-            continue;
-        }
-        continued = line.ends_with('\\');
-        if let Some(k) = key_danger(&section, subsection, line) {
-            return Some(k);
-        }
-    }
-    None
-}
-
-fn key_danger(section: &str, subsection: bool, line: &str) -> Option<String> {
-    let key = line
-        .split(|c: char| c == '=' || c.is_whitespace())
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return Some(format!("unparsable line {line:?}"));
-    }
-    let dangerous = match section {
-        "core" => matches!(
-            key.as_str(),
-            "fsmonitor"
-                | "pager"
-                | "editor"
-                | "askpass"
-                | "sshcommand"
-                | "hookspath"
-                | "gitproxy"
-                | "alternaterefscommand"
-                | "worktree"
-                | "attributesfile"
-        ),
-        "diff" => {
-            key == "external" || (subsection && matches!(key.as_str(), "textconv" | "command"))
-        }
-        "merge" | "mergetool" | "difftool" => subsection,
-        "credential" => key == "helper",
-        "sequence" => key == "editor",
-        "interactive" => key == "difffilter",
-        "uploadpack" | "receive" | "remote" => {
-            key.ends_with("hook") || key == "uploadpack" || key == "receivepack"
-        }
-        "include" | "includeif" | "filter" | "pager" | "gpg" => true,
-        "log" => key == "showsignature",
-        _ => false,
-    };
-    dangerous.then(|| format!("{section}.{key}"))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::dangerous_key;
+    use super::*;
+    use crate::policy::paths::PathPolicy;
 
-    #[test]
-    fn plain_repository_config_is_fine() {
-        let cfg = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\
-                   [remote \"origin\"]\n\turl = https://example.com/x.git\n\
-                   [branch \"main\"]\n\tremote = origin\n";
-        assert_eq!(dangerous_key(cfg), None);
+    fn context_for(ws: &Path) -> (PathPolicy, PathBuf) {
+        let p = PathPolicy::new(ws, &[], &[], ws).unwrap();
+        let cwd = p.workspace().to_path_buf();
+        (p, cwd)
     }
 
     #[test]
-    fn program_settings_are_found() {
-        for (cfg, key) in [
-            ("[core]\n\tfsmonitor = ./evil.sh\n", "core.fsmonitor"),
-            ("[CORE]\n\tPager = less\n", "core.pager"),
-            ("[diff \"x\"]\n\ttextconv = cat\n", "diff.textconv"),
-            ("[diff]\n\texternal = ./x\n", "diff.external"),
-            ("[filter \"lfs\"]\n\tclean = x\n", "[filter]"),
-            ("[include]\n\tpath = other\n", "[include]"),
-            ("[core] sshCommand = x\n", "core.sshcommand"),
-            ("[core]\n\tpager\n", "core.pager"),
-        ] {
-            let found = dangerous_key(cfg).unwrap_or_default();
-            assert!(found.contains(key), "{cfg:?}: {found}");
-        }
+    fn every_config_file_git_reads_is_inspected() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+        let (paths, cwd) = context_for(ws);
+        let ctx = AnalyzerContext {
+            cwd: &cwd,
+            paths: &paths,
+            earlier_writes: false,
+        };
+        assert!(check_repository_config(&cwd, &ctx).is_ok());
+        // The global config under the jail's HOME (the workspace), with git's comment rule.
+        std::fs::create_dir_all(ws.join(".config/git")).unwrap();
+        std::fs::write(
+            ws.join(".config/git/config"),
+            "[core]\n# looks continued \\\n[filter \"x\"]\n\tclean = sh\n",
+        )
+        .unwrap();
+        let err = check_repository_config(&cwd, &ctx).unwrap_err().reason;
+        assert!(
+            err.contains("[filter]") && err.contains(".config/git/config"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(ws.join(".config")).unwrap();
+        std::fs::write(ws.join(".gitconfig"), "[core]\n\tpager = \"less\n").unwrap();
+        let err = check_repository_config(&cwd, &ctx).unwrap_err().reason;
+        assert!(err.contains("bad config line"), "{err}");
     }
 }

@@ -3,9 +3,11 @@
 //! that would run programs), `tar` (mode letters, archive direction), `chmod` (no setuid) and
 //! `interpreter` (a script file from one folder, never inline code).
 
+mod archive_members;
 mod chmod;
 mod find;
 mod git;
+mod git_config;
 mod interpreter;
 mod sed;
 mod tar;
@@ -36,7 +38,7 @@ pub fn analyze(
         AnalyzerKind::Find => find::analyze(program, args),
         AnalyzerKind::Sed => sed::analyze(rule, program, args),
         AnalyzerKind::Git => git::analyze(rule, program, args, ctx),
-        AnalyzerKind::Tar => tar::analyze(rule, program, args),
+        AnalyzerKind::Tar => tar::analyze(rule, program, args, ctx),
         AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),
     }
 }

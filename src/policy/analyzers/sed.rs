@@ -13,6 +13,8 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
     let generic = rule.analyze(program, args)?;
     let mut scripts: Vec<String> = Vec::new();
     let mut in_place = false;
+    // `-i[SUFFIX]`: the backup name; `*` in it stands for the file's name.
+    let mut suffix = String::new();
     let mut positionals: Vec<String> = Vec::new();
     let mut i = 0;
     let mut options_ended = false;
@@ -38,6 +40,7 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
                 });
             } else if !name.is_empty() && "in-place".starts_with(name) {
                 in_place = true;
+                suffix = inline.unwrap_or_default().to_string();
             } else if !name.is_empty() && "line-length".starts_with(name) && inline.is_none() {
                 i += 1;
             }
@@ -58,6 +61,7 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
                 // -i takes an optional attached suffix: `-ie` is suffix "e", not -i -e.
                 'i' => {
                     in_place = true;
+                    suffix = rest;
                     break;
                 }
                 'l' => {
@@ -92,13 +96,43 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
     } else {
         Access::Read
     };
-    analysis.paths.extend(
-        positionals
-            .into_iter()
-            .filter(|p| p != "-")
-            .map(|p| (p, access)),
-    );
+    let files: Vec<String> = positionals.into_iter().filter(|p| p != "-").collect();
+    if in_place && !suffix.is_empty() && suffix != "*" {
+        for file in &files {
+            for backup in backup_names(file, &suffix) {
+                analysis.paths.push((backup, Access::Write));
+            }
+        }
+    }
+    analysis
+        .paths
+        .extend(files.into_iter().map(|p| (p, access)));
     Ok(analysis)
+}
+
+/// Where `sed -i SUFFIX` renames the original file to. GNU sed puts SUFFIX after the name, or,
+/// when SUFFIX holds `*`, replaces each `*` with the file's name — so `-i'../../x/*'` is a path
+/// of its own. Every reading (relative to the file's folder or to the cwd, `*` as the base
+/// name or as the name as written) is returned, and each is checked as a write.
+fn backup_names(file: &str, suffix: &str) -> Vec<String> {
+    let pattern = if suffix.contains('*') {
+        suffix.to_string()
+    } else {
+        format!("*{suffix}")
+    };
+    let (dir, base) = match file.rfind('/') {
+        Some(i) => (&file[..=i], &file[i + 1..]),
+        None => ("", file),
+    };
+    let mut names = vec![
+        format!("{dir}{}", pattern.replace('*', base)),
+        pattern.replace('*', base),
+        format!("{dir}{}", pattern.replace('*', file)),
+        pattern.replace('*', file),
+    ];
+    names.sort();
+    names.dedup();
+    names
 }
 
 fn take(args: &[String], i: &mut usize) -> Result<String, Denial> {

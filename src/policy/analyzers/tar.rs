@@ -1,11 +1,25 @@
 //! `tar`: the flags come from the TOML rule (a closed list; program-running options denied
 //! there), old-style mode letters (`tar xzf a.tgz`) are normalised first, and the roles of the
 //! archive (`-f`), the directory (`-C`) and the member arguments depend on the mode.
+//!
+//! Extraction writes names the command line does not show, so the archive's members are read
+//! and each one checked as a write (see `archive_members`); renaming them (`--transform`) and
+//! restoring their modes or owners (`-p`) are refused, and the executed argv always carries
+//! `-o --no-same-permissions` (tar running as root would otherwise restore setuid bits and
+//! foreign owners). An archive name of the form `host:path` is a remote archive reached through
+//! rsh/ssh, refused unless `--force-local` says it is a local file.
 
+use super::archive_members::{self, Member};
+use super::chmod;
+use crate::policy::analyzers::AnalyzerContext;
+use crate::policy::lists::{FileList, ListFormat};
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, FlagTakes, ProgramRule};
 use crate::policy::Denial;
 use std::path::Path;
+
+/// Appended to every extraction: never restore owners or permission bits from the archive.
+const EXTRACT_SAFETY: &[&str] = &["-o", "--no-same-permissions"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -16,7 +30,12 @@ enum Mode {
     Diff,
 }
 
-pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Analysis, Denial> {
+pub fn analyze(
+    rule: &ProgramRule,
+    program: &str,
+    args: &[String],
+    ctx: &AnalyzerContext,
+) -> Result<Analysis, Denial> {
     let args = normalize_old_style(rule, args);
     // Validates every flag against the closed list and collects -T/-X/-g style paths.
     let mut analysis = rule.analyze(program, &args)?;
@@ -26,6 +45,12 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
     let mut directory: Option<String> = None;
     let mut members: Vec<String> = Vec::new();
     let mut removes_sources = false;
+    let mut force_local = false;
+    let mut null_names = false;
+    let mut name_lists: Vec<String> = Vec::new();
+    let mut renames: Option<String> = None;
+    let mut restores_modes: Option<String> = None;
+    let mut strip = 0usize;
     let set_mode = |m: Mode, mode: &mut Option<Mode>| -> Result<(), Denial> {
         match mode {
             Some(old) if *old != m => {
@@ -78,14 +103,31 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
                 "--file" => archive = Some(value()?),
                 "--directory" => set_directory(&mut directory, value()?, program)?,
                 "--remove-files" => removes_sources = true,
+                "--force-local" => force_local = true,
+                "--null" => null_names = true,
+                "--no-null" => null_names = false,
+                "--files-from" => name_lists.push(value()?),
+                "--transform" | "--xform" => {
+                    value()?;
+                    renames = Some(full.clone());
+                }
+                "--preserve-permissions" | "--same-permissions" | "--same-owner" => {
+                    restores_modes = Some(full.clone())
+                }
+                "--mode" => {
+                    let mode = value()?;
+                    chmod::check_mode(&mode)
+                        .map_err(|why| Denial::new(format!("{program} --mode={mode}: {why}")))?;
+                }
+                "--strip-components" => {
+                    let n = value()?;
+                    strip = n.parse().map_err(|_| {
+                        Denial::new(format!("{program} --strip-components {n}: not a number"))
+                    })?;
+                }
                 other => {
                     let takes = rule.flag_takes(other);
-                    if inline.is_none()
-                        && matches!(
-                            takes,
-                            Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
-                        )
-                    {
+                    if inline.is_none() && takes.is_some_and(FlagTakes::takes_argument) {
                         i += 1;
                     }
                 }
@@ -120,12 +162,14 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
                     set_directory(&mut directory, value()?, program)?;
                     break;
                 }
+                'T' => {
+                    name_lists.push(value()?);
+                    break;
+                }
+                'p' => restores_modes = Some("-p".into()),
                 other => {
                     let takes = rule.flag_takes(&format!("-{other}"));
-                    if matches!(
-                        takes,
-                        Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
-                    ) {
+                    if takes.is_some_and(FlagTakes::takes_argument) {
                         if rest.is_empty() {
                             i += 1;
                         }
@@ -140,33 +184,138 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
             "{program}: no mode given (one of -c, -x, -t, -r, -u, -A, -d)"
         ))
     })?;
-    if let Some(archive) = archive.filter(|a| a != "-") {
-        let access = match mode {
-            Mode::Create | Mode::Modify => Access::Write,
-            _ => Access::Read,
-        };
-        analysis.paths.push((archive, access));
+    if let Some(archive) = &archive {
+        if is_remote_archive(archive) && !force_local {
+            return Err(Denial::new(format!(
+                "{program}: the archive name {archive} has a colon before any slash, which tar \
+                 reads as host:path on another machine (reached through rsh/ssh); write \
+                 ./{archive} or add --force-local"
+            )));
+        }
     }
     let dir = directory.clone().unwrap_or_else(|| ".".into());
-    let dir_access = if mode == Mode::Extract {
-        Access::Write
-    } else {
-        Access::Read
-    };
-    analysis.paths.push((dir.clone(), dir_access));
     let member_access = match mode {
         Mode::Create | Mode::Modify if removes_sources => Some(Access::Delete),
         Mode::Create | Mode::Modify | Mode::Diff => Some(Access::Read),
         Mode::Extract => Some(Access::Write),
         Mode::List => None,
     };
+    for list in name_lists {
+        analysis.lists.push(FileList {
+            path: list,
+            format: if null_names {
+                ListFormat::Nul
+            } else {
+                ListFormat::LinesWithOptions
+            },
+            base: Some(dir.clone()),
+            // Listing only selects members; it reads the list file but opens none of them.
+            access: member_access.unwrap_or(Access::Read),
+        });
+    }
+    if let Some(archive) = archive.clone().filter(|a| a != "-") {
+        let access = match mode {
+            Mode::Create | Mode::Modify => Access::Write,
+            _ => Access::Read,
+        };
+        analysis.paths.push((archive, access));
+    }
+    let dir_access = if mode == Mode::Extract {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    analysis.paths.push((dir.clone(), dir_access));
     if let Some(access) = member_access {
         for member in members {
             let path = Path::new(&dir).join(&member).to_string_lossy().into_owned();
             analysis.paths.push((path, access));
         }
     }
+    if mode == Mode::Extract {
+        if let Some(flag) = renames {
+            return Err(Denial::new(format!(
+                "{program} {flag}: renaming members while extracting writes names the policy \
+                 cannot check (into .git/, for one)"
+            )));
+        }
+        if let Some(flag) = restores_modes {
+            return Err(Denial::new(format!(
+                "{program} {flag}: restoring the archive's permissions or owners could create \
+                 setuid or setgid files, which chmod refuses too"
+            )));
+        }
+        check_members(program, archive.as_deref(), &dir, strip, ctx)?;
+        let mut argv = vec![program.to_string()];
+        argv.extend(args.iter().cloned());
+        // Options after `--` would be member names.
+        let at = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+        for (k, flag) in EXTRACT_SAFETY.iter().enumerate() {
+            argv.insert(at + k, (*flag).to_string());
+        }
+        analysis.argv = Some(argv);
+    }
     Ok(analysis)
+}
+
+/// GNU tar's rule: a colon before the first slash makes the name `[user@]host:path`.
+fn is_remote_archive(name: &str) -> bool {
+    match name.find(':') {
+        Some(colon) => !name[..colon].contains('/'),
+        None => false,
+    }
+}
+
+/// Read the archive's members and check each one, and each hard link's target, as a write
+/// under the extraction directory (existing symlinks resolved, as tar will follow them).
+fn check_members(
+    program: &str,
+    archive: Option<&str>,
+    dir: &str,
+    strip: usize,
+    ctx: &AnalyzerContext,
+) -> Result<(), Denial> {
+    let archive = match archive {
+        Some(a) if a != "-" => a,
+        _ => {
+            return Err(Denial::new(format!(
+                "{program}: extracting from standard input writes files the policy cannot see \
+                 first; extract from a file with -f ARCHIVE"
+            )))
+        }
+    };
+    if ctx.earlier_writes {
+        return Err(Denial::new(format!(
+            "{program} -x must run as its own command, not after a command that writes files \
+             in the same string: the archive checked now may not be the one tar reads"
+        )));
+    }
+    let archive_path = ctx.paths.check(ctx.cwd, archive, Access::Read)?;
+    let target = ctx.paths.check(ctx.cwd, dir, Access::Write)?;
+    let members = archive_members::tar_members(&archive_path, strip)
+        .map_err(|why| Denial::new(format!("{program}: the archive {archive} {why}")))?;
+    let check = |name: &Path, what: &str| -> Result<(), Denial> {
+        ctx.paths
+            .check(&target, &name.to_string_lossy(), Access::Write)
+            .map(|_| ())
+            .map_err(|d| {
+                Denial::new(format!(
+                    "{program}: the archive {archive} {what} {}: {}",
+                    name.display(),
+                    d.reason
+                ))
+            })
+    };
+    for member in &members {
+        match member {
+            Member::Entry(path) => check(path, "holds")?,
+            Member::HardLink { path, target } => {
+                check(path, "holds")?;
+                check(target, "links to")?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn set_directory(slot: &mut Option<String>, dir: String, program: &str) -> Result<(), Denial> {
@@ -194,10 +343,9 @@ fn normalize_old_style(rule: &ProgramRule, args: &[String]) -> Vec<String> {
         let flag = format!("-{c}");
         let takes_value = c == 'f'
             || c == 'C'
-            || matches!(
-                rule.flag_takes(&flag),
-                Some(FlagTakes::Value | FlagTakes::Read | FlagTakes::Write)
-            );
+            || rule
+                .flag_takes(&flag)
+                .is_some_and(FlagTakes::takes_argument);
         out.push(flag);
         if takes_value {
             if let Some(v) = values.next() {

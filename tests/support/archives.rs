@@ -1,0 +1,69 @@
+//! Tar archives built byte for byte in tests: plain members, symlinks, hard links and device
+//! nodes, gzip-compressed or not, so the policy's member checks meet real archives.
+
+use std::io::Write;
+use std::path::Path;
+
+pub enum Member<'a> {
+    File(&'a str, &'a str),
+    Dir(&'a str),
+    Symlink(&'a str, &'a str),
+    HardLink(&'a str, &'a str),
+    CharDevice(&'a str),
+}
+
+/// The tar bytes of `members`, in order.
+pub fn tar(members: &[Member]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for member in members {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        match member {
+            Member::File(name, text) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(text.len() as u64);
+                builder
+                    .append_data(&mut header, name, text.as_bytes())
+                    .unwrap();
+            }
+            Member::Dir(name) => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                builder.append_data(&mut header, name, &[][..]).unwrap();
+            }
+            Member::Symlink(name, target) | Member::HardLink(name, target) => {
+                let kind = if matches!(member, Member::Symlink(..)) {
+                    tar::EntryType::Symlink
+                } else {
+                    tar::EntryType::Link
+                };
+                header.set_entry_type(kind);
+                header.set_size(0);
+                builder.append_link(&mut header, name, target).unwrap();
+            }
+            Member::CharDevice(name) => {
+                header.set_entry_type(tar::EntryType::Char);
+                header.set_size(0);
+                header.set_device_major(1).unwrap();
+                header.set_device_minor(3).unwrap();
+                builder.append_data(&mut header, name, &[][..]).unwrap();
+            }
+        }
+    }
+    builder.into_inner().unwrap()
+}
+
+/// Write `members` as a tar archive at `path`, gzip-compressed when the name ends in `gz`.
+pub fn write(path: &Path, members: &[Member]) {
+    let bytes = tar(members);
+    let name = path.to_string_lossy();
+    if name.ends_with("gz") {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&bytes).unwrap();
+        std::fs::write(path, gz.finish().unwrap()).unwrap();
+    } else {
+        std::fs::write(path, bytes).unwrap();
+    }
+}
