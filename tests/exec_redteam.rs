@@ -1,0 +1,207 @@
+//! The red team's chains, run as an attacker runs them: one `warden exec` after another on the
+//! host backend, with only commands the default policy claims to allow. Each chain must stop
+//! at the step that opens the door, and the effect (a program run by git, a write through a
+//! hard link, a setuid file) must never happen.
+
+mod common;
+mod support;
+
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use support::archives::{self, Member};
+
+fn exec(env: &Env, command: &str) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.arg("exec")
+        .arg("--workspace")
+        .arg(&env.ws)
+        .arg("--")
+        .arg(command)
+        .env("WARDEN_CONFIG", &env.config)
+        .stdin(std::process::Stdio::null());
+    run(cmd)
+}
+
+fn have_git() -> bool {
+    let found = Command::new("git").arg("--version").output().is_ok();
+    if !found {
+        eprintln!("skipped: git is not installed on this machine");
+    }
+    found
+}
+
+/// A repository in the workspace, made by the test (as the user would have one).
+fn init_repo(env: &Env) {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&env.ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", env.outside("home"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(env.ws.join("data.txt"), "one\n").unwrap();
+    git(&["add", "data.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "init",
+    ]);
+    std::fs::write(env.ws.join("data.txt"), "two\n").unwrap();
+}
+
+#[test]
+fn the_git_filter_chain_stops_at_every_door() {
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    init_repo(&env);
+    let marker = env.outside("out").join("filter-ran");
+    let filter = format!("touch {}", marker.display());
+
+    // 1. Attributes naming a filter driver: refused.
+    let r = exec(&env, "printf '* filter=pwn\\n' > .gitattributes");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains(".gitattributes"), "{r:?}");
+    assert!(!env.ws.join(".gitattributes").exists());
+
+    // 2. A config hiding the filter behind a comment ending in a backslash is just a file...
+    let write_config = format!(
+        "mkdir -p stage/git && cat > stage/git/config <<'EOF'\n[core]\n# see below \\\n\
+         [filter \"pwn\"]\n\tclean = {filter}\n\tsmudge = {filter}\nEOF"
+    );
+    let r = exec(&env, &write_config);
+    assert_eq!(r.status, 0, "{r:?}");
+    // 3. ...until it is copied to where git reads its global config (HOME is the workspace).
+    for copy in [
+        "cp -r stage .config",
+        "mv stage .config",
+        "cp -r stage/git .config",
+    ] {
+        let r = exec(&env, copy);
+        assert_eq!(r.status, 126, "{copy}: {r:?}");
+        assert!(r.stderr.contains("git's global config"), "{copy}: {r:?}");
+    }
+    assert!(!env.ws.join(".config/git/config").exists());
+
+    // 4. Planted anyway (by hand, as if an earlier hole had let it in): git refuses to run,
+    //    whatever the comment trick.
+    std::fs::create_dir_all(env.ws.join(".config")).unwrap();
+    std::fs::rename(env.ws.join("stage/git"), env.ws.join(".config/git")).unwrap();
+    std::fs::write(env.ws.join(".gitattributes"), "* filter=pwn\n").unwrap();
+    let r = exec(&env, "git diff");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("[filter]"), "{r:?}");
+    assert!(!marker.exists(), "git ran the planted filter");
+
+    // Without the planted config, git works in the jail.
+    std::fs::remove_dir_all(env.ws.join(".config")).unwrap();
+    std::fs::remove_file(env.ws.join(".gitattributes")).unwrap();
+    let r = exec(&env, "git diff --stat");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("data.txt"), "{r:?}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn an_archive_cannot_write_through_links_or_restore_setuid() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.ws.join(".git")).unwrap();
+    let config = "[core]\n\tbare = false\n";
+    std::fs::write(env.ws.join(".git/config"), config).unwrap();
+    std::os::unix::fs::symlink(".git", env.ws.join("gitlink")).unwrap();
+    archives::write(
+        &env.ws.join("hard.tar"),
+        &[Member::HardLink("innocent.txt", ".git/config")],
+    );
+    archives::write(
+        &env.ws.join("through.tar"),
+        &[Member::File("gitlink/config", "[core]\n\tpager = sh\n")],
+    );
+    for (command, why) in [
+        ("tar -xf hard.tar", "links to .git/config"),
+        ("tar -xf through.tar", "gitlink/config"),
+        ("tar -xf hard.tar --transform s/x/y/", "renaming"),
+    ] {
+        let r = exec(&env, command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    assert!(!env.ws.join("innocent.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".git/config")).unwrap(),
+        config
+    );
+
+    // A member with the setuid bit: extraction is allowed, the bit is not restored.
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(0o4755);
+    header.set_size(3);
+    builder
+        .append_data(&mut header, "tool", &b"hi\n"[..])
+        .unwrap();
+    std::fs::write(env.ws.join("suid.tar"), builder.into_inner().unwrap()).unwrap();
+    let r = exec(&env, "tar -xpf suid.tar");
+    assert_eq!(r.status, 126, "{r:?}");
+    let r = exec(&env, "tar -xf suid.tar");
+    assert_eq!(r.status, 0, "{r:?}");
+    let mode = std::fs::metadata(env.ws.join("tool"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7000, 0, "extracted with mode {mode:o}");
+}
+
+#[test]
+fn lists_backups_remote_archives_and_cd_are_checked_before_running() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "one\n").unwrap();
+    let secret = env.outside("out").join("secret.txt");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    std::fs::write(
+        env.ws.join("names0"),
+        format!("notes.txt\0{}\0", secret.display()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.ws.join("sub/deeper")).unwrap();
+    std::os::unix::fs::symlink("sub/deeper", env.ws.join("deep")).unwrap();
+    for (command, why) in [
+        ("wc --files0-from=names0", "named in the file list"),
+        ("sed -i'../*' s/one/1/ notes.txt", "outside"),
+        ("tar -cf backup:host.tar notes.txt", "host:path"),
+        ("cd deep/.. && pwd", "bash's cd"),
+        ("xxd -ps ../out/secret.txt", "outside"),
+    ] {
+        let r = exec(&env, command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        assert!(!r.stdout.contains("s3cret"), "{command}: {r:?}");
+    }
+    assert!(
+        !env.ws.parent().unwrap().join("notes.txt").exists(),
+        "a backup landed outside"
+    );
+    // The benign forms run.
+    std::fs::write(env.ws.join("ok0"), "notes.txt\0").unwrap();
+    let r = exec(&env, "wc -l --files0-from=ok0");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("1 notes.txt"), "{r:?}");
+    let r = exec(
+        &env,
+        "sed -i.bak s/one/1/ notes.txt && cat notes.txt notes.txt.bak",
+    );
+    assert_eq!(r.stdout, "1\none\n", "{r:?}");
+    let r = exec(&env, "cd -P deep/.. && pwd");
+    assert_eq!(r.status, 0, "{r:?}");
+}
