@@ -34,6 +34,7 @@ fn true_spec(cwd: &Path) -> ProcessSpec {
         stdout: Stdio::Null,
         stderr: Stdio::Null,
         extra_fds: Vec::new(),
+        env: Vec::new(),
     }
 }
 

@@ -76,7 +76,7 @@ fn the_git_filter_chain_stops_at_every_door() {
 
     // 2. A config hiding the filter behind a comment ending in a backslash is just a file...
     let write_config = format!(
-        "mkdir -p stage/git && cat > stage/git/config <<'EOF'\n[core]\n# see below \\\n\
+        "mkdir -p stage/git && cat > stage/git/config <<'EOF'\n[core]\n\tbare = false # see \\\n\
          [filter \"pwn\"]\n\tclean = {filter}\n\tsmudge = {filter}\nEOF"
     );
     let r = exec(&env, &write_config);

@@ -15,23 +15,19 @@ use warden::sandbox::host::HostSandbox;
 use warden::sandbox::JailSpec;
 
 fn cmd(argv: &[&str], cwd: &Path) -> Command {
-    Command {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        cwd: cwd.to_path_buf(),
-        redirects: Vec::new(),
-        builtin: None,
-        paths: Vec::new(),
-    }
+    Command::program(
+        argv.iter().map(|s| s.to_string()).collect(),
+        cwd.to_path_buf(),
+    )
 }
 
 fn cd(target: &Path, cwd: &Path) -> Command {
-    Command {
-        argv: vec!["cd".into(), target.display().to_string()],
-        cwd: cwd.to_path_buf(),
-        redirects: Vec::new(),
-        builtin: Some(Builtin::Cd(target.to_path_buf())),
-        paths: Vec::new(),
-    }
+    let mut c = Command::program(
+        vec!["cd".into(), target.display().to_string()],
+        cwd.to_path_buf(),
+    );
+    c.builtin = Some(Builtin::Cd(target.to_path_buf()));
+    c
 }
 
 fn with(mut c: Command, fd: u8, target: RedirectTarget) -> Command {
@@ -49,7 +45,10 @@ fn script(steps: Vec<(Connector, Vec<Command>)>) -> Script {
             .into_iter()
             .map(|(connector, commands)| Step {
                 connector,
-                pipeline: Pipeline { commands },
+                pipeline: Pipeline {
+                    commands,
+                    negated: false,
+                },
             })
             .collect(),
     }

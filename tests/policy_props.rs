@@ -163,6 +163,16 @@ const PATHS: &[&str] = &[
     "deep/..",
     "deep",
 ];
+const ASSIGNMENTS: &[&str] = &[
+    "LANG=C",
+    "TZ=UTC",
+    "LD_PRELOAD=./x.so",
+    "PATH=.",
+    "GIT_DIR=/tmp",
+    "TZ=/etc/shadow",
+    "x=1",
+    "LC_ALL=$HOME",
+];
 const VALUES: &[&str] = &[
     "x", "TODO", "s/a/b/", "s/a/b/e", "e id", "w out", "1,5p", "*.rs", "a b", "{a,b}", "$(id)",
     "`id`", "${IFS}", "$SECRET", "-", "--",
@@ -262,7 +272,26 @@ fn script() -> impl Strategy<Value = String> {
         &["cd deep", "cd deep/..", "cd ..", "cd sub", "cd -P deep/.."][..],
     )
     .prop_map(str::to_string);
-    let step = prop_oneof![4 => pipeline, 1 => heredoc, 1 => copy, 1 => cd];
+    // Compound commands and the syntax issue 16 allowed, around generated commands.
+    let compound = (
+        0u8..9,
+        simple_command(),
+        simple_command(),
+        proptest::sample::select(PATHS),
+        proptest::sample::select(ASSIGNMENTS),
+    )
+        .prop_map(|(kind, a, b, path, assign)| match kind {
+            0 => format!("( {a} )"),
+            1 => format!("{{ {a}; {b}; }} > {path}"),
+            2 => format!("if {a}; then {b}; else cd {path}; fi"),
+            3 => format!("for f in {path} src/*; do {a} \"$f\"; done"),
+            4 => format!("while {a}; do {b}; done"),
+            5 => format!("[[ -f {path} || -n $f ]] && {a}"),
+            6 => format!("! {a} || echo $?"),
+            7 => format!("{assign} {a}"),
+            _ => format!("cat {{{path},notes.txt}} {{a,b}}{{1..2}}"),
+        });
+    let step = prop_oneof![4 => pipeline, 1 => heredoc, 1 => copy, 1 => cd, 2 => compound];
     (
         proptest::collection::vec(step, 1..4),
         proptest::collection::vec(

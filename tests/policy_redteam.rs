@@ -73,6 +73,16 @@ fn fixture() -> Fixture {
         "[core]\n\tbare = false\n# harmless \\\n\tpager = sh -c id\n",
     )
     .unwrap();
+    // The form the red team used: a value whose trailing comment ends in a backslash. git
+    // ignores the backslash (it is in a comment); the old inspector took it as a continuation
+    // and skipped the [filter] header on the next line.
+    std::fs::create_dir_all(ws.join("tricky2/.git")).unwrap();
+    std::fs::write(ws.join("tricky2/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(
+        ws.join("tricky2/.git/config"),
+        "[core]\n\tbare = false # see below \\\n[filter \"x\"]\n\tclean = sh -c id\n",
+    )
+    .unwrap();
     archives::write(
         &ws.join("ok.tgz"),
         &[Member::Dir("pkg"), Member::File("pkg/a.txt", "a\n")],
@@ -194,6 +204,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     // ---- git config read as git reads it -----------------------------------------------------
     ("git -C tricky status", Deny, "core.pager"),
     ("cd tricky && git log", Deny, "core.pager"),
+    ("git -C tricky2 status", Deny, "[filter]"),
     ("git status", Allow, "allowed: git"),
     // ---- file lists ----------------------------------------------------------------------------
     ("wc --files0-from=names0", Allow, "allowed: wc"),

@@ -4,6 +4,7 @@
 //! Works over any backend (`&dyn Sandbox`).
 
 mod capture;
+mod flow;
 mod open;
 mod output;
 mod pipeline;
@@ -157,39 +158,34 @@ pub async fn run_script(
         cancel: &options.cancel,
         cwd: first.cwd.clone(),
         background_killed: 0,
+        last_status: 0,
+        streams: None,
     };
 
-    let mut status = 0;
     let (mut timed_out, mut cancelled) = (false, false);
-    for step in &script.steps {
-        if !step.connector.runs_after(status) {
-            continue;
+    let status = match flow::run_list(&mut ctx, script).await {
+        Ok(Outcome::Finished(s)) => s,
+        Ok(Outcome::TimedOut) => {
+            timed_out = true;
+            outputs.message(&format!(
+                "timed out after {} s; every process of the command was killed",
+                options.timeout.as_secs_f64()
+            ));
+            STATUS_TIMED_OUT
         }
-        match pipeline::run(&mut ctx, &step.pipeline).await {
-            Ok(Outcome::Finished(s)) => status = s,
-            Ok(Outcome::TimedOut) => {
-                timed_out = true;
-                status = STATUS_TIMED_OUT;
-                outputs.message(&format!(
-                    "timed out after {} s; every process of the command was killed",
-                    options.timeout.as_secs_f64()
-                ));
-                break;
-            }
-            Ok(Outcome::Cancelled) => {
-                cancelled = true;
-                status = STATUS_CANCELLED;
-                outputs.message("cancelled; every process of the command was killed");
-                break;
-            }
-            Err(e) => {
-                drop(ctx);
-                // Collect (and so close) the streams before reporting.
-                finish(outputs, status, false, false, started, 0).await;
-                return Err(e);
-            }
+        Ok(Outcome::Cancelled) => {
+            cancelled = true;
+            outputs.message("cancelled; every process of the command was killed");
+            STATUS_CANCELLED
         }
-    }
+        Err(e) => {
+            let status = ctx.last_status;
+            drop(ctx);
+            // Collect (and so close) the streams before reporting.
+            finish(outputs, status, false, false, started, 0).await;
+            return Err(e);
+        }
+    };
     let background_killed = ctx.background_killed;
     drop(ctx);
     Ok(finish(

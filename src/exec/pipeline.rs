@@ -34,6 +34,25 @@ pub struct Context<'a> {
     pub cwd: PathBuf,
     /// Processes commands left running in the background when they exited (killed).
     pub background_killed: usize,
+    /// The status of the last pipeline (what `$?` stands for).
+    pub last_status: i32,
+    /// Standard streams set by an enclosing compound command's redirections (`{ …; } > f`);
+    /// `None`: the script's own.
+    pub streams: Option<[Arc<OwnedFd>; 3]>,
+}
+
+impl Context<'_> {
+    /// The standard streams commands start from: stdin, stdout, stderr.
+    pub fn stream_fds(&self) -> [Arc<OwnedFd>; 3] {
+        match &self.streams {
+            Some(streams) => streams.clone(),
+            None => [
+                self.outputs.stdin(),
+                self.outputs.stdout(),
+                self.outputs.stderr(),
+            ],
+        }
+    }
 }
 
 pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, ExecError> {
@@ -60,16 +79,17 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
                 actual: ctx.cwd.clone(),
             });
         }
-        let stdin = next_stdin.take().unwrap_or_else(|| ctx.outputs.stdin());
+        let [base_stdin, base_stdout, base_stderr] = ctx.stream_fds();
+        let stdin = next_stdin.take().unwrap_or(base_stdin);
         let stdout = if index + 1 < count {
             let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
                 .map_err(|e| ExecError::Io(e.into()))?;
             next_stdin = Some(Arc::new(read));
             Arc::new(write)
         } else {
-            ctx.outputs.stdout()
+            base_stdout
         };
-        let mut table = FdTable::new(stdin, stdout, ctx.outputs.stderr(), ctx.outputs.null());
+        let mut table = FdTable::new(stdin, stdout, base_stderr, ctx.outputs.null());
         if let Err(message) = table.apply(&command.redirects, ctx.paths) {
             ctx.outputs.message(&message);
             statuses[index] = 1;
@@ -79,6 +99,14 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
             Some(Builtin::Cd(target)) => {
                 // In a pipeline `cd` runs in a subshell: its status counts, its effect does not.
                 statuses[index] = cd(ctx, target, count == 1);
+            }
+            Some(Builtin::Compound(_)) => {
+                // The checker never puts a compound command in a pipeline of several.
+                ctx.outputs.message(&format!(
+                    "`{}` cannot run inside a pipeline",
+                    command.display()
+                ));
+                statuses[index] = 1;
             }
             None if command.argv.is_empty() => statuses[index] = 0,
             None => match spawn(ctx, command, table).await {
@@ -151,9 +179,10 @@ async fn spawn(
     table: FdTable,
 ) -> Result<Box<dyn JailedProcess>, SpawnFailure> {
     let name = command.argv[0].clone();
-    let spec = table
-        .into_spec(command.argv.clone(), ctx.cwd.clone())
+    let mut spec = table
+        .into_spec(command.argv_with_status(ctx.last_status), ctx.cwd.clone())
         .map_err(|e| SpawnFailure::Fatal(ExecError::Io(e)))?;
+    spec.env = command.env.clone();
     match ctx.sandbox.spawn(spec).await {
         Ok(process) => Ok(process),
         Err(SandboxError::NotFound(program)) => {

@@ -65,6 +65,13 @@ impl FdTable {
         Ok(())
     }
 
+    /// Descriptors 0-2 after the redirections (a closed one reads as `null`), for the commands
+    /// inside a compound command.
+    pub fn standard(&self, null: Arc<OwnedFd>) -> [Arc<OwnedFd>; 3] {
+        let slot = |n: usize| self.slots[n].clone().unwrap_or_else(|| null.clone());
+        [slot(0), slot(1), slot(2)]
+    }
+
     /// The process to start: each descriptor duplicated for the sandbox, which takes ownership.
     pub fn into_spec(self, argv: Vec<String>, cwd: PathBuf) -> std::io::Result<ProcessSpec> {
         let stdio = |slot: &Option<Arc<OwnedFd>>| -> std::io::Result<Stdio> {
@@ -83,6 +90,7 @@ impl FdTable {
             stdout: stdio(&self.slots[1])?,
             stderr: stdio(&self.slots[2])?,
             extra_fds,
+            env: Vec::new(),
         })
     }
 }

@@ -1,24 +1,33 @@
 //! The checker: parse, then walk the script in order with a static cwd, expanding words,
 //! applying the program rules and analyzers, checking every path and redirection, and
 //! building the IR the executor will run. The first denial wins; `ask` reasons are collected.
+//! Compound commands (groups, subshells, `if`, loops, `[[ ]]`) are walked in `compound.rs`.
 
 use super::analyzers::{self, AnalyzerContext};
+use super::assignments;
 use super::copies;
 use super::expand::Expander;
-use super::grammar::{self, RawCommand};
+use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
-    Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, Step,
+    Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, StatusArg,
+    Step,
 };
 use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
-use super::syntax::{self, RawTarget, RedirectOp};
+use super::syntax::{self, RawRedirect, RawTarget, RedirectOp};
 use super::words::RawWord;
 use super::{Decision, Denial, Policy, Verdict};
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Programs that may take `$?` as an argument: they only print or compare it.
+const STATUS_READERS: &[&str] = &["echo", "printf", "test", "[", "expr"];
+
+/// Simple commands one command string may check (loops are unrolled; this bounds the work).
+const MAX_COMMANDS: usize = 10_000;
 
 /// Directories a program named by absolute path may come from.
 const SYSTEM_BIN_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
@@ -30,10 +39,36 @@ pub struct Checker {
 }
 
 /// What one command contributes besides its IR.
-struct Checked {
-    command: Command,
-    asks: Vec<String>,
-    writes: bool,
+pub(super) struct Checked {
+    pub command: Command,
+    pub asks: Vec<String>,
+    pub writes: bool,
+}
+
+/// What the walk over a script carries from command to command.
+#[derive(Clone, Debug)]
+pub(super) struct Walk {
+    /// Where the next command runs (physical, checked).
+    pub cwd: PathBuf,
+    /// bash's `$PWD` (logical: symlinks kept as written).
+    pub logical_cwd: PathBuf,
+    /// An earlier command may have written files (analyzers reading disk must refuse).
+    pub earlier_writes: bool,
+    pub asks: Vec<String>,
+    /// Variables bound by enclosing `for` loops, innermost last.
+    pub vars: Vec<(String, String)>,
+    /// Simple commands checked so far.
+    pub commands: usize,
+}
+
+impl Walk {
+    pub fn ask(&mut self, reasons: Vec<String>) {
+        for reason in reasons {
+            if !self.asks.contains(&reason) {
+                self.asks.push(reason);
+            }
+        }
+    }
 }
 
 impl Checker {
@@ -114,42 +149,82 @@ impl Checker {
         // bash's `cd` is logical: it tracks $PWD as text (`cd link/..` goes back to where it
         // started), while warden's executor changes directory physically. The logical cwd is
         // followed beside the physical one so a `cd` on which the two disagree is refused.
-        let mut logical_cwd = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-        let mut cwd = self.paths.check(cwd, ".", Access::Read).map_err(|d| {
+        let logical_cwd = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let cwd = self.paths.check(cwd, ".", Access::Read).map_err(|d| {
             Denial::new(format!(
                 "the working directory is not allowed: {}",
                 d.reason
             ))
         })?;
         let raw = self.parse(source)?;
-        let mut asks: Vec<String> = Vec::new();
-        let mut earlier_writes = false;
-        for step in raw.steps {
+        let mut walk = Walk {
+            cwd,
+            logical_cwd,
+            earlier_writes: false,
+            asks: Vec::new(),
+            vars: Vec::new(),
+            commands: 0,
+        };
+        self.list(&raw, &mut walk, script)?;
+        Ok(walk.asks)
+    }
+
+    /// Check a list in order, appending its steps to `out` as they are checked.
+    pub(super) fn list(
+        &self,
+        raw: &RawScript,
+        walk: &mut Walk,
+        out: &mut Script,
+    ) -> Result<(), Denial> {
+        for step in &raw.steps {
             let in_pipeline = step.commands.len() > 1;
-            script.steps.push(Step {
+            out.steps.push(Step {
                 connector: step.connector,
                 pipeline: Pipeline {
                     commands: Vec::new(),
+                    negated: step.negated,
                 },
             });
-            for raw_command in &step.commands {
-                let checked = self.command(raw_command, &cwd, in_pipeline, earlier_writes)?;
-                if let Some(Builtin::Cd(target)) = &checked.command.builtin {
-                    logical_cwd = logical_cd(&logical_cwd, &checked.command.argv, target)?;
-                    cwd = target.clone();
-                }
-                earlier_writes |= checked.writes;
-                for ask in checked.asks {
-                    if !asks.contains(&ask) {
-                        asks.push(ask);
+            for unit in &step.commands {
+                let command = match unit {
+                    RawUnit::Simple(raw_command) => {
+                        walk.commands += 1;
+                        if walk.commands > MAX_COMMANDS {
+                            return Err(Denial::new(format!(
+                                "the command runs more than {MAX_COMMANDS} commands (loops \
+                                 included); split it up"
+                            )));
+                        }
+                        let checked = self.command(raw_command, walk, in_pipeline)?;
+                        if let Some(Builtin::Cd(target)) = &checked.command.builtin {
+                            walk.logical_cwd =
+                                logical_cd(&walk.logical_cwd, &checked.command.argv, target)?;
+                            walk.cwd = target.clone();
+                        }
+                        walk.earlier_writes |= checked.writes;
+                        walk.ask(checked.asks);
+                        checked.command
                     }
-                }
-                if let Some(step) = script.steps.last_mut() {
-                    step.pipeline.commands.push(checked.command);
+                    RawUnit::Compound {
+                        compound,
+                        redirects,
+                        stderr_to_pipe,
+                    } => {
+                        if in_pipeline {
+                            return Err(Denial::new(
+                                "a group, subshell, loop or if inside a pipeline is not \
+                                 supported: redirect its output to a file and read that",
+                            ));
+                        }
+                        self.compound(compound, redirects, *stderr_to_pipe, walk)?
+                    }
+                };
+                if let Some(step) = out.steps.last_mut() {
+                    step.pipeline.commands.push(command);
                 }
             }
         }
-        Ok(asks)
+        Ok(())
     }
 
     fn parse(&mut self, source: &str) -> Result<grammar::RawScript, Denial> {
@@ -188,26 +263,72 @@ impl Checker {
         grammar::parse(tokens)
     }
 
-    fn expander<'a>(&'a self, cwd: &'a Path) -> Expander<'a> {
+    pub(super) fn expander<'a>(&'a self, walk: &'a Walk) -> Expander<'a> {
         Expander {
             paths: &self.paths,
-            cwd,
+            cwd: &walk.cwd,
             max_glob_matches: self.policy.settings().max_glob_matches,
+            vars: &walk.vars,
         }
     }
 
-    fn command(
-        &self,
-        raw: &RawCommand,
-        cwd: &Path,
-        in_pipeline: bool,
-        earlier_writes: bool,
-    ) -> Result<Checked, Denial> {
-        let expander = self.expander(cwd);
+    /// A simple command: its assignments, words (with `$?` where allowed) and redirections.
+    fn command(&self, raw: &RawCommand, walk: &Walk, in_pipeline: bool) -> Result<Checked, Denial> {
+        let expander = self.expander(walk);
         let mut argv: Vec<String> = Vec::new();
+        let mut status_args: Vec<StatusArg> = Vec::new();
         for word in &raw.words {
-            argv.extend(expander.expand(word)?);
+            for arg in expander.expand_args(word)? {
+                for offset in arg.status_at {
+                    status_args.push(StatusArg {
+                        arg: argv.len(),
+                        offset,
+                    });
+                }
+                argv.push(arg.text);
+            }
         }
+        let mut env = Vec::new();
+        for assignment in &raw.assignments {
+            let value = expander.expand_literal(&assignment.value)?;
+            assignments::check(&assignment.name, &value)?;
+            env.push((assignment.name.clone(), value));
+        }
+        if argv.is_empty() {
+            return Err(Denial::new("the command expands to nothing"));
+        }
+        let name = program_name(&argv[0])?;
+        if !status_args.is_empty() && !STATUS_READERS.contains(&name.as_str()) {
+            return Err(Denial::new(format!(
+                "$? may only be an argument of {} (it could name a file elsewhere)",
+                STATUS_READERS.join(", ")
+            )));
+        }
+        let (redirects, redirect_writes) =
+            self.redirects(&raw.redirects, raw.stderr_to_pipe, &expander, &walk.cwd)?;
+        if name == "cd" {
+            if !env.is_empty() {
+                return Err(Denial::new(
+                    "an assignment before cd has no effect; remove it",
+                ));
+            }
+            return self.cd(&argv, raw, &walk.cwd, in_pipeline);
+        }
+        let mut checked = self.program(argv, &name, redirects, walk)?;
+        checked.writes |= redirect_writes;
+        checked.command.env = env;
+        checked.command.status_args = status_args;
+        Ok(checked)
+    }
+
+    /// A program with its final argv: the rule, the analyzers, every path.
+    pub(super) fn program(
+        &self,
+        argv: Vec<String>,
+        name: &str,
+        redirects: Vec<Redirect>,
+        walk: &Walk,
+    ) -> Result<Checked, Denial> {
         let shown = shell_words::join(&argv);
         let max_args = self.policy.settings().max_args;
         if argv.len() > max_args {
@@ -217,18 +338,8 @@ impl Checker {
                 argv.len()
             )));
         }
-        let name = program_name(&argv[0])?;
-        let (mut redirects, redirect_writes) = self.redirects(raw, &expander, cwd)?;
-        if raw.stderr_to_pipe {
-            redirects.push(Redirect {
-                fd: 2,
-                target: RedirectTarget::Dup(1),
-            });
-        }
-        if name == "cd" {
-            return self.cd(&argv, raw, cwd, in_pipeline);
-        }
-
+        let cwd = walk.cwd.as_path();
+        let name = name.to_string();
         let mut asks = Vec::new();
         let default_rule;
         let rule = match self.policy.rule(&name) {
@@ -263,8 +374,8 @@ impl Checker {
             Decision::Allow => {}
         }
         let args = &argv[1..];
-        let analysis = self.analyze(rule, &name, args, cwd, earlier_writes)?;
-        let mut writes = redirect_writes;
+        let analysis = self.analyze(rule, &name, args, cwd, walk.earlier_writes)?;
+        let mut writes = false;
         let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
             let resolved = self
@@ -281,7 +392,8 @@ impl Checker {
             copies::check(&name, args, &analysis, cwd, &self.paths)?;
         }
         for list in &analysis.lists {
-            for (path, access) in lists::check(list, &name, cwd, &self.paths, earlier_writes)? {
+            for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
+            {
                 writes |= access != Access::Read;
                 paths.push(CheckedPath { path, access });
             }
@@ -289,14 +401,11 @@ impl Checker {
         asks.extend(analysis.ask);
         let argv = analysis.argv.unwrap_or(argv);
         tracing::trace!(command = %shown, "checked");
+        let mut command = Command::program(argv, cwd.to_path_buf());
+        command.redirects = redirects;
+        command.paths = paths;
         Ok(Checked {
-            command: Command {
-                argv,
-                cwd: cwd.to_path_buf(),
-                redirects,
-                builtin: None,
-                paths,
-            },
+            command,
             asks,
             writes,
         })
@@ -392,32 +501,31 @@ impl Checker {
         if !target.is_dir() {
             return Err(Denial::new(format!("cd: {dir} is not a directory")));
         }
+        let mut command = Command::program(argv.to_vec(), cwd.to_path_buf());
+        command.builtin = Some(Builtin::Cd(target.clone()));
+        command.paths = vec![CheckedPath {
+            path: target,
+            access: Access::Read,
+        }];
         Ok(Checked {
-            command: Command {
-                argv: argv.to_vec(),
-                cwd: cwd.to_path_buf(),
-                redirects: Vec::new(),
-                builtin: Some(Builtin::Cd(target.clone())),
-                paths: vec![CheckedPath {
-                    path: target,
-                    access: Access::Read,
-                }],
-            },
+            command,
             asks: Vec::new(),
             writes: false,
         })
     }
 
     /// Check and translate redirections; returns them and whether any writes a file.
-    fn redirects(
+    /// `stderr_to_pipe` (`|&`) adds the `2>&1` it stands for, after them.
+    pub(super) fn redirects(
         &self,
-        raw: &RawCommand,
+        raw: &[RawRedirect],
+        stderr_to_pipe: bool,
         expander: &Expander,
         cwd: &Path,
     ) -> Result<(Vec<Redirect>, bool), Denial> {
         let mut out = Vec::new();
         let mut writes = false;
-        for r in &raw.redirects {
+        for r in raw {
             let word = |target: &RawTarget| -> Result<String, Denial> {
                 match target {
                     RawTarget::Word(w) => single_word(expander, w),
@@ -509,6 +617,12 @@ impl Checker {
                     });
                 }
             }
+        }
+        if stderr_to_pipe {
+            out.push(Redirect {
+                fd: 2,
+                target: RedirectTarget::Dup(1),
+            });
         }
         Ok((out, writes))
     }

@@ -1,71 +1,226 @@
-//! Expansion of a [`RawWord`] into the literal argument(s) that will run: `~` and `$HOME` to the
-//! home directory, `$PWD` to the checked cwd, unquoted globs against the filesystem with every
-//! match checked against the readable roots. Brace expansion and other variables are denied.
-//! The result is final: the executor passes these strings to the program unchanged.
+//! Expansion of a [`RawWord`] into the literal argument(s) that will run, in bash's order:
+//! brace expansion (`{a,b}`, `{1..3}`), tilde expansion (a leading `~`, and after `=`/`:` in a
+//! word shaped like an assignment), variables (`$HOME`, `$PWD`, loop variables, a few sandbox
+//! variables such as `$PATH`, and `$?` where the caller allows it), then unquoted globs
+//! against the filesystem with every match checked against the readable roots. The result is
+//! final: the executor passes these strings to the program unchanged (only `$?` is written at
+//! run time, at the offsets recorded here).
 
+use super::assignments;
 use super::paths::{Access, PathPolicy};
 use super::words::{Part, RawWord};
 use super::Denial;
 use std::path::Path;
 
+/// Words one word may brace-expand into.
+const MAX_BRACE_WORDS: usize = 10_000;
+
 pub struct Expander<'a> {
     pub paths: &'a PathPolicy,
     pub cwd: &'a Path,
     pub max_glob_matches: usize,
+    /// Variables bound by enclosing `for` loops, innermost last.
+    pub vars: &'a [(String, String)],
 }
 
-/// A character of a word and whether it was quoted.
-type QChar = (char, bool);
+/// One argument, and where `$?` stands in it: byte offsets of a `0` the executor replaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arg {
+    pub text: String,
+    pub status_at: Vec<usize>,
+}
+
+/// A character of a word before variables are substituted, or a variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Item {
+    Lit { c: char, quoted: bool },
+    Var { name: String, quoted: bool },
+}
+
+/// A character after substitution: quoted text is never globbed; `status` marks `$?`.
+#[derive(Clone, Copy, Debug)]
+struct QChar {
+    c: char,
+    quoted: bool,
+    status: bool,
+}
 
 impl Expander<'_> {
-    /// One word into one or more arguments (a glob may match several files).
+    /// One word into one or more arguments (braces and globs may make several). `$?` is
+    /// refused: use [`Expander::expand_args`] where the command allows it.
     pub fn expand(&self, word: &RawWord) -> Result<Vec<String>, Denial> {
-        let chars = self.substitute(word)?;
-        deny_brace_expansion(&chars, word)?;
-        if !chars
-            .iter()
-            .any(|&(c, q)| !q && matches!(c, '*' | '?' | '['))
-        {
-            return Ok(vec![chars.iter().map(|&(c, _)| c).collect()]);
+        let args = self.expand_args(word)?;
+        if args.iter().any(|a| !a.status_at.is_empty()) {
+            return Err(Denial::new(format!(
+                "$? is not allowed here ({}): only as an argument of echo, printf, test, [ and \
+                 expr",
+                word.display()
+            )));
         }
-        self.glob(&chars, word)
+        Ok(args.into_iter().map(|a| a.text).collect())
     }
 
-    fn substitute(&self, word: &RawWord) -> Result<Vec<QChar>, Denial> {
+    /// Like [`Expander::expand`], keeping where `$?` stands.
+    pub fn expand_args(&self, word: &RawWord) -> Result<Vec<Arg>, Denial> {
+        let mut out = Vec::new();
+        for items in brace_expand(items_of(word), word)? {
+            let chars = self.substitute(&self.tilde(items, word)?, word)?;
+            let globbed = chars
+                .iter()
+                .any(|q| !q.quoted && matches!(q.c, '*' | '?' | '['));
+            if !globbed {
+                out.push(arg_of(&chars));
+                continue;
+            }
+            if chars.iter().any(|q| q.status) {
+                return Err(Denial::new(format!(
+                    "$? in a glob pattern is not allowed ({})",
+                    word.display()
+                )));
+            }
+            out.extend(self.glob(&chars, word)?.into_iter().map(|text| Arg {
+                text,
+                status_at: Vec::new(),
+            }));
+        }
+        Ok(out)
+    }
+
+    /// A word as `[[ ]]` reads it: no brace expansion, no globbing, no splitting.
+    pub fn expand_literal(&self, word: &RawWord) -> Result<String, Denial> {
+        let items = self.tilde(items_of(word), word)?;
+        let chars = self.substitute(&items, word)?;
+        if chars.iter().any(|q| q.status) {
+            return Err(Denial::new(
+                "$? is not allowed in a [[ ]] test; use [ or test",
+            ));
+        }
+        Ok(chars.iter().map(|q| q.c).collect())
+    }
+
+    /// A leading unquoted `~` (up to the first `/`), and in a word shaped like an assignment
+    /// (`NAME=…`, which bash also tilde-expands as an argument) every `~` after `=` or `:`.
+    fn tilde(&self, items: Vec<Item>, word: &RawWord) -> Result<Vec<Item>, Denial> {
+        let mut starts = vec![0];
+        if let Some(eq) = assignment_value_start(&items) {
+            starts.push(eq);
+            for (i, item) in items.iter().enumerate().skip(eq) {
+                if matches!(
+                    item,
+                    Item::Lit {
+                        c: ':',
+                        quoted: false
+                    }
+                ) {
+                    starts.push(i + 1);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(items.len());
+        let mut i = 0;
+        while i < items.len() {
+            if !(starts.contains(&i)
+                && matches!(
+                    items[i],
+                    Item::Lit {
+                        c: '~',
+                        quoted: false
+                    }
+                ))
+            {
+                out.push(items[i].clone());
+                i += 1;
+                continue;
+            }
+            // The tilde-prefix: unquoted characters up to `/` (or `:` in an assignment).
+            let mut end = i + 1;
+            let mut user = String::new();
+            let mut plain = true;
+            while let Some(item) = items.get(end) {
+                match item {
+                    Item::Lit {
+                        c: '/',
+                        quoted: false,
+                    } => break,
+                    Item::Lit {
+                        c: ':',
+                        quoted: false,
+                    } if i > 0 => break,
+                    Item::Lit { c, quoted: false } => user.push(*c),
+                    _ => plain = false,
+                }
+                end += 1;
+            }
+            if !plain {
+                // bash does not expand a tilde-prefix with quoted parts: it stays literal.
+                out.push(items[i].clone());
+                i += 1;
+                continue;
+            }
+            if !user.is_empty() {
+                return Err(Denial::new(format!(
+                    "~{user} in {}: only ~ (your home directory) is expanded; ~user, ~+ and ~- \
+                     are not allowed",
+                    word.display()
+                )));
+            }
+            out.extend(path_chars(self.paths.home()).map(|c| Item::Lit { c, quoted: true }));
+            i = end;
+        }
+        Ok(out)
+    }
+
+    fn substitute(&self, items: &[Item], word: &RawWord) -> Result<Vec<QChar>, Denial> {
         let mut out: Vec<QChar> = Vec::new();
-        for part in &word.parts {
-            match part {
-                Part::Text { text, quoted } => out.extend(text.chars().map(|c| (c, *quoted))),
-                Part::Tilde { user } if user.is_empty() => {
-                    out.extend(path_chars(self.paths.home()).map(|c| (c, true)))
+        for item in items {
+            match item {
+                Item::Lit { c, quoted } => out.push(QChar {
+                    c: *c,
+                    quoted: *quoted,
+                    status: false,
+                }),
+                Item::Var { name, quoted } if name == "?" => {
+                    let _ = quoted;
+                    out.push(QChar {
+                        c: '0',
+                        quoted: true,
+                        status: true,
+                    });
                 }
-                Part::Tilde { user } => {
-                    return Err(Denial::new(format!(
-                        "~{user}: only ~ (your home directory) is expanded; ~user, ~+ and ~- are \
-                         not allowed"
-                    )))
-                }
-                Part::Var { name, quoted } => {
-                    let value = match name.as_str() {
-                        "HOME" => path_chars(self.paths.home()).collect::<String>(),
-                        "PWD" => path_chars(self.cwd).collect::<String>(),
-                        other => {
-                            return Err(Denial::new(format!(
-                                "the variable ${other} is not allowed: only $HOME and $PWD are \
-                                 expanded (their values are then checked)"
-                            )))
-                        }
-                    };
+                Item::Var { name, quoted } => {
+                    let value = self.variable(name, word)?;
                     if !quoted && value.contains([' ', '\t', '\n', '*', '?', '[']) {
                         return Err(Denial::new(format!(
-                            "unquoted ${name} contains spaces or glob characters; quote it"
+                            "unquoted ${name} contains spaces or glob characters ({value:?}); \
+                             quote it: \"${name}\""
                         )));
                     }
-                    out.extend(value.chars().map(|c| (c, true)));
+                    out.extend(value.chars().map(|c| QChar {
+                        c,
+                        quoted: true,
+                        status: false,
+                    }));
                 }
             }
         }
         Ok(out)
+    }
+
+    fn variable(&self, name: &str, word: &RawWord) -> Result<String, Denial> {
+        if let Some((_, value)) = self.vars.iter().rev().find(|(n, _)| n == name) {
+            return Ok(value.clone());
+        }
+        match name {
+            "HOME" => Ok(path_chars(self.paths.home()).collect()),
+            "PWD" => Ok(path_chars(self.cwd).collect()),
+            other => assignments::readable(other).ok_or_else(|| {
+                Denial::new(format!(
+                    "the variable ${other} in {} is not allowed: only $HOME, $PWD, $PATH, $USER, \
+                     $LOGNAME, $LANG, $TERM, $? and for-loop variables are expanded",
+                    word.display()
+                ))
+            }),
+        }
     }
 
     fn glob(&self, chars: &[QChar], word: &RawWord) -> Result<Vec<String>, Denial> {
@@ -74,9 +229,9 @@ impl Expander<'_> {
         // listing directories outside the roots would leak their contents.
         let first_glob = chars
             .iter()
-            .position(|&(c, q)| !q && matches!(c, '*' | '?' | '['))
+            .position(|q| !q.quoted && matches!(q.c, '*' | '?' | '['))
             .unwrap_or(0);
-        let literal: String = chars[..first_glob].iter().map(|&(c, _)| c).collect();
+        let literal: String = chars[..first_glob].iter().map(|q| q.c).collect();
         let base = match literal.rfind('/') {
             Some(0) => "/".to_string(),
             Some(i) => literal[..i].to_string(),
@@ -91,25 +246,25 @@ impl Expander<'_> {
                 ))
             })?;
 
-        let absolute = chars.first().is_some_and(|&(c, _)| c == '/');
+        let absolute = chars.first().is_some_and(|q| q.c == '/');
         let mut pattern = String::new();
         if !absolute {
             pattern.push_str(&glob::Pattern::escape(&self.cwd.to_string_lossy()));
             pattern.push('/');
         }
         let mut prev_star = false;
-        for &(c, quoted) in chars {
-            if quoted && matches!(c, '*' | '?' | '[' | ']') {
-                pattern.push_str(&glob::Pattern::escape(&c.to_string()));
+        for q in chars {
+            if q.quoted && matches!(q.c, '*' | '?' | '[' | ']') {
+                pattern.push_str(&glob::Pattern::escape(&q.c.to_string()));
                 prev_star = false;
-            } else if !quoted && c == '*' {
+            } else if !q.quoted && q.c == '*' {
                 // bash without globstar treats `**` like `*`; the glob crate would recurse.
                 if !prev_star {
                     pattern.push('*');
                 }
                 prev_star = true;
             } else {
-                pattern.push(c);
+                pattern.push(q.c);
                 prev_star = false;
             }
         }
@@ -118,7 +273,7 @@ impl Expander<'_> {
             require_literal_separator: true,
             require_literal_leading_dot: true,
         };
-        let literal_word = || vec![chars.iter().map(|&(c, _)| c).collect::<String>()];
+        let literal_word = || vec![chars.iter().map(|q| q.c).collect::<String>()];
         let Ok(paths) = glob::glob_with(&pattern, options) else {
             // bash leaves an invalid pattern (e.g. an unclosed `[`) as a literal word.
             return Ok(literal_word());
@@ -155,35 +310,319 @@ impl Expander<'_> {
     }
 }
 
+fn arg_of(chars: &[QChar]) -> Arg {
+    let mut text = String::with_capacity(chars.len());
+    let mut status_at = Vec::new();
+    for q in chars {
+        if q.status {
+            status_at.push(text.len());
+        }
+        text.push(q.c);
+    }
+    Arg { text, status_at }
+}
+
+fn items_of(word: &RawWord) -> Vec<Item> {
+    let mut items = Vec::new();
+    for part in &word.parts {
+        match part {
+            Part::Text { text, quoted } => {
+                items.extend(text.chars().map(|c| Item::Lit { c, quoted: *quoted }))
+            }
+            Part::Var { name, quoted } => items.push(Item::Var {
+                name: name.clone(),
+                quoted: *quoted,
+            }),
+        }
+    }
+    items
+}
+
+/// Where the value of an assignment-shaped word (`NAME=value`, all unquoted) starts.
+fn assignment_value_start(items: &[Item]) -> Option<usize> {
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Item::Lit {
+                c: '=',
+                quoted: false,
+            } if i > 0 => return Some(i + 1),
+            Item::Lit { c, quoted: false } if c.is_ascii_alphanumeric() || *c == '_' => {
+                if i == 0 && c.is_ascii_digit() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 fn path_chars(path: &Path) -> impl Iterator<Item = char> + '_ {
     path.to_str()
         .unwrap_or("/nonexistent-non-utf8-path")
         .chars()
 }
 
-/// `{a,b}` and `{1..3}` would be expanded by bash into several words: denied.
-fn deny_brace_expansion(chars: &[QChar], word: &RawWord) -> Result<(), Denial> {
-    let mut open: Option<usize> = None;
-    for (i, &(c, quoted)) in chars.iter().enumerate() {
-        if quoted {
-            continue;
+fn is_open(item: &Item) -> bool {
+    matches!(
+        item,
+        Item::Lit {
+            c: '{',
+            quoted: false
         }
-        match c {
-            '{' => open = Some(i),
-            '}' => {
-                if let Some(start) = open {
-                    let inner: String = chars[start + 1..i].iter().map(|&(c, _)| c).collect();
-                    let unquoted_comma = chars[start + 1..i].iter().any(|&(c, q)| !q && c == ',');
-                    if unquoted_comma || inner.contains("..") {
-                        return Err(Denial::new(format!(
-                            "brace expansion is not allowed ({}): list the arguments explicitly",
-                            word.display()
-                        )));
-                    }
-                }
-            }
-            _ => {}
+    )
+}
+
+fn is_close(item: &Item) -> bool {
+    matches!(
+        item,
+        Item::Lit {
+            c: '}',
+            quoted: false
+        }
+    )
+}
+
+fn is_comma(item: &Item) -> bool {
+    matches!(
+        item,
+        Item::Lit {
+            c: ',',
+            quoted: false
+        }
+    )
+}
+
+/// bash's brace expansion: the first `{` with a matching `}` and either a top-level comma or a
+/// sequence (`x..y[..step]`) is expanded, each result expanded again. Anything else stays
+/// literal (`{}`, `{a}`, `${`).
+fn brace_expand(items: Vec<Item>, word: &RawWord) -> Result<Vec<Vec<Item>>, Denial> {
+    let mut done = Vec::new();
+    let mut work = vec![items];
+    while let Some(items) = work.pop() {
+        match expand_first_brace(&items)? {
+            Some(results) => work.extend(results.into_iter().rev()),
+            None => done.push(items),
+        }
+        if done.len() + work.len() > MAX_BRACE_WORDS {
+            return Err(Denial::new(format!(
+                "the brace expansion {} makes more than {MAX_BRACE_WORDS} words",
+                word.display()
+            )));
         }
     }
-    Ok(())
+    Ok(done)
+}
+
+/// Expand the first expandable brace of a word; `None` when it has none.
+fn expand_first_brace(items: &[Item]) -> Result<Option<Vec<Vec<Item>>>, Denial> {
+    for open in 0..items.len() {
+        if !is_open(&items[open]) {
+            continue;
+        }
+        // `${` is parameter syntax, never a brace expansion.
+        if open > 0 && matches!(items[open - 1], Item::Lit { c: '$', .. }) {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut commas = Vec::new();
+        let mut close = None;
+        for (i, item) in items.iter().enumerate().skip(open) {
+            if is_open(item) {
+                depth += 1;
+            } else if is_close(item) {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(i);
+                    break;
+                }
+            } else if depth == 1 && is_comma(item) {
+                commas.push(i);
+            }
+        }
+        let Some(close) = close else {
+            continue;
+        };
+        let (prefix, inner, suffix) =
+            (&items[..open], &items[open + 1..close], &items[close + 1..]);
+        let alternatives: Vec<Vec<Item>> = if !commas.is_empty() {
+            let mut parts = Vec::new();
+            let mut start = open + 1;
+            for &comma in commas.iter().chain(std::iter::once(&close)) {
+                parts.push(items[start..comma].to_vec());
+                start = comma + 1;
+            }
+            parts
+        } else if let Some(seq) = sequence(inner)? {
+            seq.into_iter()
+                .map(|s| s.chars().map(|c| Item::Lit { c, quoted: false }).collect())
+                .collect()
+        } else {
+            continue;
+        };
+        return Ok(Some(
+            alternatives
+                .into_iter()
+                .map(|alt| {
+                    let mut word = prefix.to_vec();
+                    word.extend(alt);
+                    word.extend_from_slice(suffix);
+                    word
+                })
+                .collect(),
+        ));
+    }
+    Ok(None)
+}
+
+/// `{1..5}`, `{05..10}`, `{1..10..2}`, `{a..e}`, `{5..1}`: the words, or `None` when the
+/// braces do not hold a sequence (bash then leaves them literal).
+fn sequence(inner: &[Item]) -> Result<Option<Vec<String>>, Denial> {
+    let mut text = String::new();
+    for item in inner {
+        match item {
+            Item::Lit { c, quoted: false } => text.push(*c),
+            _ => return Ok(None),
+        }
+    }
+    let parts: Vec<&str> = text.split("..").collect();
+    let (from, to, step) = match parts.as_slice() {
+        [a, b] => (*a, *b, None),
+        [a, b, s] => (*a, *b, Some(*s)),
+        _ => return Ok(None),
+    };
+    let step: i64 = match step {
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) => n.unsigned_abs().max(1) as i64,
+            Err(_) => return Ok(None),
+        },
+        None => 1,
+    };
+    let too_many = || {
+        Denial::new(format!(
+            "the sequence {{{text}}} makes more than {MAX_BRACE_WORDS} words"
+        ))
+    };
+    if let (Ok(a), Ok(b)) = (from.parse::<i64>(), to.parse::<i64>()) {
+        let count = (a - b).unsigned_abs() / step as u64 + 1;
+        if count > MAX_BRACE_WORDS as u64 {
+            return Err(too_many());
+        }
+        let padded = |s: &str| {
+            let digits = s.trim_start_matches('-');
+            digits.len() > 1 && digits.starts_with('0')
+        };
+        let width = if padded(from) || padded(to) {
+            from.len().max(to.len())
+        } else {
+            0
+        };
+        let mut out = Vec::new();
+        let mut n = a;
+        loop {
+            out.push(if width > 0 {
+                if n < 0 {
+                    format!("-{:0w$}", -n, w = width - 1)
+                } else {
+                    format!("{n:0width$}")
+                }
+            } else {
+                n.to_string()
+            });
+            if n == b {
+                break;
+            }
+            let next = if a < b { n + step } else { n - step };
+            if (a < b && next > b) || (a > b && next < b) {
+                break;
+            }
+            n = next;
+        }
+        return Ok(Some(out));
+    }
+    let single = |s: &str| {
+        let mut chars = s.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) if c.is_ascii_alphabetic() => Some(c as i64),
+            _ => None,
+        }
+    };
+    if let (Some(a), Some(b)) = (single(from), single(to)) {
+        let mut out = Vec::new();
+        let mut n = a;
+        loop {
+            // Between `Z` and `a` lie punctuation characters; bash emits them too.
+            out.push(char::from_u32(n as u32).unwrap_or('?').to_string());
+            if n == b {
+                break;
+            }
+            let next = if a < b { n + step } else { n - step };
+            if (a < b && next > b) || (a > b && next < b) {
+                break;
+            }
+            n = next;
+        }
+        return Ok(Some(out));
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn word(text: &str) -> RawWord {
+        let mut w = RawWord::default();
+        w.append_literal(text);
+        w
+    }
+
+    fn braces(text: &str) -> Vec<String> {
+        brace_expand(items_of(&word(text)), &word(text))
+            .unwrap()
+            .into_iter()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|i| match i {
+                        Item::Lit { c, .. } => *c,
+                        Item::Var { .. } => '$',
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn brace_expansion_follows_bash() {
+        // Each expectation is what `bash -c 'echo …'` prints.
+        assert_eq!(braces("{a..c}"), ["a", "b", "c"]);
+        assert_eq!(braces("{05..7}"), ["05", "06", "07"]);
+        assert_eq!(braces("{1..10..3}"), ["1", "4", "7", "10"]);
+        assert_eq!(braces("{c..a}"), ["c", "b", "a"]);
+        assert_eq!(braces("{-2..1}"), ["-2", "-1", "0", "1"]);
+        assert_eq!(braces("{a,b}{1,2}"), ["a1", "a2", "b1", "b2"]);
+        assert_eq!(braces("x{a,b{c,d}}y"), ["xay", "xbcy", "xbdy"]);
+        assert_eq!(braces("{a}"), ["{a}"]);
+        assert_eq!(braces("{}"), ["{}"]);
+        assert_eq!(braces("{a,}"), ["a", ""]);
+        assert_eq!(braces("${a,b}"), ["${a,b}"]);
+        assert_eq!(braces("{1..x}"), ["{1..x}"]);
+        assert!(brace_expand(items_of(&word("{1..100000}")), &word("x")).is_err());
+        assert!(brace_expand(
+            items_of(&word(
+                "{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}"
+            )),
+            &word("x")
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn assignment_shaped_words_are_found() {
+        assert_eq!(assignment_value_start(&items_of(&word("a=~/x"))), Some(2));
+        assert_eq!(assignment_value_start(&items_of(&word("--p=~/x"))), None);
+        assert_eq!(assignment_value_start(&items_of(&word("1a=x"))), None);
+        assert_eq!(assignment_value_start(&items_of(&word("=x"))), None);
+    }
 }

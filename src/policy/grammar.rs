@@ -1,11 +1,18 @@
-//! Bash's grammar over the flat token stream: a script is pipelines joined by `&&`, `||`, `;`
-//! or newlines; a pipeline is simple commands joined by `|` or `|&`; a simple command is words
-//! plus redirections, and every redirection belongs to the simple command it is written in.
+//! Bash's grammar over the flat token stream: a list is and-or lists joined by `;` or
+//! newlines; an and-or list is pipelines joined by `&&` or `||`; a pipeline is `!`-optional
+//! units joined by `|` or `|&`; a unit is a simple command (assignments, words and
+//! redirections, every redirection belonging to the simple command it is written in) or a
+//! compound command — `{ list; }`, `( list )`, `if`, `while`/`until`, `for … in`, `[[ … ]]` —
+//! followed by redirections that apply to all of it.
 
+use super::cond::CondExpr;
 use super::ir::Connector;
-use super::syntax::{Op, RawRedirect, RawTarget, RedirectOp, Token};
+use super::syntax::{Assignment, Op, RawRedirect, RawTarget, RedirectOp, Reserved, Token};
 use super::words::RawWord;
 use super::Denial;
+
+/// Compound commands nested deeper than this are refused (bounds recursion).
+const MAX_NESTING: usize = 32;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawScript {
@@ -15,11 +22,46 @@ pub struct RawScript {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawStep {
     pub connector: Connector,
-    pub commands: Vec<RawCommand>,
+    /// `! pipeline`
+    pub negated: bool,
+    pub commands: Vec<RawUnit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RawUnit {
+    Simple(RawCommand),
+    Compound {
+        compound: RawCompound,
+        redirects: Vec<RawRedirect>,
+        /// Written before `|&`.
+        stderr_to_pipe: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RawCompound {
+    Group(RawScript),
+    Subshell(RawScript),
+    If {
+        branches: Vec<(RawScript, RawScript)>,
+        otherwise: Option<RawScript>,
+    },
+    Loop {
+        until: bool,
+        condition: RawScript,
+        body: RawScript,
+    },
+    For {
+        name: String,
+        words: Vec<RawWord>,
+        body: RawScript,
+    },
+    Cond(CondExpr),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawCommand {
+    pub assignments: Vec<Assignment>,
     pub words: Vec<RawWord>,
     pub redirects: Vec<RawRedirect>,
     /// Written before `|&`: stderr joins stdout into the pipe.
@@ -28,79 +70,13 @@ pub struct RawCommand {
 
 /// Build the script from tokens, denying dangling operators and commands with no name.
 pub fn parse(tokens: Vec<Token>) -> Result<RawScript, Denial> {
-    let mut script = RawScript::default();
-    let mut connector = Connector::Seq;
-    let mut pipeline: Vec<RawCommand> = Vec::new();
-    let mut command = RawCommand::default();
-    let mut pending_op: Option<Op> = None;
-
-    for token in tokens {
-        match token {
-            Token::Word(word) => {
-                command.words.push(word);
-                pending_op = None;
-            }
-            Token::Redirect(redirect) => {
-                command.redirects.push(redirect);
-                pending_op = None;
-            }
-            Token::Op(op) => {
-                let empty = command.words.is_empty() && command.redirects.is_empty();
-                if empty {
-                    // `ls;` then a newline yields two separators in a row: harmless.
-                    let harmless = op == Op::Seq
-                        && pipeline.is_empty()
-                        && (pending_op == Some(Op::Seq) || !script.steps.is_empty());
-                    if harmless {
-                        continue;
-                    }
-                    return Err(Denial::new(format!(
-                        "`{}` has no command before it",
-                        op_text(op)
-                    )));
-                }
-                finish_command(&mut command, &mut pipeline)?;
-                match op {
-                    Op::Pipe | Op::PipeAll => {
-                        if let Some(last) = pipeline.last_mut() {
-                            last.stderr_to_pipe = op == Op::PipeAll;
-                        }
-                    }
-                    Op::And | Op::Or | Op::Seq => {
-                        script.steps.push(RawStep {
-                            connector,
-                            commands: std::mem::take(&mut pipeline),
-                        });
-                        connector = match op {
-                            Op::And => Connector::And,
-                            Op::Or => Connector::Or,
-                            _ => Connector::Seq,
-                        };
-                    }
-                }
-                pending_op = Some(op);
-            }
-        }
-    }
-    match pending_op {
-        Some(Op::Seq) | None => {}
-        Some(op) => {
-            if command.words.is_empty() && command.redirects.is_empty() {
-                return Err(Denial::new(format!(
-                    "`{}` has no command after it",
-                    op_text(op)
-                )));
-            }
-        }
-    }
-    if !command.words.is_empty() || !command.redirects.is_empty() {
-        finish_command(&mut command, &mut pipeline)?;
-    }
-    if !pipeline.is_empty() {
-        script.steps.push(RawStep {
-            connector,
-            commands: pipeline,
-        });
+    let mut parser = Parser { tokens, at: 0 };
+    let script = parser.list(&[], 0)?;
+    if let Some(token) = parser.tokens.get(parser.at) {
+        return Err(Denial::new(format!(
+            "unexpected {} in the command",
+            describe(token)
+        )));
     }
     if script.steps.is_empty() {
         return Err(Denial::new("the command is empty"));
@@ -108,8 +84,275 @@ pub fn parse(tokens: Vec<Token>) -> Result<RawScript, Denial> {
     Ok(script)
 }
 
-fn finish_command(command: &mut RawCommand, pipeline: &mut Vec<RawCommand>) -> Result<(), Denial> {
+struct Parser {
+    tokens: Vec<Token>,
+    at: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn peek_reserved(&self) -> Option<Reserved> {
+        match self.peek() {
+            Some(Token::Reserved(r)) => Some(*r),
+            _ => None,
+        }
+    }
+
+    fn expect(&mut self, want: Reserved, context: &str) -> Result<(), Denial> {
+        if self.peek_reserved() == Some(want) {
+            self.at += 1;
+            return Ok(());
+        }
+        Err(Denial::new(format!(
+            "{context}: expected `{}`",
+            reserved_text(want)
+        )))
+    }
+
+    /// And-or lists separated by `;`/newlines, up to one of `end` (not consumed) or the end.
+    fn list(&mut self, end: &[Reserved], depth: usize) -> Result<RawScript, Denial> {
+        if depth > MAX_NESTING {
+            return Err(Denial::new("compound commands are nested too deeply"));
+        }
+        let mut script = RawScript::default();
+        let mut connector = Connector::Seq;
+        loop {
+            // Separators with nothing between them (`ls;` then a newline) are harmless.
+            while matches!(self.peek(), Some(Token::Op(Op::Seq))) {
+                if script.steps.is_empty() && connector == Connector::Seq && self.at == 0 {
+                    return Err(Denial::new("`;` has no command before it"));
+                }
+                self.at += 1;
+            }
+            match self.peek() {
+                None => break,
+                Some(Token::Reserved(r)) if end.contains(r) => break,
+                _ => {}
+            }
+            let (negated, commands) = self.pipeline(depth)?;
+            script.steps.push(RawStep {
+                connector,
+                negated,
+                commands,
+            });
+            connector = match self.peek() {
+                Some(Token::Op(Op::And)) => Connector::And,
+                Some(Token::Op(Op::Or)) => Connector::Or,
+                Some(Token::Op(Op::Seq)) => Connector::Seq,
+                None => break,
+                Some(Token::Reserved(r)) if end.contains(r) => break,
+                Some(other) => {
+                    return Err(Denial::new(format!(
+                        "unexpected {} after a command",
+                        describe(other)
+                    )))
+                }
+            };
+            self.at += 1;
+            if connector != Connector::Seq {
+                let dangling = match self.peek() {
+                    None => true,
+                    Some(Token::Op(_)) => true,
+                    Some(Token::Reserved(r)) => end.contains(r),
+                    _ => false,
+                };
+                if dangling {
+                    return Err(Denial::new(format!(
+                        "`{}` has no command after it",
+                        if connector == Connector::And {
+                            "&&"
+                        } else {
+                            "||"
+                        }
+                    )));
+                }
+            }
+        }
+        Ok(script)
+    }
+
+    fn pipeline(&mut self, depth: usize) -> Result<(bool, Vec<RawUnit>), Denial> {
+        let negated = self.peek_reserved() == Some(Reserved::Bang);
+        if negated {
+            self.at += 1;
+        }
+        let mut units = vec![self.unit(depth)?];
+        while let Some(Token::Op(op @ (Op::Pipe | Op::PipeAll))) = self.peek().cloned() {
+            self.at += 1;
+            if let Some(last) = units.last_mut() {
+                match last {
+                    RawUnit::Simple(c) => c.stderr_to_pipe = op == Op::PipeAll,
+                    RawUnit::Compound { stderr_to_pipe, .. } => *stderr_to_pipe = op == Op::PipeAll,
+                }
+            }
+            if matches!(self.peek(), None | Some(Token::Op(_))) {
+                return Err(Denial::new("`|` has no command after it"));
+            }
+            units.push(self.unit(depth)?);
+        }
+        Ok((negated, units))
+    }
+
+    fn unit(&mut self, depth: usize) -> Result<RawUnit, Denial> {
+        let compound = match self.peek().cloned() {
+            Some(Token::Reserved(Reserved::OpenBrace)) => {
+                self.at += 1;
+                let body = self.nonempty(&[Reserved::CloseBrace], depth, "{ }")?;
+                self.expect(Reserved::CloseBrace, "a { group")?;
+                RawCompound::Group(body)
+            }
+            Some(Token::Reserved(Reserved::OpenParen)) => {
+                self.at += 1;
+                let body = self.nonempty(&[Reserved::CloseParen], depth, "( )")?;
+                self.expect(Reserved::CloseParen, "a ( subshell")?;
+                RawCompound::Subshell(body)
+            }
+            Some(Token::Reserved(Reserved::If)) => {
+                self.at += 1;
+                self.if_clause(depth)?
+            }
+            Some(Token::Reserved(r @ (Reserved::While | Reserved::Until))) => {
+                self.at += 1;
+                let condition = self.nonempty(&[Reserved::Do], depth, "a loop's condition")?;
+                let body = self.do_group(depth)?;
+                RawCompound::Loop {
+                    until: r == Reserved::Until,
+                    condition,
+                    body,
+                }
+            }
+            Some(Token::ForHeader { name, words }) => {
+                self.at += 1;
+                let body = self.do_group(depth)?;
+                RawCompound::For { name, words, body }
+            }
+            Some(Token::Cond(expr)) => {
+                self.at += 1;
+                RawCompound::Cond(expr)
+            }
+            Some(Token::Reserved(r)) => {
+                return Err(Denial::new(format!(
+                    "unexpected `{}` where a command should be",
+                    reserved_text(r)
+                )))
+            }
+            Some(Token::Op(op)) => {
+                return Err(Denial::new(format!(
+                    "`{}` has no command before it",
+                    op_text(op)
+                )))
+            }
+            None => return Err(Denial::new("a command is missing")),
+            Some(_) => return self.simple(),
+        };
+        let mut redirects = Vec::new();
+        while let Some(Token::Redirect(r)) = self.peek() {
+            redirects.push(r.clone());
+            self.at += 1;
+        }
+        if let Some(Token::Word(w)) = self.peek() {
+            return Err(Denial::new(format!(
+                "unexpected word {:?} after a compound command",
+                w.display()
+            )));
+        }
+        Ok(RawUnit::Compound {
+            compound,
+            redirects,
+            stderr_to_pipe: false,
+        })
+    }
+
+    fn nonempty(
+        &mut self,
+        end: &[Reserved],
+        depth: usize,
+        what: &str,
+    ) -> Result<RawScript, Denial> {
+        let list = self.list(end, depth + 1)?;
+        if list.steps.is_empty() {
+            return Err(Denial::new(format!("{what} holds no command")));
+        }
+        Ok(list)
+    }
+
+    fn do_group(&mut self, depth: usize) -> Result<RawScript, Denial> {
+        self.expect(Reserved::Do, "a loop")?;
+        let body = self.nonempty(&[Reserved::Done], depth, "a loop's body")?;
+        self.expect(Reserved::Done, "a loop")?;
+        Ok(body)
+    }
+
+    /// After `if`: `COND then BODY (elif COND then BODY)* (else BODY)? fi`.
+    fn if_clause(&mut self, depth: usize) -> Result<RawCompound, Denial> {
+        let mut branches = Vec::new();
+        let mut otherwise = None;
+        loop {
+            let condition = self.nonempty(&[Reserved::Then], depth, "an if's condition")?;
+            self.expect(Reserved::Then, "an if")?;
+            let body = self.nonempty(
+                &[Reserved::Elif, Reserved::Else, Reserved::Fi],
+                depth,
+                "an if's branch",
+            )?;
+            branches.push((condition, body));
+            match self.peek_reserved() {
+                Some(Reserved::Elif) => self.at += 1,
+                Some(Reserved::Else) => {
+                    self.at += 1;
+                    otherwise = Some(self.nonempty(&[Reserved::Fi], depth, "an else branch")?);
+                    self.expect(Reserved::Fi, "an if")?;
+                    break;
+                }
+                _ => {
+                    self.expect(Reserved::Fi, "an if")?;
+                    break;
+                }
+            }
+        }
+        Ok(RawCompound::If {
+            branches,
+            otherwise,
+        })
+    }
+
+    /// Assignments, words and redirections up to an operator, a reserved word or the end.
+    fn simple(&mut self) -> Result<RawUnit, Denial> {
+        let mut command = RawCommand::default();
+        while let Some(token) = self.peek().cloned() {
+            match token {
+                Token::Word(word) => command.words.push(word),
+                Token::Redirect(redirect) => command.redirects.push(redirect),
+                Token::Assign(assignment) if command.words.is_empty() => {
+                    command.assignments.push(assignment)
+                }
+                Token::Assign(a) => {
+                    // tree-sitter only makes assignments before the name; be strict anyway.
+                    return Err(Denial::new(format!(
+                        "unexpected assignment {}= after the command name",
+                        a.name
+                    )));
+                }
+                _ => break,
+            }
+            self.at += 1;
+        }
+        finish_command(&command)?;
+        Ok(RawUnit::Simple(command))
+    }
+}
+
+fn finish_command(command: &RawCommand) -> Result<(), Denial> {
     if command.words.is_empty() {
+        if !command.assignments.is_empty() {
+            return Err(Denial::new(
+                "setting shell variables is not allowed: an assignment must come before a \
+                 command (LANG=C sort file)",
+            ));
+        }
         return Err(Denial::new(
             "a redirection without a command is not allowed (it would create or truncate a file \
              with no program): use e.g. `touch file` or `printf '' > file`",
@@ -123,8 +366,38 @@ fn finish_command(command: &mut RawCommand, pipeline: &mut Vec<RawCommand>) -> R
             return Err(Denial::new("a here-document without a body"));
         }
     }
-    pipeline.push(std::mem::take(command));
     Ok(())
+}
+
+fn describe(token: &Token) -> String {
+    match token {
+        Token::Word(w) => format!("word {:?}", w.display()),
+        Token::Redirect(_) => "redirection".into(),
+        Token::Op(op) => format!("`{}`", op_text(*op)),
+        Token::Assign(a) => format!("assignment {}=", a.name),
+        Token::Reserved(r) => format!("`{}`", reserved_text(*r)),
+        Token::ForHeader { name, .. } => format!("`for {name}`"),
+        Token::Cond(_) => "[[ ]] test".into(),
+    }
+}
+
+fn reserved_text(r: Reserved) -> &'static str {
+    match r {
+        Reserved::If => "if",
+        Reserved::Then => "then",
+        Reserved::Elif => "elif",
+        Reserved::Else => "else",
+        Reserved::Fi => "fi",
+        Reserved::While => "while",
+        Reserved::Until => "until",
+        Reserved::Do => "do",
+        Reserved::Done => "done",
+        Reserved::OpenBrace => "{",
+        Reserved::CloseBrace => "}",
+        Reserved::OpenParen => "(",
+        Reserved::CloseParen => ")",
+        Reserved::Bang => "!",
+    }
 }
 
 fn op_text(op: Op) -> &'static str {

@@ -18,6 +18,38 @@ use std::path::{Path, PathBuf};
 
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
 
+/// Variables an allowed command may set (a superset check: none of these loads code).
+const ALLOWED_ENV: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_COLLATE",
+    "LC_MESSAGES",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_MONETARY",
+    "LC_PAPER",
+    "LC_MEASUREMENT",
+    "TZ",
+    "NO_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "FORCE_COLOR",
+    "GREP_COLOR",
+    "GREP_COLORS",
+    "LS_COLORS",
+    "TIME_STYLE",
+    "QUOTING_STYLE",
+    "BLOCK_SIZE",
+    "DU_BLOCK_SIZE",
+    "POSIXLY_CORRECT",
+    "SOURCE_DATE_EPOCH",
+    "COLUMNS",
+    "LINES",
+    "TERM",
+];
+
 /// Names whose contents git reads as configuration or attributes.
 const GIT_NAMES: &[&str] = &[".git", ".gitattributes"];
 
@@ -80,6 +112,16 @@ pub fn verify(
     if verdict.script.steps.is_empty() {
         return Err("an allowed verdict without commands".into());
     }
+    for command in verdict.script.commands() {
+        for env in &command.env {
+            if !ALLOWED_ENV.contains(&env.0.as_str()) {
+                return Err(format!(
+                    "the assignment {}= reached an allowed verdict",
+                    env.0
+                ));
+            }
+        }
+    }
     let readable = |p: &Path| paths.read_roots().iter().any(|r| p.starts_with(r));
     let writable = |p: &Path| paths.write_roots().iter().any(|r| p.starts_with(r));
     let device = |p: &Path| p.to_str().is_some_and(|p| DEVICES.contains(&p));
@@ -103,6 +145,22 @@ pub fn verify(
         }
         Ok(())
     };
+    // Compound commands carry a cwd and redirections of their own.
+    for compound in verdict.script.compounds() {
+        recheck(&compound.cwd, Access::Read)?;
+        for redirect in &compound.redirects {
+            if let RedirectTarget::File { path, mode } = &redirect.target {
+                let access = match mode {
+                    super::ir::OpenMode::Read => Access::Read,
+                    _ => Access::Write,
+                };
+                recheck(path, access)?;
+                if access == Access::Write && !device(path) {
+                    git_reads(path, paths)?;
+                }
+            }
+        }
+    }
     for command in verdict.script.commands() {
         recheck(&command.cwd, Access::Read)?;
         for checked in &command.paths {

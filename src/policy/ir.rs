@@ -1,8 +1,11 @@
 //! The checked intermediate representation of a command string.
 //!
 //! The policy produces it and the executor runs it: argv are final literal strings (quotes,
-//! escapes, `~`, the allowed variables and globs already resolved), every path in a redirection
-//! is absolute and was validated, and the operators are evaluated by warden, never by a shell.
+//! escapes, `~`, the allowed variables, brace expansions and globs already resolved; only `$?`
+//! is filled in at run time, where the checker allowed it), every path in a redirection is
+//! absolute and was validated, and the operators — `&& || ; |`, `!`, `{ }` groups, `( )`
+//! subshells, `if` and `while`/`until` — are evaluated by warden, never by a shell. A `for`
+//! loop arrives unrolled: its word list was expanded and every iteration checked.
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -43,10 +46,14 @@ impl Connector {
     }
 }
 
-/// Simple commands joined by `|` (a `|&` is a `|` plus a `2>&1` on the left command).
+/// Simple commands joined by `|` (a `|&` is a `|` plus a `2>&1` on the left command). A
+/// compound command (group, subshell, `if`, loop) is a pipeline of its own.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Pipeline {
     pub commands: Vec<Command>,
+    /// `! pipeline`: the status is inverted (0 becomes 1, anything else 0).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub negated: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -63,6 +70,20 @@ pub struct Command {
     /// The arguments the policy checked as paths, resolved, with how they are used.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<CheckedPath>,
+    /// Assignments written before the command (`LANG=C sort`), added to its environment.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<(String, String)>,
+    /// Where `$?` stands in argv: the checker put `0` there; the executor writes the status
+    /// of the last pipeline instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub status_args: Vec<StatusArg>,
+}
+
+/// `argv[arg][offset..offset + 1]` is a `0` standing for `$?`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusArg {
+    pub arg: usize,
+    pub offset: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -76,6 +97,57 @@ pub struct CheckedPath {
 pub enum Builtin {
     /// Change the working directory of the steps that follow to this checked absolute path.
     Cd(PathBuf),
+    /// A compound command; its `redirects` apply to everything inside it.
+    Compound(Box<Compound>),
+}
+
+/// Commands grouped as bash groups them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compound {
+    /// `{ list; }` (and an unrolled `for` loop): runs in the current directory and changes it.
+    Group(Script),
+    /// `( list )`: a `cd` inside does not outlive it.
+    Subshell(Script),
+    /// `if c1; then b1; elif c2; then b2; else e; fi`: the first condition with status 0 runs its
+    /// body; none does: `otherwise`, or status 0.
+    If {
+        branches: Vec<Branch>,
+        otherwise: Option<Script>,
+    },
+    /// `while c; do b; done` (`until`: while the condition fails). Status: the last body's, 0
+    /// when the body never ran.
+    Loop {
+        until: bool,
+        condition: Script,
+        body: Script,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Branch {
+    pub condition: Script,
+    pub body: Script,
+}
+
+impl Compound {
+    /// The lists it holds, in the order they appear.
+    fn scripts(&self) -> Vec<&Script> {
+        match self {
+            Compound::Group(s) | Compound::Subshell(s) => vec![s],
+            Compound::If {
+                branches,
+                otherwise,
+            } => branches
+                .iter()
+                .flat_map(|b| [&b.condition, &b.body])
+                .chain(otherwise)
+                .collect(),
+            Compound::Loop {
+                condition, body, ..
+            } => vec![condition, body],
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -110,9 +182,42 @@ pub enum OpenMode {
 }
 
 impl Script {
-    /// Every simple command in execution order.
+    /// Every simple command (a program, or `cd`), in the order written, compound commands
+    /// opened up.
     pub fn commands(&self) -> impl Iterator<Item = &Command> {
-        self.steps.iter().flat_map(|s| s.pipeline.commands.iter())
+        let mut out = Vec::new();
+        self.collect_commands(&mut out);
+        out.into_iter()
+    }
+
+    fn collect_commands<'a>(&'a self, out: &mut Vec<&'a Command>) {
+        for step in &self.steps {
+            for command in &step.pipeline.commands {
+                match &command.builtin {
+                    Some(Builtin::Compound(compound)) => {
+                        for script in compound.scripts() {
+                            script.collect_commands(out);
+                        }
+                    }
+                    _ => out.push(command),
+                }
+            }
+        }
+    }
+
+    /// The compound commands, outermost first, with their redirections.
+    pub fn compounds(&self) -> impl Iterator<Item = &Command> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(script) = stack.pop() {
+            for command in script.steps.iter().flat_map(|s| &s.pipeline.commands) {
+                if let Some(Builtin::Compound(compound)) = &command.builtin {
+                    out.push(command);
+                    stack.extend(compound.scripts());
+                }
+            }
+        }
+        out.into_iter()
     }
 
     /// A script of a single command with no redirections, for running argv directly.
@@ -121,13 +226,8 @@ impl Script {
             steps: vec![Step {
                 connector: Connector::Seq,
                 pipeline: Pipeline {
-                    commands: vec![Command {
-                        argv,
-                        cwd,
-                        redirects: Vec::new(),
-                        builtin: None,
-                        paths: Vec::new(),
-                    }],
+                    commands: vec![Command::program(argv, cwd)],
+                    negated: false,
                 },
             }],
         }
@@ -135,9 +235,59 @@ impl Script {
 }
 
 impl Command {
-    /// The argv as a shell-quoted string, for display (never for execution).
+    /// A program with its argv, run in `cwd`, nothing else.
+    pub fn program(argv: Vec<String>, cwd: PathBuf) -> Command {
+        Command {
+            argv,
+            cwd,
+            redirects: Vec::new(),
+            builtin: None,
+            paths: Vec::new(),
+            env: Vec::new(),
+            status_args: Vec::new(),
+        }
+    }
+
+    /// The argv as a shell-quoted string, for display (never for execution); a compound
+    /// command shows its keyword.
     pub fn display(&self) -> String {
-        shell_words::join(&self.argv)
+        match &self.builtin {
+            Some(Builtin::Compound(c)) => match **c {
+                Compound::Group(_) => "{ … }".into(),
+                Compound::Subshell(_) => "( … )".into(),
+                Compound::If { .. } => "if …; fi".into(),
+                Compound::Loop { until: false, .. } => "while …; done".into(),
+                Compound::Loop { until: true, .. } => "until …; done".into(),
+            },
+            _ => {
+                let assignments: Vec<String> = self
+                    .env
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", shell_words::quote(v)))
+                    .collect();
+                let argv = shell_words::join(&self.argv);
+                if assignments.is_empty() {
+                    argv
+                } else {
+                    format!("{} {argv}", assignments.join(" "))
+                }
+            }
+        }
+    }
+
+    /// argv with the last status written where `$?` stood.
+    pub fn argv_with_status(&self, status: i32) -> Vec<String> {
+        let mut argv = self.argv.clone();
+        let text = status.to_string();
+        // From the end, so earlier offsets stay valid.
+        for at in self.status_args.iter().rev() {
+            if let Some(arg) = argv.get_mut(at.arg) {
+                if arg.get(at.offset..at.offset + 1) == Some("0") {
+                    arg.replace_range(at.offset..at.offset + 1, &text);
+                }
+            }
+        }
+        argv
     }
 }
 

@@ -5,7 +5,10 @@
 //! cwd tracking, rules, analyzers, paths) → [`Verdict`] with the checked [`ir::Script`].
 
 mod analyzers;
+mod assignments;
 mod check;
+mod compound;
+mod cond;
 mod copies;
 mod expand;
 mod grammar;
@@ -26,6 +29,9 @@ use std::sync::Arc;
 pub use check::Checker;
 pub use ir::Script;
 pub use paths::{Access, OwnFile, PathPolicy};
+
+/// The `PATH` every sandbox gives a command (and `$PATH` expands to).
+pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// The embedded default policy (`policy/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");

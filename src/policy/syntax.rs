@@ -4,9 +4,12 @@
 //! arguments after a redirect are folded into the redirect, and a here-document swallows the
 //! rest of its line (`cat <<EOF | sh` puts `| sh` inside the heredoc node). Rather than trusting
 //! shapes, every node is flattened, in source order, into words, redirections and operators;
-//! `grammar.rs` then applies bash's own rules to that stream. Any node kind not handled here
-//! is denied: what the policy does not positively understand never runs.
+//! `grammar.rs` then applies bash's own rules to that stream. Compound commands (`{ }`, `( )`,
+//! `if`, `while`/`until`, `for … in`) become reserved-word tokens around their lists; `[ … ]`
+//! becomes the `[` program with its words; `[[ … ]]` is read by `cond.rs`. Any node kind not
+//! handled here is denied: what the policy does not positively understand never runs.
 
+use super::cond::{self, CondExpr};
 use super::words::{self, RawWord};
 use super::Denial;
 use tree_sitter::Node;
@@ -19,6 +22,46 @@ pub enum Token {
     Word(RawWord),
     Redirect(RawRedirect),
     Op(Op),
+    /// `NAME=value` written before a command's name.
+    Assign(Assignment),
+    /// A reserved word or grouping symbol of a compound command.
+    Reserved(Reserved),
+    /// `for NAME in WORDS` (what follows is `do … done`).
+    ForHeader {
+        name: String,
+        words: Vec<RawWord>,
+    },
+    /// `[[ expression ]]`.
+    Cond(CondExpr),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub name: String,
+    pub value: RawWord,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserved {
+    If,
+    Then,
+    Elif,
+    Else,
+    Fi,
+    While,
+    Until,
+    Do,
+    Done,
+    /// `{`
+    OpenBrace,
+    /// `}`
+    CloseBrace,
+    /// `(` of a subshell
+    OpenParen,
+    /// `)` of a subshell
+    CloseParen,
+    /// `!` before a pipeline
+    Bang,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +178,26 @@ impl Flattener<'_, '_> {
         match node.kind() {
             "program" => self.container(node, depth, true),
             "list" | "pipeline" | "redirected_statement" => self.container(node, depth, false),
+            // The lists inside compound commands may be separated by newlines alone.
+            "subshell" | "compound_statement" | "if_statement" | "elif_clause" | "else_clause"
+            | "while_statement" | "do_group" => self.container(node, depth, true),
+            "negated_command" => self.container(node, depth, false),
+            "for_statement" => self.for_statement(node, depth),
+            "test_command" => self.test_command(node),
+            "if" => self.reserved(Reserved::If),
+            "then" => self.reserved(Reserved::Then),
+            "elif" => self.reserved(Reserved::Elif),
+            "else" => self.reserved(Reserved::Else),
+            "fi" => self.reserved(Reserved::Fi),
+            "while" => self.reserved(Reserved::While),
+            "until" => self.reserved(Reserved::Until),
+            "do" => self.reserved(Reserved::Do),
+            "done" => self.reserved(Reserved::Done),
+            "{" => self.reserved(Reserved::OpenBrace),
+            "}" => self.reserved(Reserved::CloseBrace),
+            "(" => self.reserved(Reserved::OpenParen),
+            ")" => self.reserved(Reserved::CloseParen),
+            "!" => self.reserved(Reserved::Bang),
             "command" => self.command(node, depth),
             "file_redirect" => self.file_redirect(node),
             "herestring_redirect" => self.herestring(node),
@@ -153,6 +216,91 @@ impl Flattener<'_, '_> {
         Ok(())
     }
 
+    fn reserved(&mut self, word: Reserved) -> Result<(), Denial> {
+        self.out.push(Token::Reserved(word));
+        Ok(())
+    }
+
+    /// `for NAME in WORDS; do … done`. `for NAME; do` (the script's arguments) and `select`
+    /// are refused: there are no arguments, and select reads a terminal.
+    fn for_statement(&mut self, node: Node, depth: usize) -> Result<(), Denial> {
+        let mut cursor = node.walk();
+        let mut name: Option<String> = None;
+        let mut words_list: Option<Vec<RawWord>> = None;
+        let mut last_word_end: Option<usize> = None;
+        for child in node.children(&mut cursor) {
+            match child.kind() {
+                "for" => {}
+                "select" => {
+                    return Err(Denial::new(
+                        "select loops read a choice from a terminal; they are not supported",
+                    ))
+                }
+                "variable_name" => name = Some(self.text(child).to_string()),
+                "in" => words_list = Some(Vec::new()),
+                ";" | "comment" => last_word_end = None,
+                "do_group" => {
+                    let name = name
+                        .take()
+                        .ok_or_else(|| Denial::new("a for loop without a variable"))?;
+                    let words = words_list.take().ok_or_else(|| {
+                        Denial::new(format!(
+                            "`for {name}` without `in WORDS` loops over the script's arguments, \
+                             and a command string has none; write the words: for {name} in a b"
+                        ))
+                    })?;
+                    self.out.push(Token::ForHeader { name, words });
+                    self.node(child, depth + 1)?;
+                }
+                kind if words::is_word_node(kind) => {
+                    let list = words_list
+                        .as_mut()
+                        .ok_or_else(|| Denial::new("unexpected word in a for loop"))?;
+                    let word = words::resolve(child, self.src)?;
+                    let joins = match last_word_end {
+                        Some(end) => words_join(&self.src[end..child.start_byte()])?,
+                        None => false,
+                    };
+                    match (joins, list.last_mut()) {
+                        (true, Some(prev)) => prev.append(word),
+                        _ => list.push(word),
+                    }
+                    last_word_end = Some(child.end_byte());
+                }
+                kind => return Err(Denial::new(unsupported_construct(kind, self.text(child)))),
+            }
+        }
+        Ok(())
+    }
+
+    /// `[ … ]` is the `[` program: its words, as bash splits them (tree-sitter's expression
+    /// tree is flattened back into source-ordered words; an operator bash would read as shell
+    /// syntax inside the brackets — `<`, `>`, `&&`, `(` — is refused). `[[ … ]]` is a
+    /// conditional expression with its own grammar (`cond.rs`).
+    fn test_command(&mut self, node: Node) -> Result<(), Denial> {
+        let text = self.text(node);
+        if text.starts_with("[[") {
+            let expr = cond::parse(node, self.src)?;
+            self.out.push(Token::Cond(expr));
+            return Ok(());
+        }
+        let mut pieces: Vec<(usize, usize, RawWord)> = Vec::new();
+        collect_test_words(node, self.src, &mut pieces, 0)?;
+        let mut last_end: Option<usize> = None;
+        for (start, end, word) in pieces {
+            let joins = match last_end {
+                Some(prev) => words_join(&self.src[prev..start])?,
+                None => false,
+            };
+            match (joins, self.out.last_mut()) {
+                (true, Some(Token::Word(prev))) => prev.append(word),
+                _ => self.out.push(Token::Word(word)),
+            }
+            last_end = Some(end);
+        }
+        Ok(())
+    }
+
     /// A simple command: its name, arguments and redirections in source order.
     fn command(&mut self, node: Node, depth: usize) -> Result<(), Denial> {
         let mut cursor = node.walk();
@@ -165,13 +313,8 @@ impl Flattener<'_, '_> {
                         .ok_or_else(|| Denial::new("a command without a name"))?;
                     self.word(inner, &mut last_word_end)?;
                 }
-                "variable_assignment" | "variable_assignments" => {
-                    return Err(Denial::new(format!(
-                        "environment assignment before a command ({}) is not allowed: it can change \
-                         how the program runs (LD_PRELOAD, PATH, ...)",
-                        self.text(child)
-                    )))
-                }
+                // Which names and values are harmless is the checker's call (`env.rs`).
+                "variable_assignment" => self.assignment(child)?,
                 "file_redirect" => {
                     self.file_redirect(child)?;
                     last_word_end = None;
@@ -189,6 +332,38 @@ impl Flattener<'_, '_> {
                 kind => return Err(Denial::new(unsupported_construct(kind, self.text(child)))),
             }
         }
+        Ok(())
+    }
+
+    /// `NAME=value` before a command. `NAME+=value` and arrays are refused.
+    fn assignment(&mut self, node: Node) -> Result<(), Denial> {
+        let mut cursor = node.walk();
+        let mut name: Option<String> = None;
+        let mut value = RawWord::default();
+        let mut seen_equals = false;
+        for child in node.children(&mut cursor) {
+            match child.kind() {
+                "variable_name" if name.is_none() => name = Some(self.text(child).to_string()),
+                "=" => seen_equals = true,
+                kind if seen_equals && words::is_word_node(kind) => {
+                    value.append(words::resolve(child, self.src)?)
+                }
+                _ => {
+                    return Err(Denial::new(format!(
+                        "the assignment {:?} is not a plain NAME=value",
+                        self.text(node)
+                    )))
+                }
+            }
+        }
+        let name = name.ok_or_else(|| Denial::new("an assignment without a name"))?;
+        if !seen_equals {
+            return Err(Denial::new(format!(
+                "the assignment {:?} is not a plain NAME=value",
+                self.text(node)
+            )));
+        }
+        self.out.push(Token::Assign(Assignment { name, value }));
         Ok(())
     }
 
@@ -368,6 +543,45 @@ impl Flattener<'_, '_> {
     }
 }
 
+/// The words of a `[ … ]` test in source order, with their byte ranges.
+fn collect_test_words(
+    node: Node,
+    src: &str,
+    out: &mut Vec<(usize, usize, RawWord)>,
+    depth: usize,
+) -> Result<(), Denial> {
+    if depth > MAX_DEPTH {
+        return Err(Denial::new("the test is nested too deeply"));
+    }
+    let text = &src[node.byte_range()];
+    let literal = |out: &mut Vec<(usize, usize, RawWord)>| {
+        let mut word = RawWord::default();
+        word.append_literal(text);
+        out.push((node.start_byte(), node.end_byte(), word));
+    };
+    match node.kind() {
+        "test_command" | "unary_expression" | "binary_expression" => {
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                collect_test_words(child, src, out, depth + 1)?;
+            }
+        }
+        "[" | "]" | "test_operator" | "!" | "=" | "==" | "!=" => literal(out),
+        kind if words::is_word_node(kind) => out.push((
+            node.start_byte(),
+            node.end_byte(),
+            words::resolve(node, src)?,
+        )),
+        _ => {
+            return Err(Denial::new(format!(
+                "{text:?} inside [ ] is shell syntax to bash, not a word of the test; quote it \
+                 or use the `test` program with separate commands"
+            )))
+        }
+    }
+    Ok(())
+}
+
 fn is_statement(kind: &str) -> bool {
     matches!(
         kind,
@@ -462,29 +676,18 @@ fn unsupported_construct(kind: &str, text: &str) -> String {
     let short: String = text.chars().take(60).collect();
     match kind {
         "&" => "background jobs (&) are not allowed: warden waits for every command".into(),
-        "subshell" | "compound_statement" => format!(
-            "subshells and {{ }} groups are not supported ({short:?}): run the commands one after \
-             another, e.g. `cd dir && cmd`"
+        "c_style_for_statement" => format!(
+            "arithmetic for loops (( )) are not supported ({short:?}): use for x in {{1..N}}"
         ),
-        "if_statement"
-        | "while_statement"
-        | "for_statement"
-        | "c_style_for_statement"
-        | "case_statement" => format!(
-            "shell control flow (if/while/for/case) is not supported ({short:?}): run simple \
-             commands one at a time"
-        ),
+        "case_statement" => {
+            format!("case statements are not supported ({short:?}): use if with [ ] tests")
+        }
         "function_definition" => format!("defining shell functions is not allowed ({short:?})"),
         "variable_assignment" | "variable_assignments" | "declaration_command" => format!(
             "setting shell variables is not allowed ({short:?}): commands cannot change the \
              environment"
         ),
         "unset_command" => format!("unset is not allowed ({short:?})"),
-        "test_command" => format!(
-            "[ ] and [[ ]] tests are not supported ({short:?}): use the `test` program, e.g. \
-             `test -f file && cat file`"
-        ),
-        "negated_command" => format!("negating a command with ! is not supported ({short:?})"),
         "command_substitution" => format!("command substitution is not allowed ({short:?})"),
         "process_substitution" => format!("process substitution is not allowed ({short:?})"),
         ";;" | ";&" | ";;&" => format!("unexpected case terminator {short:?}"),

@@ -1,7 +1,7 @@
 //! Words as bash sees them: quotes, backslash escapes, ANSI-C `$'…'` strings and
 //! concatenation resolved into literal characters that remember whether they were quoted
-//! (quoted `*` is not a glob), plus the only expansions the policy allows: `$HOME`, `$PWD`
-//! and a leading `~`. Everything else that would be expanded at run time is denied here.
+//! (quoted `*`, `{` and `~` are not syntax), plus `$NAME`/`${NAME}`/`$?` references, which the
+//! expander resolves (or refuses). Every other run-time expansion is denied here.
 
 use super::Denial;
 use tree_sitter::Node;
@@ -16,10 +16,8 @@ pub struct RawWord {
 pub enum Part {
     /// Literal text; `quoted` text is never globbed or split.
     Text { text: String, quoted: bool },
-    /// `$NAME` / `${NAME}`.
+    /// `$NAME` / `${NAME}` / `$?`.
     Var { name: String, quoted: bool },
-    /// A leading unquoted `~` or `~user` (the text after `~` up to the first `/`).
-    Tilde { user: String },
 }
 
 impl RawWord {
@@ -50,12 +48,16 @@ impl RawWord {
         });
     }
 
+    /// Append unquoted literal text (a reserved symbol standing as a word, such as `[`).
+    pub fn append_literal(&mut self, text: &str) {
+        self.push_text(text, false);
+    }
+
     /// Concatenate another word onto this one (`a"b"` or a line continuation).
     pub fn append(&mut self, other: RawWord) {
         for part in other.parts {
             match part {
                 Part::Text { text, quoted } => self.push_text(&text, quoted),
-                Part::Tilde { user } => self.push_text(&format!("~{user}"), false),
                 var => self.parts.push(var),
             }
         }
@@ -68,7 +70,6 @@ impl RawWord {
             .map(|p| match p {
                 Part::Text { text, .. } => text.clone(),
                 Part::Var { name, .. } => format!("${name}"),
-                Part::Tilde { user } => format!("~{user}"),
             })
             .collect()
     }
@@ -99,7 +100,6 @@ pub fn is_word_node(kind: &str) -> bool {
 pub fn resolve(node: Node, src: &str) -> Result<RawWord, Denial> {
     let mut word = RawWord::default();
     resolve_into(node, src, &mut word, 0)?;
-    split_tilde(&mut word);
     Ok(word)
 }
 
@@ -133,6 +133,8 @@ fn resolve_into(node: Node, src: &str, word: &mut RawWord, depth: usize) -> Resu
                 )));
             }
         }
+        // `{1..3}`: left as text; the expander performs brace expansion as bash does.
+        "brace_expression" => word.push_text(text, false),
         "simple_expansion" | "expansion" => word.parts.push(Part::Var {
             name: variable_name(node, src)?,
             quoted: false,
@@ -184,12 +186,14 @@ fn variable_name(node: Node, src: &str) -> Result<String, Denial> {
         .and_then(|t| t.strip_suffix('}'))
         .or_else(|| text.strip_prefix('$'))
         .unwrap_or("");
-    let valid = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
+    let valid = name == "?"
+        || (!name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit()));
     if !valid {
         return Err(Denial::new(format!(
-            "the expansion {text} is not allowed (only $HOME and $PWD are expanded)"
+            "the expansion {text} is not allowed (only plain $NAME, ${{NAME}} and $? are: no \
+             operators, positional parameters or special variables)"
         )));
     }
     Ok(name.to_string())
@@ -208,7 +212,7 @@ fn unescape_unquoted(text: &str) -> Result<String, Denial> {
             },
             '$' if chars.peek().is_some_and(|n| starts_expansion(*n)) => {
                 return Err(Denial::new(format!(
-                    "unsupported expansion in {text:?} (only $HOME and $PWD are expanded)"
+                    "unsupported expansion in {text:?} (only plain $NAME, ${{NAME}} and $? references are)"
                 )))
             }
             '`' => {
@@ -237,7 +241,7 @@ fn unescape_double_quoted(text: &str) -> Result<String, Denial> {
             },
             '$' if chars.peek().is_some_and(|n| starts_expansion(*n)) => {
                 return Err(Denial::new(format!(
-                    "unsupported expansion in \"{text}\" (only $HOME and $PWD are expanded)"
+                    "unsupported expansion in \"{text}\" (only plain $NAME, ${{NAME}} and $? references are)"
                 )))
             }
             '`' => {
@@ -375,30 +379,6 @@ fn decode_ansi_c(body: &str) -> Result<String, Denial> {
         )));
     }
     String::from_utf8(out).map_err(|_| Denial::new(format!("$'{body}' decodes to invalid UTF-8")))
-}
-
-/// Move a leading unquoted `~…` (up to the first `/`) into a `Tilde` part.
-fn split_tilde(word: &mut RawWord) {
-    let Some(Part::Text {
-        text,
-        quoted: false,
-    }) = word.parts.first_mut()
-    else {
-        return;
-    };
-    if !text.starts_with('~') {
-        return;
-    }
-    let end = text.find('/').unwrap_or(text.len());
-    // `~user` continues into a following quoted part in bash only when unquoted; we stop here.
-    let user = text[1..end].to_string();
-    let rest = text[end..].to_string();
-    if rest.is_empty() {
-        word.parts.remove(0);
-    } else {
-        *text = rest;
-    }
-    word.parts.insert(0, Part::Tilde { user });
 }
 
 fn denied_word(kind: &str, text: &str) -> String {

@@ -115,6 +115,9 @@ pub struct ProcessSpec {
     pub stderr: Stdio,
     /// Further descriptors (3-9) for redirections such as `3>file`, as (target fd, source).
     pub extra_fds: Vec<(u8, OwnedFd)>,
+    /// Variables added to the sandbox's environment for this process only (`LANG=C sort`;
+    /// the policy decided which are harmless).
+    pub env: Vec<(String, String)>,
 }
 
 /// How a jailed process ended.

@@ -117,6 +117,7 @@ pub fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
         stdout: Stdio::Null,
         stderr: Stdio::Null,
         extra_fds: Vec::new(),
+        env: Vec::new(),
     }
 }
 

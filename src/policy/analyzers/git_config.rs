@@ -535,6 +535,11 @@ mod tests {
             ("[gpg]\n\tprogram = x\n", "[gpg]"),
             ("[pager]\n\tlog = x\n", "[pager]"),
             ("[core]\n# c \\\n\tpager = x\n", "core.pager"),
+            // A value's comment ending in a backslash continues nothing either.
+            (
+                "[core]\n\tbare = no # c \\\n[filter \"x\"]\n\tclean = sh\n",
+                "[filter]",
+            ),
         ] {
             let why = first_unsafe(&entries(cfg)).unwrap_or_default();
             assert!(why.contains(needle), "{cfg:?}: {why:?}");

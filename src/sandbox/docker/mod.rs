@@ -154,12 +154,19 @@ impl Sandbox for DockerSandbox {
             ))
         })?;
         let argv0 = spec.argv[0].clone();
+        if spec.env.iter().any(|(name, _)| name == "PATH") {
+            return Err(SandboxError::Setup(
+                "PATH cannot be set for a command in the sandbox".into(),
+            ));
+        }
+        let env = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let streams = stdio::prepare(spec.argv, spec.stdin, spec.stdout, spec.stderr);
         let request = ExecRequest {
             argv0,
             cmd: streams.cmd,
             guest_cwd: guest_cwd.to_string_lossy().into_owned(),
             fds: streams.fds,
+            env,
         };
         let process = DockerProcess::start(&self.session, request, self.host_signals).await?;
         Ok(Box::new(process))

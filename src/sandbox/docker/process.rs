@@ -39,6 +39,8 @@ pub struct ExecRequest {
     pub cmd: Vec<String>,
     pub guest_cwd: String,
     pub fds: Descriptors,
+    /// `NAME=value` for this exec only (on top of the container's environment).
+    pub env: Vec<String>,
 }
 
 impl DockerProcess {
@@ -253,6 +255,7 @@ async fn create_exec(
         cmd: Some(request.cmd.iter().map(String::as_str).collect()),
         user: Some(user.as_str()),
         working_dir: Some(request.guest_cwd.as_str()),
+        env: (!request.env.is_empty()).then(|| request.env.iter().map(String::as_str).collect()),
         attach_stdin: Some(request.fds.stdin.is_some()),
         attach_stdout: Some(true),
         attach_stderr: Some(true),

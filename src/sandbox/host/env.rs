@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The only `PATH` a jailed program sees, and the one its `argv[0]` is looked up in.
-pub const JAIL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub const JAIL_PATH: &str = crate::policy::SANDBOX_PATH;
 
 /// Build the environment: the fixed base, then `extra` (from `JailSpec.env`).
 ///
@@ -54,6 +54,35 @@ pub fn build(
                 .map_err(|_| SandboxError::Setup(format!("environment variable {n} contains NUL")))
         })
         .collect()
+}
+
+/// `base` (a built environment) with `extra` set for one process: replaced where a name is
+/// already there, added otherwise. `PATH` stays fixed.
+pub fn with_extra(
+    base: &[CString],
+    extra: &[(String, String)],
+) -> Result<Vec<CString>, SandboxError> {
+    let mut vars = base.to_vec();
+    for (name, value) in extra {
+        validate_name(name)?;
+        if name == "PATH" {
+            return Err(SandboxError::Setup(format!(
+                "the jail's PATH is fixed to {JAIL_PATH}; it cannot be set for a command"
+            )));
+        }
+        let entry = CString::new(format!("{name}={value}")).map_err(|_| {
+            SandboxError::Setup(format!("environment variable {name} contains a NUL byte"))
+        })?;
+        let prefix = format!("{name}=");
+        match vars
+            .iter_mut()
+            .find(|v| v.as_bytes().starts_with(prefix.as_bytes()))
+        {
+            Some(slot) => *slot = entry,
+            None => vars.push(entry),
+        }
+    }
+    Ok(vars)
 }
 
 fn validate_name(name: &str) -> Result<(), SandboxError> {

@@ -218,7 +218,12 @@ impl HostSandbox {
                 ))
             })?;
         let argv_ptrs = null_terminated(&argv);
-        let envp_ptrs = null_terminated(&self.env);
+        // Assignments written before the command (`LANG=C sort`) for this process only.
+        let env = match spec.env.is_empty() {
+            true => None,
+            false => Some(env::with_extra(&self.env, &spec.env)?),
+        };
+        let envp_ptrs = null_terminated(env.as_deref().unwrap_or(&self.env));
         let cwd = env::c_path(&spec.cwd)?;
         let fds = fds::FdPlan::new(spec.stdin, spec.stdout, spec.stderr, spec.extra_fds)?;
         tracing::trace!(program = %argv0, fds = ?fds.targets(), "spawning a jailed process");
@@ -321,6 +326,7 @@ mod tests {
             stdout: Stdio::Null,
             stderr: Stdio::Null,
             extra_fds: Vec::new(),
+            env: Vec::new(),
         }
     }
 
