@@ -192,6 +192,9 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("TZ=/etc/shadow date", Deny, "TZ"),
     ("LANG=../../tmp/x sort notes.txt", Deny, "LANG"),
     ("x=1", Deny, "setting shell variables"),
+    ("printf -v PATH /tmp; ls", Deny, "printf -v"),
+    ("read x < notes.txt", Deny, "read: sets shell variables"),
+    ("for f in a b; do break; done", Deny, "loop control"),
     ("x=1; echo $x", Deny, "setting shell variables"),
 ];
 
