@@ -13,6 +13,23 @@ use std::path::{Path, PathBuf};
 #[serde(transparent)]
 pub struct Secret(String);
 
+/// The longest duration any setting or flag may name: 30 days. Longer values are refused with
+/// the key's name rather than overflowing a deadline.
+pub const MAX_SECONDS: u64 = 30 * 24 * 3600;
+
+/// clap's parser for `--timeout SECS` flags: 1 to [`MAX_SECONDS`].
+pub fn parse_timeout(text: &str) -> Result<u64, String> {
+    let secs: u64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if secs == 0 || secs > MAX_SECONDS {
+        return Err(format!(
+            "{secs} is not between 1 and {MAX_SECONDS} seconds (30 days)"
+        ));
+    }
+    Ok(secs)
+}
+
 impl Secret {
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
@@ -436,12 +453,76 @@ impl Config {
         config
             .memory
             .validate()
+            .and_then(|()| config.check_durations())
             .and_then(|()| crate::skills::egress::parse_hosts(&config.skills.hosts).map(|_| ()))
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,
             })?;
         Ok(config)
+    }
+
+    /// Every duration must fit [`MAX_SECONDS`]: a deadline computed from a huge value would
+    /// overflow (a panic) or never come.
+    fn check_durations(&self) -> Result<(), String> {
+        let llm = |name: &str, p: &ProviderConfig| {
+            [
+                (format!("llm.{name}.timeout_secs"), p.timeout_secs),
+                (format!("llm.{name}.idle_timeout_secs"), p.idle_timeout_secs),
+            ]
+        };
+        let mut all: Vec<(String, Option<u64>)> = vec![
+            (
+                "sandbox.timeout_secs".into(),
+                Some(self.sandbox.timeout_secs),
+            ),
+            (
+                "sandbox.docker.idle_secs".into(),
+                Some(self.sandbox.docker.idle_secs),
+            ),
+            (
+                "memory.embeddings.timeout_secs".into(),
+                Some(self.memory.embeddings.timeout_secs),
+            ),
+            (
+                "telegram.approval_timeout_secs".into(),
+                Some(self.telegram.approval_timeout_secs),
+            ),
+            (
+                "telegram.shutdown_grace_secs".into(),
+                Some(self.telegram.shutdown_grace_secs),
+            ),
+            (
+                "telegram.worker_idle_secs".into(),
+                Some(self.telegram.worker_idle_secs),
+            ),
+            (
+                "scheduler.min_interval_secs".into(),
+                Some(self.scheduler.min_interval_secs),
+            ),
+            (
+                "scheduler.backoff_base_secs".into(),
+                Some(self.scheduler.backoff_base_secs),
+            ),
+            (
+                "scheduler.backoff_max_secs".into(),
+                Some(self.scheduler.backoff_max_secs),
+            ),
+            (
+                "scheduler.heartbeat_minutes".into(),
+                Some(self.scheduler.heartbeat_minutes.saturating_mul(60)),
+            ),
+        ];
+        all.extend(llm("anthropic", &self.llm.anthropic));
+        all.extend(llm("openai", &self.llm.openai));
+        for (key, value) in all {
+            if let Some(v) = value.filter(|v| *v > MAX_SECONDS) {
+                return Err(format!(
+                    "{key} = {v} is longer than warden allows ({MAX_SECONDS} seconds, 30 days)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// warden's own files, which no sandbox root may expose: the data directory (database,

@@ -20,6 +20,8 @@ pub struct Report {
     pub cgroup: Cgroup,
     /// Filled by the Docker backend (daemon reachable, version, runtime, image present).
     pub docker: DockerStatus,
+    /// The command policy every command is checked against: loaded, or why not.
+    pub policy: PolicyStatus,
     /// The backend warden will use.
     pub backend: Backend,
     /// Whether that backend can run commands here.
@@ -47,6 +49,37 @@ pub struct Cgroup {
     pub version: Option<cgroup::CgroupVersion>,
     pub pids_dir: Option<String>,
     pub detail: String,
+}
+
+/// The command policy: the embedded default or a file, and whether it loads.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyStatus {
+    /// `embedded default` or the file's path.
+    pub source: String,
+    pub loaded: bool,
+    pub detail: String,
+}
+
+impl PolicyStatus {
+    /// Load the policy as every other command would; a missing or broken file is reported.
+    pub fn check(file: Option<&std::path::Path>) -> PolicyStatus {
+        let source = file.map_or_else(
+            || "embedded default".to_string(),
+            |f| f.display().to_string(),
+        );
+        match crate::policy::Policy::load(file) {
+            Ok(policy) => PolicyStatus {
+                source,
+                loaded: true,
+                detail: format!("{} programs ruled", policy.programs().count()),
+            },
+            Err(e) => PolicyStatus {
+                source,
+                loaded: false,
+                detail: e.to_string(),
+            },
+        }
+    }
 }
 
 /// The Docker section: daemon reachable, versions, runtime, image.
@@ -178,6 +211,7 @@ pub fn collect(config: &Config) -> Report {
 
     let backend = config.sandbox.backend;
     let docker = probe_docker(config);
+    let policy = PolicyStatus::check(config.policy.as_deref());
     let (usable, reason) = match backend {
         Backend::Host => host_verdict(config, &landlock, &seccomp, &pidfd),
         Backend::Docker => (
@@ -187,6 +221,18 @@ pub fn collect(config: &Config) -> Report {
                 docker.detail
             ),
         ),
+    };
+    // Every command refuses to start with a policy that does not load; so does doctor.
+    let (usable, reason) = if policy.loaded {
+        (usable, reason)
+    } else {
+        (
+            false,
+            format!(
+                "the command policy ({}) cannot be loaded, so every command is refused: {}",
+                policy.source, policy.detail
+            ),
+        )
     };
     Report {
         kernel: kernel::release(),
@@ -198,6 +244,7 @@ pub fn collect(config: &Config) -> Report {
         user_namespaces: kernel::user_namespaces(),
         cgroup,
         docker,
+        policy,
         backend,
         usable,
         reason,
@@ -311,6 +358,18 @@ impl Report {
             } else {
                 self.docker.detail.clone()
             },
+        );
+        line(
+            "policy",
+            format!(
+                "{}: {}",
+                self.policy.source,
+                if self.policy.loaded {
+                    self.policy.detail.clone()
+                } else {
+                    format!("BROKEN: {}", self.policy.detail)
+                }
+            ),
         );
         line(
             "backend",

@@ -74,3 +74,36 @@ fn exec_has_the_timeout_and_scrubbed_environment_of_the_jail() {
     assert!(!r.stdout.contains(SECRET_KEY), "{r:?}");
     assert!(r.stdout.contains("HOME="), "{r:?}");
 }
+
+#[test]
+fn huge_timeouts_are_refused_with_the_setting_named_not_a_panic() {
+    let env = Env::new();
+    for args in [
+        vec!["exec", "--timeout", "18446744073709551615", "--", "true"],
+        vec!["jail", "--timeout", "18446744073709551615", "--", "true"],
+        vec!["exec", "--timeout", "0", "--", "true"],
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.args(&args).env("WARDEN_CONFIG", &env.config);
+        let r = run(cmd);
+        assert_eq!(r.status, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("seconds"), "{args:?}: {r:?}");
+        assert!(!r.stderr.contains("panicked"), "{args:?}: {r:?}");
+    }
+    std::fs::write(
+        &env.config,
+        "[sandbox]\ntimeout_secs = 18446744073709551615\n",
+    )
+    .unwrap();
+    for sub in ["exec", "jail"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.args([sub, "--workspace"])
+            .arg(&env.ws)
+            .args(["--", "true"])
+            .env("WARDEN_CONFIG", &env.config);
+        let r = run(cmd);
+        assert_eq!(r.status, 2, "{sub}: {r:?}");
+        assert!(r.stderr.contains("sandbox.timeout_secs"), "{sub}: {r:?}");
+        assert!(!r.stderr.contains("panicked"), "{sub}: {r:?}");
+    }
+}

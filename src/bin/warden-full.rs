@@ -88,7 +88,7 @@ enum SkillCommand {
         #[arg(long, value_name = "COMMAND")]
         command: Option<String>,
         /// A shorter wall-clock limit than the skill's, in seconds.
-        #[arg(long, value_name = "SECS")]
+        #[arg(long, value_name = "SECS", value_parser = warden::config::parse_timeout)]
         timeout: Option<u64>,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

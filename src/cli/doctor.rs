@@ -9,6 +9,9 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Check this policy file instead of the config's `policy`.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> i32 {
@@ -19,6 +22,10 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let mut config = config;
+    if args.policy.is_some() {
+        config.policy = args.policy;
+    }
     let report = crate::doctor::collect(&config);
     if args.json {
         match serde_json::to_string_pretty(&report) {

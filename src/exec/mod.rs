@@ -154,7 +154,10 @@ pub async fn run_script(
         sandbox,
         outputs: &outputs,
         paths: &options.paths,
-        deadline: started + options.timeout,
+        // Saturate: no timeout may overflow the clock (callers bound them; this is the net).
+        deadline: started
+            .checked_add(options.timeout)
+            .unwrap_or_else(|| started + Duration::from_secs(crate::config::MAX_SECONDS)),
         cancel: &options.cancel,
         cwd: first.cwd.clone(),
         background_killed: 0,
