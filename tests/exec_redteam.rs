@@ -161,6 +161,60 @@ fn an_archive_cannot_write_through_links_or_restore_setuid() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o7000, 0, "extracted with mode {mode:o}");
+    assert_ne!(mode & 0o100, 0, "the executable bit was lost: {mode:o}");
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// The jail's own chmod calls do nothing (Landlock cannot confine them by path): warden applies
+/// checked chmod commands itself, on exactly the checked files, never adding special bits.
+#[test]
+fn chmod_works_on_checked_files_and_nowhere_else() {
+    let env = Env::new();
+    let ws = &env.ws;
+    std::fs::write(ws.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::create_dir_all(ws.join("tree/sub")).unwrap();
+    std::fs::write(ws.join("tree/a"), "a").unwrap();
+    std::fs::write(ws.join("tree/sub/b"), "b").unwrap();
+    for path in ["run.sh", "tree/a", "tree/sub/b"] {
+        std::fs::set_permissions(ws.join(path), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let outside = env.outside("keys").join("secret");
+    std::fs::write(&outside, "k").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+
+    let r = exec(&env, "chmod u+x run.sh && chmod -R go-rwx tree");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(mode_of(&ws.join("run.sh")), 0o744);
+    assert_eq!(mode_of(&ws.join("tree/a")), 0o600);
+    assert_eq!(mode_of(&ws.join("tree/sub")), 0o700);
+    assert_eq!(mode_of(&ws.join("tree/sub/b")), 0o600);
+
+    let r = exec(&env, "chmod -v 640 run.sh | cat");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        "mode of 'run.sh' changed from 0744 (rwxr--r--) to 0640 (rw-r-----)\n"
+    );
+    let r = exec(&env, "chmod 600 missing; echo status $?");
+    assert!(r.stdout.contains("status 1"), "{r:?}");
+    assert!(r.stderr.contains("cannot access 'missing'"), "{r:?}");
+
+    for (command, why) in [
+        ("chmod u+s run.sh", "setuid"),
+        ("chmod 2755 tree", "setuid"),
+        ("chmod 644 link", "outside"),
+        ("chmod -R -L 700 tree", "symbolic links"),
+    ] {
+        let r = exec(&env, command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    assert_eq!(mode_of(&outside), 0o600);
+    assert_eq!(mode_of(&ws.join("run.sh")), 0o640);
 }
 
 #[test]

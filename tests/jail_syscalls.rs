@@ -215,3 +215,156 @@ fn mount_bpf_and_keyrings_are_denied() {
         "{r:?}"
     );
 }
+
+/// Run `code` in the jail's python; skip (say so) without /usr/bin/python3.
+fn probe(env: &Env, code: &str) -> Option<Run> {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed for raw syscalls");
+        return None;
+    }
+    Some(python(env, &format!("{LIBC}{code}")))
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn modes_owners_and_times_outside_the_roots_stay_as_they_were() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let env = Env::new();
+    // A secret outside every root and a program of the user's, as the red team used them.
+    let secret = env.outside("keys").join("secret.key");
+    std::fs::write(&secret, "k").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = std::fs::metadata(&secret).unwrap();
+    let s = secret.display();
+    let Some(r) = probe(
+        &env,
+        &format!(
+            "for name, call in [('chmod', lambda: os.chmod('{s}', 0o4777)),\n\
+             ('chown', lambda: os.chown('{s}', 65534, 65534)),\n\
+             ('utime', lambda: os.utime('{s}', (0, 0))),\n\
+             ('lchown', lambda: os.lchown('{s}', 65534, 65534))]:\n    \
+                 try:\n        call(); print(name, 'returned')\n    \
+                 except OSError as e:\n        print(name, e.errno)\n"
+        ),
+    ) else {
+        return;
+    };
+    // The calls "succeed" having done nothing (tar, cp -p and git call them routinely).
+    assert_eq!(
+        r.stdout, "chmod returned\nchown returned\nutime returned\nlchown returned\n",
+        "{r:?}"
+    );
+    let after = std::fs::metadata(&secret).unwrap();
+    assert_eq!(mode_of(&secret), 0o600, "the jail changed a mode outside");
+    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+    assert_eq!(
+        after.mtime(),
+        before.mtime(),
+        "the jail changed a time outside"
+    );
+}
+
+#[test]
+fn no_setuid_file_is_created_and_xattrs_and_inode_flags_stay() {
+    let env = Env::new();
+    let ws = env.ws.display();
+    std::fs::write(env.ws.join("plain"), "x").unwrap();
+    let Some(r) = probe(
+        &env,
+        &format!(
+            "import fcntl, struct\n\
+             for mode in (0o4755, 0o2755, 0o1755):\n    \
+                 try:\n        os.open('{ws}/made%o' % mode, os.O_CREAT | os.O_WRONLY, mode); print('created')\n    \
+                 except OSError as e:\n        print('open', e.errno)\n\
+             try:\n    os.setxattr('{ws}/plain', 'user.x', b'1'); print('xattr set')\n\
+             except OSError as e:\n    print('setxattr', e.errno)\n\
+             fd = os.open('{ws}/plain', os.O_RDONLY)\n\
+             try:\n    fcntl.ioctl(fd, 0x40086602, struct.pack('l', 0x40)); print('flags set')\n\
+             except OSError as e:\n    print('ioctl', e.errno)\n\
+             r = libc.syscall(437, -100, b'{ws}/plain', 0, 0); print('openat2', r, ctypes.get_errno())\n"
+        ),
+    ) else {
+        return;
+    };
+    let (eperm, enosys) = (libc::EPERM, libc::ENOSYS);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "open {eperm}\nopen {eperm}\nopen {eperm}\nsetxattr {eperm}\nioctl {eperm}\n\
+             openat2 -1 {enosys}\n"
+        ),
+        "{r:?}"
+    );
+    for mode in ["made4755", "made2755", "made1755"] {
+        assert!(!env.ws.join(mode).exists(), "{mode} was created");
+    }
+    // An ordinary file is still created with the mode asked for (git checks out programs so).
+    let r = python(
+        &env,
+        &format!("import os; os.close(os.open('{ws}/tool', os.O_CREAT | os.O_WRONLY, 0o755))"),
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    let tool = mode_of(&env.ws.join("tool"));
+    assert!(
+        tool & 0o100 != 0 && tool & 0o7000 == 0,
+        "tool has mode {tool:o}"
+    );
+}
+
+#[test]
+fn nothing_runs_that_was_never_a_file_on_disk() {
+    let env = Env::new();
+    // memfd_create without MFD_NOEXEC_SEAL is refused; with it, the memfd cannot be executed
+    // (through /proc/self/fd or execveat); execveat(AT_EMPTY_PATH) is refused outright.
+    let Some(r) = probe(
+        &env,
+        "elf = open('/bin/true', 'rb').read()\n\
+         try:\n    os.memfd_create('x', 0); print('exec memfd made')\n\
+         except OSError as e:\n    print('memfd', e.errno, flush=True)\n\
+         fd = os.memfd_create('x', 8)\n\
+         os.write(fd, elf)\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    \
+             try:\n        os.execv('/proc/self/fd/%d' % fd, ['x'])\n    \
+             except OSError as e:\n        print('exec sealed', e.errno, flush=True)\n    \
+             os._exit(0)\n\
+         os.waitpid(pid, 0)\n\
+         real = os.open('/bin/true', os.O_RDONLY)\n\
+         r = libc.syscall(322, real, b'', 0, 0, 0x1000); print('execveat', r, ctypes.get_errno())\n",
+    ) else {
+        return;
+    };
+    let (eperm, eacces) = (libc::EPERM, libc::EACCES);
+    assert_eq!(
+        r.stdout,
+        format!("memfd {eperm}\nexec sealed {eacces}\nexecveat -1 {eperm}\n"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn no_watch_reports_activity_on_paths_outside() {
+    let env = Env::new();
+    let watched = env.outside("private");
+    let Some(r) = probe(
+        &env,
+        &format!(
+            "r = libc.syscall(294, 0); print('init1', r, ctypes.get_errno())\n\
+             r = libc.syscall(253); print('init', r, ctypes.get_errno())\n\
+             r = libc.syscall(254, 0, b'{}', 0xfff); print('watch', r, ctypes.get_errno())\n",
+            watched.display()
+        ),
+    ) else {
+        return;
+    };
+    let eperm = libc::EPERM;
+    assert_eq!(
+        r.stdout,
+        format!("init1 -1 {eperm}\ninit -1 {eperm}\nwatch -1 {eperm}\n"),
+        "{r:?}"
+    );
+}

@@ -227,6 +227,11 @@ async fn approve_runs_the_command_and_a_strangers_press_does_not_count() {
     assert_eq!(s.answer().await, "tool said: ran");
     assert!(s.markers.join("alpha").exists());
     assert!(s.outcome(&request).ends_with("✅ Approved by User4242."));
+    // The press is answered concurrently with the run: wait for it rather than race it.
+    s.tg.wait_until("the approval is answered", WAIT, |t| {
+        callback_answers(t).len() >= 2
+    })
+    .await;
     assert_eq!(callback_answers(&s.tg)[1], "Approved.");
     // A second press on the old button changes nothing.
     s.tg.push_callback(OWNER, OWNER, request.message_id, &approve);

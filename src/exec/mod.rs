@@ -4,6 +4,7 @@
 //! Works over any backend (`&dyn Sandbox`).
 
 mod capture;
+mod chmod;
 mod flow;
 mod open;
 mod output;

@@ -96,16 +96,22 @@ fn describe(path: &Path, err: &io::Error) -> String {
     }
 }
 
+const MFD_NOEXEC_SEAL: libc::c_uint = 0x8;
+
 /// Here-document / here-string content as a sealed memfd, positioned at its start: the jailed
 /// process reads it like a file, with no writer task and no pipe that could fill up.
 pub fn text_fd(text: &str) -> io::Result<OwnedFd> {
-    // SAFETY: memfd_create with a static name.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"warden-heredoc".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
+    let create = |flags: libc::c_uint| {
+        // SAFETY: memfd_create with a static name.
+        unsafe { libc::memfd_create(c"warden-heredoc".as_ptr(), flags) }
     };
+    // Never executable (a memfd lies outside every Landlock rule); kernels before 6.3 do not
+    // know MFD_NOEXEC_SEAL, and their jails cannot create executable memfds either.
+    let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    let mut fd = create(base | MFD_NOEXEC_SEAL);
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        fd = create(base);
+    }
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

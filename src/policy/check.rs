@@ -402,6 +402,10 @@ impl Checker {
         let argv = analysis.argv.unwrap_or(argv);
         tracing::trace!(command = %shown, "checked");
         let mut command = Command::program(argv, cwd.to_path_buf());
+        command.builtin = match analysis.builtin {
+            Some(Builtin::Chmod(plan)) => Some(Builtin::Chmod(plan.with_checked(&paths))),
+            other => other,
+        };
         command.redirects = redirects;
         command.paths = paths;
         Ok(Checked {

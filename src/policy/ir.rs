@@ -99,6 +99,52 @@ pub enum Builtin {
     Cd(PathBuf),
     /// A compound command; its `redirects` apply to everything inside it.
     Compound(Box<Compound>),
+    /// `chmod`, read exactly; on the host backend warden applies it itself (the jail's chmod
+    /// calls do nothing), elsewhere the program runs. `argv` stays the command that was checked.
+    Chmod(ChmodPlan),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChmodPlan {
+    pub mode: ChmodMode,
+    pub recursive: bool,
+    pub report: ChmodReport,
+    /// The checked files (as written, until the checker resolves them).
+    pub files: Vec<PathBuf>,
+    /// The files as the command wrote them, for chmod's messages.
+    pub names: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChmodMode {
+    /// A mode argument the policy parsed and accepted (see `policy::mode`).
+    Change(String),
+    /// `--reference`: the mode of this (checked, read) file.
+    Like(PathBuf),
+}
+
+/// What chmod prints: nothing (`-f`), errors, changed files (`-c`), every file (`-v`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChmodReport {
+    Quiet,
+    Errors,
+    Changes,
+    Verbose,
+}
+
+impl ChmodPlan {
+    /// The plan with its paths replaced by the checked ones, which come in the order the
+    /// analyzer listed them: the files, then the reference.
+    pub fn with_checked(mut self, checked: &[CheckedPath]) -> ChmodPlan {
+        let count = self.files.len();
+        self.files = checked.iter().take(count).map(|c| c.path.clone()).collect();
+        if let (ChmodMode::Like(reference), Some(c)) = (&mut self.mode, checked.get(count)) {
+            *reference = c.path.clone();
+        }
+        self
+    }
 }
 
 /// Commands grouped as bash groups them.

@@ -15,6 +15,7 @@ mod grammar;
 pub mod invariant;
 pub mod ir;
 mod lists;
+pub mod mode;
 pub mod paths;
 pub mod rules;
 mod syntax;

@@ -252,6 +252,9 @@ pub struct Analysis {
     pub positionals: Vec<String>,
     /// The values of flags that take a path, with the flag's full name (generic analysis only).
     pub path_flags: Vec<(String, String)>,
+    /// A command the executor may carry out itself (chmod), its paths as written; the checker
+    /// replaces them with the checked ones.
+    pub builtin: Option<super::ir::Builtin>,
 }
 
 /// One parsed flag occurrence.

@@ -168,6 +168,12 @@ pub trait Sandbox: Send + Sync {
     /// The path under which a jailed program sees `host_path` (identity on the host,
     /// `/workspace/...` in a container); `None` when the jail cannot see it at all.
     fn guest_path(&self, host_path: &Path) -> Option<PathBuf>;
+
+    /// Whether `chmod` inside this jail does nothing (the host jail: Landlock cannot confine
+    /// it by path), so the executor applies checked chmod commands itself.
+    fn ignores_chmod(&self) -> bool {
+        false
+    }
 }
 
 /// A program started by a [`Sandbox`].

@@ -1,24 +1,121 @@
-//! `chmod`: files are write paths (from the rule); the mode must not set the setuid, setgid or
-//! sticky bits, so nothing in the workspace becomes a privileged program for someone else.
+//! `chmod`: files are write paths; the mode must not set the setuid, setgid or sticky bits, so
+//! nothing in the workspace becomes a privileged program for someone else. The checked plan
+//! (mode, files, -R) is what the executor applies itself on the host backend, where the jail's
+//! own chmod calls do nothing.
 
+use crate::policy::ir::{Builtin, ChmodMode, ChmodPlan, ChmodReport};
+use crate::policy::mode;
+use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
 use crate::policy::Denial;
+use std::path::PathBuf;
 
 pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Analysis, Denial> {
-    let mut analysis = rule.analyze(program, args)?;
-    let uses_reference = args.iter().any(|a| a.starts_with("--reference"));
-    if !uses_reference {
-        // The mode is the first positional; it was also checked as a (harmless) path.
-        let mode = args
-            .iter()
-            .find(|a| !a.starts_with('-') || is_symbolic_removal(a))
-            .ok_or_else(|| Denial::new(format!("{program}: no mode given")))?;
-        check_mode(mode).map_err(|why| Denial::new(format!("{program} {mode}: {why}")))?;
-        if let Some(pos) = analysis.paths.iter().position(|(p, _)| p == mode) {
-            analysis.paths.remove(pos);
+    // The rule's own flag denials still apply; the paths come from chmod's exact reading.
+    rule.analyze(program, args)?;
+    let plan = plan(program, args)?;
+    let mut analysis = Analysis::default();
+    for file in &plan.files {
+        analysis
+            .paths
+            .push((file.to_string_lossy().into_owned(), Access::Write));
+    }
+    if let ChmodMode::Like(reference) = &plan.mode {
+        analysis
+            .paths
+            .push((reference.to_string_lossy().into_owned(), Access::Read));
+    }
+    analysis.builtin = Some(Builtin::Chmod(plan));
+    Ok(analysis)
+}
+
+/// Read chmod's arguments as GNU chmod does: options (clustered or not, `--` ends them), then
+/// the mode (unless `--reference`), then the files. `-w`-like arguments are modes.
+fn plan(program: &str, args: &[String]) -> Result<ChmodPlan, Denial> {
+    let deny = |why: String| Denial::new(format!("{program}: {why}"));
+    let mut recursive = false;
+    let mut report = ChmodReport::Errors;
+    let mut reference = None;
+    let mut operands: Vec<&str> = Vec::new();
+    let mut options_ended = false;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if options_ended || arg == "-" || !arg.starts_with('-') || is_symbolic_removal(arg) {
+            operands.push(arg);
+            continue;
+        }
+        if arg == "--" {
+            options_ended = true;
+            continue;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, None),
+            };
+            match name {
+                "recursive" => recursive = true,
+                "verbose" => report = ChmodReport::Verbose,
+                "changes" => report = ChmodReport::Changes,
+                "silent" | "quiet" => report = ChmodReport::Quiet,
+                "preserve-root" | "no-preserve-root" => {}
+                "reference" => {
+                    let value = match inline {
+                        Some(value) => value.to_string(),
+                        None => {
+                            let value = args
+                                .get(i)
+                                .ok_or_else(|| deny("--reference needs a file".into()))?;
+                            i += 1;
+                            value.clone()
+                        }
+                    };
+                    reference = Some(PathBuf::from(value));
+                }
+                _ => return Err(deny(format!("option --{name} is not supported"))),
+            }
+            continue;
+        }
+        for flag in arg[1..].chars() {
+            match flag {
+                'R' => recursive = true,
+                'v' => report = ChmodReport::Verbose,
+                'c' => report = ChmodReport::Changes,
+                'f' => report = ChmodReport::Quiet,
+                'P' => {}
+                'H' | 'L' => {
+                    return Err(deny(format!(
+                        "-{flag} follows symbolic links during -R; warden's chmod never does"
+                    )))
+                }
+                _ => return Err(deny(format!("option -{flag} is not supported"))),
+            }
         }
     }
-    Ok(analysis)
+    let mode = match reference {
+        Some(reference) => ChmodMode::Like(reference),
+        None => {
+            let text = operands
+                .first()
+                .copied()
+                .ok_or_else(|| deny("no mode given".into()))?;
+            operands.remove(0);
+            check_mode(text).map_err(|why| deny(format!("{text}: {why}")))?;
+            ChmodMode::Change(text.to_string())
+        }
+    };
+    if operands.is_empty() {
+        return Err(deny("no file given".into()));
+    }
+    Ok(ChmodPlan {
+        mode,
+        recursive,
+        report,
+        names: operands.iter().map(|name| name.to_string()).collect(),
+        files: operands.into_iter().map(PathBuf::from).collect(),
+    })
 }
 
 /// `-x` or `-w` look like flags but are symbolic modes.
@@ -26,46 +123,11 @@ fn is_symbolic_removal(arg: &str) -> bool {
     arg.len() > 1 && arg[1..].chars().all(|c| "rwxXst".contains(c))
 }
 
-/// Refuse a mode that sets the setuid, setgid or sticky bit, or one chmod would not read as
-/// a mode. Symbolic modes are parsed clause by clause as chmod does (`[ugoa]*([-+=]PERMS)+`,
-/// PERMS being letters, a class to copy, or octal digits), so `u+x-s+s` is caught.
-pub(super) fn check_mode(mode: &str) -> Result<(), String> {
-    let special = || Err("setuid, setgid and sticky bits are not allowed".to_string());
-    if !mode.is_empty() && mode.chars().all(|c| c.is_ascii_digit()) {
-        let value = u32::from_str_radix(mode, 8).map_err(|_| "not an octal mode".to_string())?;
-        if value & 0o7000 != 0 {
-            return special();
-        }
-        return Ok(());
-    }
-    for clause in mode.split(',') {
-        let ops = clause.trim_start_matches(['u', 'g', 'o', 'a']);
-        if ops.is_empty() || !ops.starts_with(['+', '-', '=']) {
-            return Err("not a mode chmod understands".into());
-        }
-        // Split into (operator, permissions) pairs.
-        let mut rest = ops;
-        while let Some(op) = rest.chars().next() {
-            rest = &rest[1..];
-            let end = rest.find(['+', '-', '=']).unwrap_or(rest.len());
-            let perms = &rest[..end];
-            rest = &rest[end..];
-            let adds = op != '-';
-            if perms.chars().all(|c| c.is_ascii_digit()) && !perms.is_empty() {
-                let value =
-                    u32::from_str_radix(perms, 8).map_err(|_| "not an octal mode".to_string())?;
-                if adds && value & 0o7000 != 0 {
-                    return special();
-                }
-                continue;
-            }
-            if !perms.chars().all(|c| "rwxXstugo".contains(c)) {
-                return Err("not a mode chmod understands".into());
-            }
-            if adds && perms.contains(['s', 't']) {
-                return special();
-            }
-        }
+/// Refuse a mode that could set the setuid, setgid or sticky bit, or one chmod would not read
+/// as a mode (parsed clause by clause as chmod does, so `u+x-s+s` is caught).
+pub(super) fn check_mode(text: &str) -> Result<(), String> {
+    if mode::parse(text)?.can_add_special_bits() {
+        return Err("setuid, setgid and sticky bits are not allowed".into());
     }
     Ok(())
 }

@@ -311,6 +311,10 @@ impl Sandbox for HostSandbox {
     fn guest_path(&self, host_path: &Path) -> Option<PathBuf> {
         self.visible(host_path).then(|| host_path.to_path_buf())
     }
+
+    fn ignores_chmod(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

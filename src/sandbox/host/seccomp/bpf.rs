@@ -44,6 +44,9 @@ pub enum Action {
     Errno(u16),
     /// Allowed when any rule holds, otherwise the default action.
     Rules(Vec<Rule>),
+    /// Allowed when any rule holds, otherwise this errno (0: the call "succeeds" having done
+    /// nothing).
+    RulesElse(Vec<Rule>, u16),
 }
 
 /// Conditions that must all hold.
@@ -223,7 +226,7 @@ pub fn compile(
     default: &Action,
     audit_arch: u32,
 ) -> Result<Vec<libc::sock_filter>, String> {
-    if matches!(default, Action::Rules(_)) {
+    if matches!(default, Action::Rules(_) | Action::RulesElse(..)) {
         return Err("the default seccomp action cannot have argument rules".into());
     }
     let intervals = intervals(table, default);
@@ -243,7 +246,7 @@ pub fn compile(
 /// Merge consecutive numbers with the same plain action; gaps get the default.
 fn intervals<'a>(table: &'a BTreeMap<u32, Action>, default: &'a Action) -> Vec<Interval<'a>> {
     fn push<'a>(out: &mut Vec<Interval<'a>>, start: u32, action: &'a Action) {
-        let mergeable = !matches!(action, Action::Rules(_));
+        let mergeable = !matches!(action, Action::Rules(_) | Action::RulesElse(..));
         match out.last() {
             Some(last) if mergeable && last.action == action => {}
             _ => out.push(Interval { start, action }),
@@ -292,14 +295,18 @@ fn ret(action: &Action) -> u32 {
         Action::Allow => RET_ALLOW,
         Action::Errno(e) => RET_ERRNO | u32::from(*e),
         // Rules never reach here (checked in `compile`, handled in `emit_action`).
-        Action::Rules(_) => RET_KILL_PROCESS,
+        Action::Rules(_) | Action::RulesElse(..) => RET_KILL_PROCESS,
     }
 }
 
 fn emit_action(asm: &mut Asm, action: &Action, default: &Action) {
-    let Action::Rules(rules) = action else {
-        asm.push(Ins::Ret(ret(action)));
-        return;
+    let (rules, otherwise) = match action {
+        Action::Rules(rules) => (rules, ret(default)),
+        Action::RulesElse(rules, errno) => (rules, RET_ERRNO | u32::from(*errno)),
+        _ => {
+            asm.push(Ins::Ret(ret(action)));
+            return;
+        }
     };
     for Rule(conditions) in rules {
         let next_rule = asm.label();
@@ -309,7 +316,7 @@ fn emit_action(asm: &mut Asm, action: &Action, default: &Action) {
         asm.push(Ins::Ret(RET_ALLOW));
         asm.push(Ins::Mark(next_rule));
     }
-    asm.push(Ins::Ret(ret(default)));
+    asm.push(Ins::Ret(otherwise));
 }
 
 /// Fall through when `cond` holds, jump to `fail` otherwise. Clobbers the accumulator, so
