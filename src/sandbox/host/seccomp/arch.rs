@@ -26,6 +26,7 @@ impl Arch {
     }
 
     /// Every `(name, number)` of the table.
+    #[cfg(test)]
     pub fn numbers(&self) -> &'static [(&'static str, u32)] {
         self.numbers
     }

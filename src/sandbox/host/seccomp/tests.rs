@@ -300,7 +300,7 @@ fn proxy_mode_allows_tcp_connect_but_no_unix_sockets() {
         for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
             assert_eq!(call(p, "socket", &[family, stream, 0]), RET_ALLOW);
             assert_eq!(
-                call(&p, "socket", &[family, stream, libc::IPPROTO_TCP as u64]),
+                call(p, "socket", &[family, stream, libc::IPPROTO_TCP as u64]),
                 RET_ALLOW
             );
             // UDP, and SCTP/MPTCP, which Landlock's TCP rules would not cover.
