@@ -123,3 +123,46 @@ fn unprivileged_timeout_and_process_limit() {
     );
     assert_eq!(survivors(&format!("m={m}")), Vec::<u32>::new());
 }
+
+/// The red team's jail gaps as the user warden runs as: a file of that user outside every root
+/// keeps its mode and times, no memfd runs, no watch is placed.
+#[test]
+fn unprivileged_jail_gaps_stay_closed() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let env = unprivileged_env();
+    let secret = env.dir.path().join("outside/secret");
+    std::fs::write(&secret, "k").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let status = Command::new("chown")
+        .arg(format!("{NOBODY}:{NOBODY}"))
+        .arg(&secret)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let before = std::fs::metadata(&secret).unwrap();
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed for raw syscalls");
+        return;
+    }
+    let s = secret.display();
+    let code = format!(
+        "import ctypes, os\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         os.chmod('{s}', 0o4777); os.utime('{s}', (0, 0)); print('calls returned')\n\
+         try:\n    os.memfd_create('x', 0); print('exec memfd made')\n\
+         except OSError as e:\n    print('memfd', e.errno)\n\
+         r = libc.syscall(294, 0); print('inotify', r, ctypes.get_errno())\n"
+    );
+    let Some(r) = as_nobody(&env, &[], &["python3", "-c", &code]) else {
+        return;
+    };
+    let eperm = libc::EPERM;
+    assert_eq!(
+        r.stdout,
+        format!("calls returned\nmemfd {eperm}\ninotify -1 {eperm}\n"),
+        "{r:?}"
+    );
+    let after = std::fs::metadata(&secret).unwrap();
+    assert_eq!(after.mode() & 0o7777, 0o600, "the jail changed a mode outside");
+    assert_eq!(after.mtime(), before.mtime(), "the jail changed a time outside");
+}
