@@ -163,6 +163,14 @@ fn unprivileged_jail_gaps_stay_closed() {
         "{r:?}"
     );
     let after = std::fs::metadata(&secret).unwrap();
-    assert_eq!(after.mode() & 0o7777, 0o600, "the jail changed a mode outside");
-    assert_eq!(after.mtime(), before.mtime(), "the jail changed a time outside");
+    assert_eq!(
+        after.mode() & 0o7777,
+        0o600,
+        "the jail changed a mode outside"
+    );
+    assert_eq!(
+        after.mtime(),
+        before.mtime(),
+        "the jail changed a time outside"
+    );
 }

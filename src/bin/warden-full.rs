@@ -47,6 +47,11 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// Hooks that put warden's command policy in front of other agents' shell tools.
+    Hook {
+        #[command(subcommand)]
+        command: HookCommand,
+    },
     /// Skills: folders of instructions and scripts that run in their own sandbox.
     Skill {
         #[command(subcommand)]
@@ -114,6 +119,60 @@ enum PolicyCommand {
         /// The command string.
         #[arg(last = true)]
         command: Vec<String>,
+    },
+    /// Check expectations ([[tests]]) against a policy (exit 0 all pass, 1 any fails, 2 error).
+    /// Without FILEs and --policy: the embedded default's own tests.
+    Test {
+        /// Policy file (its own [fixture] and [[tests]] run too).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Also write a JUnit XML report here.
+        #[arg(long, value_name = "PATH")]
+        junit: Option<PathBuf>,
+        /// Test files: [fixture] and [[tests]].
+        files: Vec<PathBuf>,
+    },
+    /// Show how a decision is reached: each command's rule and analyzer, each path as written
+    /// and as resolved, and the IR (exit codes as `check`).
+    Explain {
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// The command string.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Commands whose decision differs between two policy files (`@default`: the embedded one);
+    /// exit 1 when a change widens what may run (deny -> ask/allow, ask -> allow).
+    Diff {
+        old: String,
+        new: String,
+        /// Commands to compare, one per line (default: every [[tests]] cmd of both files and of
+        /// the embedded default).
+        #[arg(long, value_name = "FILE")]
+        corpus: Option<PathBuf>,
+        /// Check in this directory instead of the policies' [fixture].
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Exit 0 even when a change widens.
+        #[arg(long)]
+        allow_widening: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum HookCommand {
+    /// Claude Code PreToolUse hook for its Bash tool: hook JSON on stdin, allow/deny/ask out.
+    ClaudeCode {
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Workspace (writable root); default: the hook input's cwd.
+        #[arg(long)]
+        workspace: Option<PathBuf>,
     },
 }
 
@@ -260,6 +319,66 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Bot => warden::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),
+        Command::Hook {
+            command: HookCommand::ClaudeCode { policy, workspace },
+        } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::hook::claude_code(
+                policy.or(config.policy).as_deref(),
+                workspace.as_deref(),
+                &config.sandbox.read,
+            )
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Test {
+                    policy,
+                    junit,
+                    files,
+                },
+        } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::policy::test(
+                policy.or(config.policy).as_deref(),
+                &files,
+                junit.as_deref(),
+            )
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Explain {
+                    policy,
+                    workspace,
+                    json,
+                    command,
+                },
+        } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::policy::explain(cli::policy::CheckArgs {
+                policy: policy.or(config.policy),
+                workspace: cli::workspace_or_cwd(workspace)?,
+                read_roots: config.sandbox.read,
+                json,
+                batch: None,
+                command: (!command.is_empty()).then(|| command.join(" ")),
+            })
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Diff {
+                    old,
+                    new,
+                    corpus,
+                    workspace,
+                    allow_widening,
+                },
+        } => cli::policy::diff(cli::policy::DiffArgs {
+            old,
+            new,
+            corpus,
+            workspace,
+            allow_widening,
+        }),
         Command::Policy {
             command:
                 PolicyCommand::Check {

@@ -6,6 +6,7 @@ pub mod cron;
 pub mod doctor;
 pub mod exec;
 pub mod front;
+pub mod hook;
 pub mod image;
 pub mod jail;
 pub mod policy;

@@ -1,7 +1,9 @@
-//! `warden policy check`: decide allow / deny / ask for command strings without running them.
+//! `warden policy check|test|explain|diff`: decide allow / deny / ask for command strings
+//! without running them, check a policy's expectations, show how a decision was reached, and
+//! compare two policies.
 
 use crate::config::home_dir;
-use crate::policy::{Checker, Policy, Verdict};
+use crate::policy::{compare, suite, Checker, Policy, Verdict};
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,4 +98,223 @@ fn batch_check(checker: &mut Checker, source: &Path) -> anyhow::Result<i32> {
     }
     out.flush()?;
     Ok(0)
+}
+
+/// `warden policy test`: run expectations; exit 0 all passed, 1 any failed.
+pub fn test(
+    policy_file: Option<&Path>,
+    files: &[PathBuf],
+    junit: Option<&Path>,
+) -> anyhow::Result<i32> {
+    let policy = Arc::new(Policy::load(policy_file)?);
+    let suites = suite::collect(policy_file, files).map_err(anyhow::Error::msg)?;
+    let outcomes = suite::run(&policy, &suites).map_err(anyhow::Error::msg)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let failed: Vec<&suite::Outcome> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
+    for outcome in &failed {
+        writeln!(
+            out,
+            "FAIL {} #{}: {}\n     {}",
+            outcome.origin,
+            outcome.index,
+            outcome.case.cmd.replace('\n', "\\n"),
+            outcome.failure.as_deref().unwrap_or_default()
+        )?;
+    }
+    writeln!(
+        out,
+        "policy test: {} passed, {} failed",
+        outcomes.len() - failed.len(),
+        failed.len()
+    )?;
+    if let Some(path) = junit {
+        std::fs::write(path, suite::junit(&outcomes))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+/// `warden policy explain`: the decision, then for each command the rule that judged it, the
+/// paths as written and as resolved, and the whole IR.
+pub fn explain(args: CheckArgs) -> anyhow::Result<i32> {
+    let mut checker = checker(args.policy.as_deref(), &args.workspace, &args.read_roots)?;
+    let Some(command) = args.command else {
+        anyhow::bail!("give a command after `--`");
+    };
+    let verdict = checker.check(&command);
+    let policy = checker.policy();
+    let commands: Vec<serde_json::Value> = verdict
+        .script
+        .commands()
+        .map(|c| {
+            let program = c.argv.first().cloned().unwrap_or_default();
+            let rule = match (&c.builtin, policy.rule(&program)) {
+                (Some(crate::policy::ir::Builtin::Cd(_)), _) => {
+                    serde_json::json!({"builtin": "cd"})
+                }
+                (_, Some(rule)) => serde_json::json!({
+                    "program": program,
+                    "decision": rule.decision,
+                    "analyzer": rule.analyzer.map(|a| format!("{a:?}").to_lowercase()),
+                    "reason": rule.reason,
+                }),
+                (_, None) => serde_json::json!({"program": program, "unlisted": true}),
+            };
+            let paths: Vec<serde_json::Value> = c
+                .paths
+                .iter()
+                .map(|p| serde_json::json!({"written": p.written, "resolved": p.path, "access": p.access}))
+                .collect();
+            serde_json::json!({"argv": c.argv, "cwd": c.cwd, "rule": rule, "paths": paths})
+        })
+        .collect();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        let json = serde_json::json!({
+            "decision": verdict.decision,
+            "reason": verdict.reason,
+            "commands": commands,
+            "ir": verdict.script,
+        });
+        writeln!(out, "{json}")?;
+        return Ok(verdict.decision.exit_code());
+    }
+    writeln!(out, "decision: {} — {}", verdict.decision, verdict.reason)?;
+    for (i, command) in verdict.script.commands().enumerate() {
+        let json = &commands[i];
+        writeln!(out, "command {}: {}", i + 1, command.display())?;
+        writeln!(out, "  cwd: {}", command.cwd.display())?;
+        let rule = &json["rule"];
+        if rule.get("builtin").is_some() {
+            writeln!(out, "  rule: the cd builtin (evaluated by warden)")?;
+        } else if rule.get("unlisted").is_some() {
+            writeln!(out, "  rule: none (not in the allowlist)")?;
+        } else {
+            let analyzer = rule["analyzer"]
+                .as_str()
+                .map(|a| format!(", analyzer {a}"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  rule: [programs.{}] decision {}{analyzer}",
+                rule["program"].as_str().unwrap_or_default(),
+                rule["decision"].as_str().unwrap_or_default()
+            )?;
+        }
+        for path in &command.paths {
+            writeln!(
+                out,
+                "  path: {:?} -> {} ({:?})",
+                path.written,
+                path.path.display(),
+                path.access
+            )?;
+        }
+        for redirect in &command.redirects {
+            writeln!(out, "  redirect: {}", serde_json::to_string(redirect)?)?;
+        }
+    }
+    writeln!(out, "IR: {}", serde_json::to_string(&verdict.script)?)?;
+    Ok(verdict.decision.exit_code())
+}
+
+pub struct DiffArgs {
+    /// Policy files, or `@default` for the embedded default.
+    pub old: String,
+    pub new: String,
+    pub corpus: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub allow_widening: bool,
+}
+
+/// `warden policy diff OLD NEW`: commands whose decision changes, grouped by program; exit 1
+/// when any change widens what may run (unless allowed).
+pub fn diff(args: DiffArgs) -> anyhow::Result<i32> {
+    let load = |name: &str| -> anyhow::Result<(Arc<Policy>, Option<suite::Suite>)> {
+        if name == "@default" {
+            return Ok((Arc::new(Policy::embedded_default()), None));
+        }
+        let path = Path::new(name);
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read policy file {name}: {e}"))?;
+        let policy = Policy::from_user_toml(&text, name)?;
+        let own = suite::Suite::from_policy_text(&text, name).map_err(anyhow::Error::msg)?;
+        Ok((Arc::new(policy), Some(own)))
+    };
+    let (old, old_suite) = load(&args.old)?;
+    let (new, new_suite) = load(&args.new)?;
+    let default_suite =
+        suite::Suite::from_policy_text(crate::policy::DEFAULT_POLICY, "embedded default policy")
+            .map_err(anyhow::Error::msg)?;
+    // The corpus: a file of commands (one per line), else every test of the three policies.
+    let corpus: Vec<String> = match &args.corpus {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read corpus {}: {e}", path.display()))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(String::from)
+            .collect(),
+        None => {
+            let mut all: Vec<String> = [&new_suite, &old_suite]
+                .into_iter()
+                .flatten()
+                .chain([&default_suite])
+                .flat_map(|s| s.tests.iter().map(|t| t.cmd.clone()))
+                .collect();
+            all.sort();
+            all.dedup();
+            all
+        }
+    };
+    // The fixture of the new file, else the old one's, else the default's.
+    let spec = [&new_suite, &old_suite]
+        .into_iter()
+        .flatten()
+        .map(|s| &s.fixture)
+        .find(|f| **f != crate::policy::fixture::FixtureSpec::default())
+        .unwrap_or(&default_suite.fixture);
+    let home = home_dir();
+    let place = match &args.workspace {
+        Some(dir) => compare::Place::Workspace { dir, home: &home },
+        None => compare::Place::Fixture(spec),
+    };
+    let changes = compare::compare(&old, &new, &corpus, place).map_err(anyhow::Error::msg)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut groups: std::collections::BTreeMap<String, Vec<&compare::Change>> = Default::default();
+    for change in &changes {
+        groups
+            .entry(change.programs.join(" "))
+            .or_default()
+            .push(change);
+    }
+    for (programs, changes) in &groups {
+        writeln!(out, "[{programs}]")?;
+        for change in changes {
+            let mark = if change.widens() { "WIDENS" } else { "narrows" };
+            writeln!(
+                out,
+                "  {mark} {} -> {}: {}\n    was: {}\n    now: {}",
+                change.old.0,
+                change.new.0,
+                change.command.replace('\n', "\\n"),
+                change.old.1,
+                change.new.1
+            )?;
+        }
+    }
+    let widening = changes.iter().filter(|c| c.widens()).count();
+    writeln!(
+        out,
+        "policy diff: {} of {} commands change decision, {widening} widen",
+        changes.len(),
+        corpus.len()
+    )?;
+    Ok(if widening > 0 && !args.allow_widening {
+        1
+    } else {
+        0
+    })
 }

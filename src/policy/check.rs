@@ -386,6 +386,7 @@ impl Checker {
             paths.push(CheckedPath {
                 path: resolved,
                 access: *access,
+                written: path.clone(),
             });
         }
         if rule.copies {
@@ -395,7 +396,12 @@ impl Checker {
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
             {
                 writes |= access != Access::Read;
-                paths.push(CheckedPath { path, access });
+                let written = path.display().to_string();
+                paths.push(CheckedPath {
+                    path,
+                    access,
+                    written,
+                });
             }
         }
         asks.extend(analysis.ask);
@@ -510,6 +516,7 @@ impl Checker {
         command.paths = vec![CheckedPath {
             path: target,
             access: Access::Read,
+            written: dir.to_string(),
         }];
         Ok(Checked {
             command,

@@ -90,6 +90,8 @@ pub struct StatusArg {
 pub struct CheckedPath {
     pub path: PathBuf,
     pub access: crate::policy::paths::Access,
+    /// The argument as the command wrote it (before `~`, `..` and symlinks were resolved).
+    pub written: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

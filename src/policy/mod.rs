@@ -7,10 +7,12 @@
 mod analyzers;
 mod assignments;
 mod check;
+pub mod compare;
 mod compound;
 mod cond;
 mod copies;
 mod expand;
+pub mod fixture;
 mod grammar;
 pub mod invariant;
 pub mod ir;
@@ -18,6 +20,7 @@ mod lists;
 pub mod mode;
 pub mod paths;
 pub mod rules;
+pub mod suite;
 mod syntax;
 mod words;
 
@@ -109,10 +112,10 @@ impl Verdict {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("cannot read policy file {path}: {source}")]
+    #[error("cannot read policy file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid policy {origin}: {message}")]
     Parse { origin: String, message: String },
@@ -145,9 +148,9 @@ impl Policy {
         let Some(path) = user_file else {
             return Ok(Policy::embedded_default());
         };
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| PolicyError::Read {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Policy::from_user_toml(&text, &path.display().to_string())
     }

@@ -26,6 +26,12 @@ pub struct PolicyFile {
     pub paths: PathsFile,
     #[serde(default)]
     pub programs: BTreeMap<String, ProgramRule>,
+    /// `warden policy test`'s workspace for the tests below (ignored by the checker).
+    #[serde(default)]
+    pub fixture: super::fixture::FixtureSpec,
+    /// Expectations checked by `warden policy test` (ignored by the checker).
+    #[serde(default)]
+    pub tests: Vec<super::suite::TestCase>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

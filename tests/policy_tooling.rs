@@ -1,0 +1,298 @@
+//! A team's policy tooling, through the binary: `warden policy test`, `explain`, `diff`, the
+//! Claude Code hook with recorded hook inputs, and the CI templates' commands.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn warden(env: &Env, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(args)
+        .current_dir(&env.ws)
+        .env("WARDEN_CONFIG", &env.config)
+        .stdin(Stdio::null());
+    run(cmd)
+}
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+/// A policy with a deliberately planted hole: `awk` allowed with its program text, which can
+/// call system().
+const HOLED: &str = r#"
+[programs.awk]
+args = "read"
+
+[fixture]
+files = ["data.csv"]
+
+[[tests]]
+cmd = "awk -F, '{print $1}' data.csv"
+expect = "allow"
+
+[[tests]]
+cmd = "awk 'BEGIN{system(\"id\")}'"
+expect = "deny"
+reason_contains = "awk"
+"#;
+
+#[test]
+fn policy_test_passes_the_default_and_reports_wrong_expectations() {
+    let env = Env::new();
+    let r = warden(&env, &["policy", "test"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains(" passed, 0 failed"), "{r:?}");
+
+    let policy = write(&env.outside("p").join("holed.toml"), HOLED);
+    let junit = env.outside("reports").join("junit.xml");
+    let r = warden(
+        &env,
+        &[
+            "policy",
+            "test",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("#2: awk 'BEGIN{system(\"id\")}'")
+            && r.stdout.contains("expected deny, got allow"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains("policy test: 1 passed, 1 failed"),
+        "{r:?}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+
+    // A separate test file; a missing one is a usage error, not a pass.
+    let tests = write(
+        &env.outside("p").join("more.toml"),
+        "[[tests]]\ncmd = \"cat ../outside/x\"\nexpect = \"deny\"\nreason_contains = \"outside\"\n",
+    );
+    let r = warden(&env, &["policy", "test", tests.to_str().unwrap()]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let r = warden(&env, &["policy", "test", "/nonexistent/tests.toml"]);
+    assert_eq!(r.status, 2, "{r:?}");
+    assert!(r.stderr.contains("cannot read test file"), "{r:?}");
+}
+
+#[test]
+fn policy_diff_reports_a_widening_and_fails_unless_allowed() {
+    let env = Env::new();
+    let policy = write(&env.outside("p").join("holed.toml"), HOLED);
+    let corpus = write(
+        &env.outside("p").join("corpus.txt"),
+        "awk 'BEGIN{system(\"id\")}'\nls\ncat data.csv\n",
+    );
+    let args = [
+        "policy",
+        "diff",
+        "@default",
+        policy.to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ];
+    let r = warden(&env, &args);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.stdout.contains("[awk]"), "{r:?}");
+    assert!(r.stdout.contains("WIDENS deny -> allow: awk"), "{r:?}");
+    assert!(
+        r.stdout
+            .contains("1 of 3 commands change decision, 1 widen"),
+        "{r:?}"
+    );
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-widening");
+    assert_eq!(warden(&env, &allowed).status, 0);
+    // The other way round it narrows: no failure.
+    let r = warden(
+        &env,
+        &[
+            "policy",
+            "diff",
+            policy.to_str().unwrap(),
+            "@default",
+            "--corpus",
+            corpus.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("narrows allow -> deny"), "{r:?}");
+}
+
+#[test]
+fn policy_explain_shows_rules_paths_and_ir() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("src")).unwrap();
+    std::fs::write(env.ws.join("src/a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink("src", env.ws.join("link")).unwrap();
+    let r = warden(
+        &env,
+        &[
+            "policy",
+            "explain",
+            "--",
+            "grep -n x link/a.txt > out.txt && chmod +x out.txt",
+        ],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    let ws = env.ws.display();
+    assert!(r.stdout.starts_with("decision: allow"), "{r:?}");
+    assert!(
+        r.stdout.contains("rule: [programs.grep] decision allow"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("rule: [programs.chmod] decision allow, analyzer chmod"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("path: \"link/a.txt\" -> {ws}/src/a.txt (Read)")),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("IR: {\"steps\""), "{r:?}");
+    let r = warden(
+        &env,
+        &["policy", "explain", "--json", "--", "cat ../../etc/shadow"],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(json["decision"], "deny");
+    assert!(json["reason"].as_str().unwrap().contains("outside"));
+}
+
+fn hook(env: &Env, recorded: &str, policy: Option<&Path>) -> Run {
+    let input = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/hooks/claude-code")
+            .join(recorded),
+    )
+    .unwrap()
+    .replace("__CWD__", env.ws.to_str().unwrap());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["hook", "claude-code"]);
+    if let Some(policy) = policy {
+        cmd.arg("--policy").arg(policy);
+    }
+    cmd.env("WARDEN_CONFIG", &env.config)
+        .env_remove("CDPATH")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: std::time::Duration::ZERO,
+    }
+}
+
+fn decision(r: &Run) -> (String, String) {
+    let json: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let out = &json["hookSpecificOutput"];
+    assert_eq!(out["hookEventName"], "PreToolUse", "{r:?}");
+    (
+        out["permissionDecision"].as_str().unwrap().to_string(),
+        out["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    )
+}
+
+#[test]
+fn the_claude_code_hook_answers_allow_deny_and_ask_in_its_format() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.ws.join("src")).unwrap();
+    std::fs::create_dir_all(env.ws.join(".git/refs/heads")).unwrap();
+    std::fs::create_dir_all(env.ws.join(".git/objects")).unwrap();
+    std::fs::write(env.ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(env.ws.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+
+    let r = hook(&env, "bash_git_status.json", None);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(decision(&r).0, "allow", "{r:?}");
+
+    let r = hook(&env, "bash_exfiltrate.json", None);
+    assert_eq!(r.status, 0, "{r:?}");
+    let (verdict, reason) = decision(&r);
+    assert_eq!(verdict, "deny", "{r:?}");
+    assert!(reason.starts_with("warden: "), "{reason}");
+
+    // make is not in the default allowlist; a team's policy asks for it.
+    let policy = write(
+        &env.outside("p").join("ask.toml"),
+        "[programs.make]\ndecision = \"ask\"\nreason = \"runs the Makefile's recipes\"\n",
+    );
+    let r = hook(&env, "bash_make.json", Some(&policy));
+    let (verdict, reason) = decision(&r);
+    assert_eq!(verdict, "ask", "{r:?}");
+    assert!(reason.contains("Makefile"), "{reason}");
+
+    // Other tools are not warden's to judge: no output, exit 0.
+    let r = hook(&env, "read_file.json", None);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, "", "{r:?}");
+}
+
+/// Every `warden …` command in the CI templates is a real command line of this binary.
+#[test]
+fn the_ci_templates_run_real_commands() {
+    let env = Env::new();
+    let policy = write(
+        &env.ws.join("warden-policy.toml"),
+        "[[tests]]\ncmd = \"ls\"\nexpect = \"allow\"\n",
+    );
+    write(&env.ws.join("base-policy.toml"), "");
+    let mut seen = 0;
+    for template in ["github-actions.yml", "gitlab-ci.yml"] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("templates/ci")
+                .join(template),
+        )
+        .unwrap();
+        for line in text.lines() {
+            // A command: at the start of a step, after `run:`, or after a shell `then`.
+            let Some(start) = line.find("warden policy ") else {
+                continue;
+            };
+            let before = line[..start].trim();
+            if !["", "-", "run:", "- run:"].contains(&before) && !before.ends_with("then") {
+                continue;
+            }
+            let command = line[start..].trim_end_matches("; fi").trim_end();
+            let words = shell_words::split(
+                &command
+                    .replace("\"$POLICY\"", policy.to_str().unwrap())
+                    .replace("$POLICY", policy.to_str().unwrap()),
+            )
+            .unwrap_or_else(|e| panic!("{template}: {command}: {e}"));
+            assert_eq!(words[0], "warden", "{template}: {line}");
+            let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+            let r = warden(&env, &args);
+            assert_eq!(r.status, 0, "{template}: {command}: {r:?}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 4, "{seen} commands found in the templates");
+}
