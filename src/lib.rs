@@ -14,6 +14,7 @@ pub mod config;
 pub mod db;
 pub mod doctor;
 pub mod exec;
+pub mod fuzzing;
 pub mod gateway;
 pub mod llm;
 pub mod memory;

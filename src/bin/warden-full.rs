@@ -146,6 +146,32 @@ enum PolicyCommand {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// Fuzz a policy: generated and mutated commands against four oracles (no panic or hang,
+    /// the invariant, a differential against bash, real behaviour under strace); exit 1 with
+    /// findings, each printed as a [[tests]] entry.
+    Fuzz {
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// How long to run.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Seed of the generator (the same seed gives the same inputs).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Seed inputs (one command per file), and where to keep interesting ones.
+        #[arg(long, value_name = "DIR")]
+        corpus: Option<PathBuf>,
+        /// Threads (default: the machine's cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Only the in-process oracles (no bash, no strace).
+        #[arg(long)]
+        no_behaviour: bool,
+        #[arg(long, value_name = "PATH")]
+        junit: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Commands whose decision differs between two policy files (`@default`: the embedded one);
     /// exit 1 when a change widens what may run (deny -> ask/allow, ask -> allow).
     Diff {
@@ -361,6 +387,35 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 json,
                 batch: None,
                 command: (!command.is_empty()).then(|| command.join(" ")),
+            })
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Fuzz {
+                    policy,
+                    seconds,
+                    seed,
+                    corpus,
+                    jobs,
+                    no_behaviour,
+                    junit,
+                    json,
+                },
+        } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let jobs =
+                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            cli::policy::fuzz(cli::policy::FuzzArgs {
+                options: warden::fuzzing::Options {
+                    policy_file: policy.or(config.policy),
+                    seconds,
+                    seed,
+                    corpus,
+                    jobs,
+                    behaviour: !no_behaviour,
+                },
+                junit,
+                json,
             })
         }
         Command::Policy {

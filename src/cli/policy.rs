@@ -318,3 +318,81 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<i32> {
         0
     })
 }
+
+pub struct FuzzArgs {
+    pub options: crate::fuzzing::Options,
+    pub junit: Option<PathBuf>,
+    pub json: bool,
+}
+
+/// `warden policy fuzz`: exit 0 when no oracle failed, 1 with findings (each printed as a
+/// ready `[[tests]]` entry).
+pub fn fuzz(args: FuzzArgs) -> anyhow::Result<i32> {
+    let report = crate::fuzzing::run(&args.options).map_err(anyhow::Error::msg)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let rate = report.cases as f64 / report.seconds.max(0.001);
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        for (i, finding) in report.findings.iter().enumerate() {
+            writeln!(
+                out,
+                "finding {}: {} — {}\n  input:     {}\n  minimized: {}\n  {}: {}\n{}",
+                i + 1,
+                finding.oracle.describe(),
+                finding.decision,
+                finding.original.replace('\n', "\\n"),
+                finding.command.replace('\n', "\\n"),
+                finding.oracle.describe(),
+                finding.detail,
+                finding.as_test()
+            )?;
+        }
+        for skipped in &report.skipped {
+            writeln!(out, "skipped: {skipped}")?;
+        }
+        writeln!(
+            out,
+            "policy fuzz: {} cases in {:.1} s ({rate:.0}/s), {} run for real under strace, {} by bash; {} findings",
+            report.cases,
+            report.seconds,
+            report.behaviour_runs,
+            report.bash_runs,
+            report.findings.len()
+        )?;
+    }
+    if let Some(path) = &args.junit {
+        let outcomes: Vec<suite::Outcome> = report
+            .findings
+            .iter()
+            .enumerate()
+            .map(|(i, f)| suite::Outcome {
+                origin: "warden policy fuzz".into(),
+                index: i + 1,
+                case: suite::TestCase {
+                    cmd: f.command.clone(),
+                    expect: crate::policy::Decision::Deny,
+                    reason_contains: None,
+                    cwd: None,
+                },
+                decision: f.decision,
+                reason: f.detail.clone(),
+                failure: Some(format!("{}: {}", f.oracle.describe(), f.detail)),
+            })
+            .collect();
+        let mut xml = suite::junit(&outcomes);
+        if outcomes.is_empty() {
+            xml = format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"warden policy fuzz\" \
+                 tests=\"1\" failures=\"0\">\n  <testsuite name=\"warden policy fuzz\" tests=\"1\" \
+                 failures=\"0\">\n    <testcase classname=\"warden policy fuzz\" name=\"{} cases\"/>\n  \
+                 </testsuite>\n</testsuites>\n",
+                report.cases
+            );
+        }
+        std::fs::write(path, xml)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(if report.findings.is_empty() { 0 } else { 1 })
+}

@@ -210,6 +210,13 @@ pub fn verify(
         if rule.is_some_and(|r| r.args == ArgRole::Value) {
             continue;
         }
+        // git's operands are revisions and pathspecs, which git itself confines to the
+        // repository (a path beyond a symlink or outside is a fatal error); only --no-index
+        // compares arbitrary files.
+        let git = rule.is_some_and(|r| r.analyzer == Some(super::rules::AnalyzerKind::Git));
+        if git && !command.argv.iter().any(|a| a == "--no-index") {
+            continue;
+        }
         // Any positional-looking argument (not the value of a preceding flag) that reaches a
         // secret means a path escaped classification. An argument checked for removal names
         // the link itself (rm, mv), so it is resolved without following its last component.
@@ -229,7 +236,22 @@ pub fn verify(
                 continue;
             }
             let after_flag = !operand && i > 1 && prev.starts_with('-');
-            let value = if operand {
+            // Only `--flag=value` carries a value after `=` (getopt_long): of a flag the rule
+            // does not know, or knows as a path. A boolean or word-valued flag's text is not a
+            // path (getopt refuses or reads it as a word); `-abc=x` is a cluster of short
+            // options; a positional `a=b` is a file name.
+            let path_value = arg.starts_with("--")
+                && arg.split_once('=').is_some_and(|(flag, _)| {
+                    !matches!(
+                        rule.and_then(|r| r.flag_takes(flag)),
+                        Some(
+                            super::rules::FlagTakes::Flag
+                                | super::rules::FlagTakes::Value
+                                | super::rules::FlagTakes::Optional
+                        )
+                    )
+                });
+            let value = if operand || !path_value {
                 None
             } else {
                 arg.split_once('=').map(|(_, v)| v)

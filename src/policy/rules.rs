@@ -375,6 +375,11 @@ impl ProgramRule {
                     Some((n, v)) => (format!("--{n}"), Some(v)),
                     None => (arg.to_string(), None),
                 };
+                if name == "--" {
+                    return Err(Denial::new(format!(
+                        "{program}: {arg:?} is an option without a name"
+                    )));
+                }
                 let flag = self.lookup(&name)?;
                 let takes = self.apply_flag(program, &flag, &mut analysis)?;
                 match takes {

@@ -72,6 +72,9 @@ fn plan(program: &str, args: &[String]) -> Result<ChmodPlan, Denial> {
                             value.clone()
                         }
                     };
+                    if value.is_empty() || reference.is_some() {
+                        return Err(deny("give --reference once, naming a file".into()));
+                    }
                     reference = Some(PathBuf::from(value));
                 }
                 _ => return Err(deny(format!("option --{name} is not supported"))),

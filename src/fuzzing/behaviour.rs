@@ -1,0 +1,373 @@
+//! Oracle (d), real behaviour: an allowed command runs for real — its programs on a scratch
+//! copy of the fixture, in the host jail, through `warden exec` — under `strace -f` started
+//! from outside the jail. Any program executed that is not in the checked IR, any file opened
+//! for writing outside the writable roots or that the policy checked as read-only, any open of
+//! the fixture's secrets (outside the workspace) and any network socket is a failure: this sees
+//! rules that are wrong about what a flag or argument does, which the invariant (built on the
+//! same rules) cannot.
+
+use crate::policy::ir::Script;
+use crate::policy::paths::Access;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How to run `warden exec` under strace.
+pub struct Tracer {
+    /// The `warden` front binary.
+    pub warden: PathBuf,
+    pub strace: PathBuf,
+    pub policy_file: Option<PathBuf>,
+}
+
+impl Tracer {
+    /// `None` when strace is not installed (the oracle is then skipped, and the report says so).
+    pub fn find(policy_file: Option<&Path>) -> Option<Tracer> {
+        let strace = ["/usr/bin/strace", "/bin/strace"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())?;
+        let exe = std::env::current_exe().ok()?;
+        let warden = exe.parent()?.join("warden");
+        warden.exists().then(|| Tracer {
+            warden,
+            strace,
+            policy_file: policy_file.map(Path::to_path_buf),
+        })
+    }
+
+    /// Run `command` in `workspace` (whose fixture root holds the secrets) and judge what it
+    /// did against `ir`, the IR checked for that same workspace.
+    pub fn judge(
+        &self,
+        command: &str,
+        ir: &Script,
+        root: &Path,
+        allowed: &BTreeSet<String>,
+    ) -> Result<(), String> {
+        let workspace = root.join("ws");
+        let log = root.join("strace.log");
+        let config = root.join("config.toml");
+        std::fs::write(&config, "").map_err(|e| format!("fuzz config: {e}"))?;
+        let mut cmd = Command::new(&self.strace);
+        cmd.args(["-f", "-qq", "-s", "4096", "-e"])
+            .arg("trace=process,open,openat,creat,chdir,socket,connect")
+            .arg("-o")
+            .arg(&log)
+            .arg(&self.warden)
+            .arg("exec")
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--timeout", "5"]);
+        if let Some(policy) = &self.policy_file {
+            cmd.arg("--policy").arg(policy);
+        }
+        cmd.arg("--")
+            .arg(command)
+            .env("HOME", root.join("home"))
+            .env("WARDEN_CONFIG", &config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start strace: {e}"))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`{command}` did not finish within 20 s under strace"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let text = std::fs::read_to_string(&log).map_err(|e| format!("strace log: {e}"))?;
+        judge_log(&text, ir, root, allowed)
+    }
+}
+
+/// One system call of the log, resumed lines joined.
+#[derive(Debug)]
+struct Call {
+    pid: u32,
+    name: String,
+    args: String,
+    result: String,
+}
+
+fn parse(text: &str) -> Vec<Call> {
+    let mut pending: BTreeMap<u32, String> = BTreeMap::new();
+    let mut calls = Vec::new();
+    for line in text.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(pid) = pid.trim().parse::<u32>() else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let full = if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
+            pending.insert(pid, head.to_string());
+            continue;
+        } else if let Some(resumed) = rest.strip_prefix("<... ") {
+            let Some((_, tail)) = resumed.split_once(" resumed>") else {
+                continue;
+            };
+            match pending.remove(&pid) {
+                Some(head) => format!("{head}{tail}"),
+                None => continue,
+            }
+        } else {
+            rest.to_string()
+        };
+        if full.starts_with("+++") || full.starts_with("---") {
+            continue;
+        }
+        // `name(args) = result`; strace pads before `=` when a call was resumed.
+        let Some(open) = full.find('(') else { continue };
+        let Some(eq) = full.rfind(" = ") else {
+            continue;
+        };
+        let Some(close) = full[..eq].trim_end().strip_suffix(')').map(str::len) else {
+            continue;
+        };
+        if close < open {
+            continue;
+        }
+        calls.push(Call {
+            pid,
+            name: full[..open].to_string(),
+            args: full[open + 1..close].to_string(),
+            result: full[eq + 3..].to_string(),
+        });
+    }
+    calls
+}
+
+/// The first double-quoted string of an argument list, unescaped as strace escapes it.
+fn first_string(args: &str) -> Option<String> {
+    let start = args.find('"')? + 1;
+    let mut out = Vec::new();
+    let bytes = args.as_bytes();
+    let mut i = start;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => return Some(String::from_utf8_lossy(&out).into_owned()),
+            b'\\' if i + 1 < bytes.len() => {
+                i += 1;
+                match bytes[i] {
+                    b'n' => out.push(b'\n'),
+                    b't' => out.push(b'\t'),
+                    b'x' if i + 2 < bytes.len() => {
+                        let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+                        out.push(u8::from_str_radix(hex, 16).ok()?);
+                        i += 2;
+                    }
+                    other => out.push(other),
+                }
+            }
+            other => out.push(other),
+        }
+        i += 1;
+    }
+    None
+}
+
+fn is_warden(path: &str) -> bool {
+    Path::new(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("warden"))
+}
+
+/// The path as the kernel walks it: component by component, a symlink resolved where it
+/// stands, so `link/..` is the link target's parent (not the lexical `.`).
+fn physical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::Prefix(_) => out = PathBuf::from("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if let Ok(real) = out.canonicalize() {
+                    out = real;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `allowed`: programs the policy allows anyway (a wrapper such as `egrep` running `grep` is
+/// no finding; `awk` running `sh` is).
+fn judge_log(
+    text: &str,
+    ir: &Script,
+    root: &Path,
+    allowed: &BTreeSet<String>,
+) -> Result<(), String> {
+    let calls = parse(text);
+    let workspace = root.join("ws");
+    let mut programs: BTreeSet<String> = ir
+        .commands()
+        .filter_map(|c| c.argv.first())
+        .filter_map(|p| Path::new(p).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    programs.extend(allowed.iter().cloned());
+    let read_only: BTreeSet<PathBuf> = ir
+        .commands()
+        .flat_map(|c| c.paths.iter())
+        .filter(|p| p.access == Access::Read)
+        .map(|p| p.path.clone())
+        .collect();
+    let cwd_of = |program: &str| -> PathBuf {
+        ir.commands()
+            .find(|c| {
+                c.argv
+                    .first()
+                    .and_then(|a| Path::new(a).file_name())
+                    .is_some_and(|n| n.to_string_lossy() == program)
+            })
+            .map(|c| c.cwd.clone())
+            .unwrap_or_else(|| workspace.clone())
+    };
+    let jail_tmp = std::env::temp_dir();
+    // Which processes are jailed: those that executed a program that is not warden, and
+    // everything they started.
+    let mut jailed: BTreeMap<u32, PathBuf> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for call in &calls {
+        let inherited = jailed.get(&call.pid).cloned();
+        match call.name.as_str() {
+            "execve" | "execveat" => {
+                let Some(path) = first_string(&call.args) else {
+                    continue;
+                };
+                if is_warden(&path) {
+                    continue;
+                }
+                let name = Path::new(&path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                match inherited {
+                    None if call.result == "0" => {
+                        jailed.insert(call.pid, cwd_of(&name));
+                        if !programs.contains(&name) {
+                            failures.push(format!(
+                                "started {path}, neither a program of the IR nor one the policy allows"
+                            ));
+                        }
+                    }
+                    Some(_) if !programs.contains(&name) => {
+                        failures.push(format!(
+                            "ran {path}, neither a program of the IR nor one the policy allows"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            "clone" | "clone3" | "fork" | "vfork" => {
+                if let (Some(cwd), Ok(child)) = (inherited, call.result.trim().parse::<u32>()) {
+                    jailed.insert(child, cwd);
+                }
+            }
+            "chdir" => {
+                if let (Some(cwd), Some(dir), "0") =
+                    (inherited, first_string(&call.args), call.result.as_str())
+                {
+                    jailed.insert(call.pid, physical(&cwd.join(dir)));
+                }
+            }
+            "open" | "openat" | "creat" => {
+                let (Some(cwd), Some(path)) = (inherited, first_string(&call.args)) else {
+                    continue;
+                };
+                let absolute = physical(&cwd.join(&path));
+                let writes = call.name == "creat"
+                    || ["O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"]
+                        .iter()
+                        .any(|f| call.args.contains(f));
+                if absolute.starts_with(root) && !absolute.starts_with(&workspace) {
+                    failures.push(format!(
+                        "opened {} (a secret outside the workspace)",
+                        absolute.display()
+                    ));
+                } else if writes {
+                    let allowed_place = absolute.starts_with(&workspace)
+                        || absolute.starts_with("/dev")
+                        || absolute.starts_with("/proc/self")
+                        || absolute
+                            .strip_prefix(&jail_tmp)
+                            .ok()
+                            .and_then(|rest| rest.components().next())
+                            .is_some_and(|c| {
+                                c.as_os_str().to_string_lossy().starts_with("warden-jail-")
+                            });
+                    if !allowed_place {
+                        failures.push(format!(
+                            "opened {} for writing, outside the writable roots",
+                            absolute.display()
+                        ));
+                    } else if read_only.contains(&absolute) {
+                        failures.push(format!(
+                            "opened {} for writing; the policy checked it as read-only",
+                            absolute.display()
+                        ));
+                    }
+                }
+            }
+            "socket" | "connect" if inherited.is_some() && call.args.contains("AF_INET") => {
+                failures.push(format!("{}({}): network", call.name, call.args));
+            }
+            _ => {}
+        }
+    }
+    failures.dedup();
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(failures.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_is_read_with_resumed_calls_and_children() {
+        let log = "100 execve(\"/usr/local/bin/warden-full\", [\"warden\"], 0x1 /* 3 vars */) = 0\n\
+                   101 execve(\"/usr/bin/awk\", [\"awk\"], 0x1 /* 3 vars */) = 0\n\
+                   101 openat(AT_FDCWD, \"/etc/ld.so.cache\", O_RDONLY|O_CLOEXEC) = 3\n\
+                   101 vfork( <unfinished ...>\n\
+                   102 execve(\"/bin/sh\", [\"sh\", \"-c\", \"id\"], 0x1 /* 3 vars */) = 0\n\
+                   101 <... vfork resumed>) = 102\n\
+                   100 openat(AT_FDCWD, \"/etc/shadow\", O_RDONLY) = -1 EACCES (Permission denied)\n";
+        let calls = parse(log);
+        assert_eq!(calls.len(), 6, "{calls:#?}");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("ws/sub/deeper")).unwrap();
+        std::os::unix::fs::symlink("sub/deeper", root.join("ws/deep")).unwrap();
+        assert_eq!(physical(&root.join("ws/deep/../..")), root.join("ws"));
+        let padded =
+            parse("7 execve(\"/x\", [] <unfinished ...>\n7 <... execve resumed>)    = 0\n");
+        assert_eq!(padded[0].result, "0");
+        assert_eq!(calls[3].name, "execve");
+        assert_eq!(
+            first_string("AT_FDCWD, \"a\\\"b\\x41\", O_RDONLY").unwrap(),
+            "a\"bA"
+        );
+    }
+}

@@ -1,0 +1,562 @@
+//! `warden policy fuzz`: a built-in, reproducible fuzzer of a command policy, on stable Rust.
+//!
+//! Inputs come from a grammar-aware generator (`generate`) drawing programs and flags from the
+//! policy under test — half of them from the policy file's own programs, when it has some —
+//! and from mutations (`mutate`) of seeds (the policies' `[[tests]]`, `--corpus`) and of inputs
+//! that reached programs not seen before. Oracles:
+//!
+//! - (a) no panic and no hang (a check taking over a second);
+//! - (b) the independent invariant (`policy::invariant`): listed programs only, every path
+//!   inside the roots, no secret reached, nothing written where git reads its config;
+//! - (c) a differential against real bash (`differential`), sampled;
+//! - (d) real behaviour under strace (`behaviour`), sampled.
+//!
+//! Failures are minimized (`minimize`) and reported as ready `[[tests]]` entries. Everything is
+//! reproducible from `--seed` for (a) and (b); (c) and (d) are sampled by time, so which
+//! inputs they see depends on the machine's speed.
+
+mod behaviour;
+mod differential;
+mod generate;
+mod minimize;
+mod mutate;
+
+pub use differential::{compare as compare_with_bash, Bash, Recorded};
+
+use crate::policy::fixture::{Fixture, FixtureSpec};
+use crate::policy::{invariant, Checker, Decision, Policy, Verdict};
+use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Options {
+    /// The policy file under test (`None`: the embedded default).
+    pub policy_file: Option<PathBuf>,
+    pub seconds: u64,
+    pub seed: u64,
+    /// Seed inputs (one command per file) read before, and interesting inputs written after.
+    pub corpus: Option<PathBuf>,
+    pub jobs: usize,
+    /// Run the sampled oracles (c) and (d).
+    pub behaviour: bool,
+}
+
+/// Which oracle failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Oracle {
+    Crash,
+    Invariant,
+    Bash,
+    Behaviour,
+}
+
+impl Oracle {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Oracle::Crash => "(a) panic or hang",
+            Oracle::Invariant => "(b) invariant",
+            Oracle::Bash => "(c) differential against bash",
+            Oracle::Behaviour => "(d) real behaviour",
+        }
+    }
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Finding {
+    pub oracle: Oracle,
+    /// The minimized input.
+    pub command: String,
+    pub original: String,
+    pub decision: Decision,
+    pub detail: String,
+}
+
+impl Finding {
+    /// The finding as a `[[tests]]` entry that fails until the policy is fixed.
+    pub fn as_test(&self) -> String {
+        format!(
+            "[[tests]]\ncmd = {}\nexpect = \"deny\"\n",
+            toml::Value::String(self.command.clone())
+        )
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    pub cases: u64,
+    pub seconds: f64,
+    pub behaviour_runs: u64,
+    pub bash_runs: u64,
+    /// Why (c) and (d) did not run, when they did not.
+    pub skipped: Vec<String>,
+    pub findings: Vec<Finding>,
+}
+
+/// The fixture the fuzzer checks in: the policy's own `[fixture]` plus what attacks need — a
+/// symlink out of the workspace, secrets outside and in the home, git config to copy into
+/// place, attributes naming a filter, a hard link to `.git/config`, a list of names.
+fn fuzz_fixture(own: &FixtureSpec) -> Result<Fixture, String> {
+    let mut spec = own.clone();
+    spec.git = true;
+    spec.files.extend(
+        ["src/main.rs", "src/lib.rs", "notes.txt", "README.md"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    spec.dirs.extend(
+        ["build", "sub/deeper", "cfgcopy/git", "attrs"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    spec.outside.push("secret.txt".into());
+    spec.home.extend(
+        ["~/.ssh/id_ed25519", "~/.gitconfig"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    for (link, target) in [
+        ("escape", "../outside"),
+        ("link_secret", "../outside/secret.txt"),
+        ("keys", "~/.ssh"),
+        ("gitlink", ".git"),
+        ("deep", "sub/deeper"),
+    ] {
+        spec.symlinks.insert(link.into(), target.into());
+    }
+    let fixture = Fixture::build(&spec)?;
+    let ws = fixture.workspace();
+    let write = |name: &str, text: &str| {
+        std::fs::write(ws.join(name), text).map_err(|e| format!("fuzz fixture {name}: {e}"))
+    };
+    write("cfgcopy/git/config", "[core]\n# x \\\n\tpager = sh\n")?;
+    write("attrs/.gitattributes", "* filter=x\n")?;
+    write("names0", "notes.txt\0../outside/secret.txt\0")?;
+    std::fs::hard_link(ws.join(".git/config"), ws.join("hardlinked.txt"))
+        .map_err(|e| format!("fuzz fixture hard link: {e}"))?;
+    Ok(fixture)
+}
+
+fn secrets(fixture: &Fixture) -> Vec<PathBuf> {
+    let root = fixture
+        .workspace()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    vec![
+        root.join("outside/secret.txt"),
+        fixture.home().join(".ssh/id_ed25519"),
+        PathBuf::from("/etc/shadow"),
+    ]
+}
+
+/// Shared state of the jobs.
+struct Shared {
+    policy: Arc<Policy>,
+    own: FixtureSpec,
+    vocabulary: generate::Vocabulary,
+    focus: Vec<String>,
+    seeds: Vec<String>,
+    findings: Mutex<Vec<Finding>>,
+    pool: Mutex<Vec<String>>,
+    seen_programs: Mutex<BTreeSet<String>>,
+    tracer: Option<behaviour::Tracer>,
+    /// Programs the policy allows outright (what a wrapper may run).
+    allowed: BTreeSet<String>,
+    bash: Option<Bash>,
+    cases: std::sync::atomic::AtomicU64,
+    behaviour_runs: std::sync::atomic::AtomicU64,
+    bash_runs: std::sync::atomic::AtomicU64,
+}
+
+pub fn run(options: &Options) -> Result<Report, String> {
+    let policy = Arc::new(Policy::load(options.policy_file.as_deref()).map_err(|e| e.to_string())?);
+    let (own, focus, mut seeds) = match &options.policy_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read policy file {}: {e}", path.display()))?;
+            let file: crate::policy::rules::PolicyFile = toml::from_str(&text)
+                .map_err(|e| format!("invalid policy {}: {e}", path.display()))?;
+            let seeds: Vec<String> = file.tests.iter().map(|t| t.cmd.clone()).collect();
+            (file.fixture, file.programs.keys().cloned().collect(), seeds)
+        }
+        None => (FixtureSpec::default(), Vec::new(), Vec::new()),
+    };
+    let default_suite = crate::policy::suite::Suite::from_policy_text(
+        crate::policy::DEFAULT_POLICY,
+        "embedded default policy",
+    )?;
+    seeds.extend(default_suite.tests.iter().map(|t| t.cmd.clone()));
+    if let Some(dir) = &options.corpus {
+        seeds.extend(read_corpus(dir)?);
+    }
+    let mut skipped = Vec::new();
+    let (tracer, bash) = if options.behaviour {
+        let tracer = behaviour::Tracer::find(options.policy_file.as_deref());
+        if tracer.is_none() {
+            skipped.push(
+                "(d) real behaviour: strace or the warden binary beside this one is missing".into(),
+            );
+        }
+        let bash = Bash::find();
+        if bash.is_none() {
+            skipped.push("(c) bash differential: /bin/bash or the warden binary is missing".into());
+        }
+        (tracer, bash)
+    } else {
+        skipped.push("(c) and (d): switched off (--no-behaviour)".into());
+        (None, None)
+    };
+    let shared = Arc::new(Shared {
+        vocabulary: generate::Vocabulary::new(&policy),
+        allowed: policy
+            .programs()
+            .filter(|(_, rule)| rule.decision == Decision::Allow && rule.analyzer.is_none())
+            .map(|(name, _)| name.clone())
+            .collect(),
+        policy,
+        own,
+        focus,
+        seeds,
+        findings: Mutex::new(Vec::new()),
+        pool: Mutex::new(Vec::new()),
+        seen_programs: Mutex::new(BTreeSet::new()),
+        tracer,
+        bash,
+        cases: 0.into(),
+        behaviour_runs: 0.into(),
+        bash_runs: 0.into(),
+    });
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(options.seconds);
+    let jobs = options.jobs.max(1);
+    let handles: Vec<_> = (0..jobs)
+        .map(|job| {
+            let shared = Arc::clone(&shared);
+            let seed = options.seed ^ (job as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            std::thread::spawn(move || worker(&shared, job, seed, deadline))
+        })
+        .collect();
+    for handle in handles {
+        handle.join().map_err(|_| "a fuzz job died".to_string())??;
+    }
+    if let Some(dir) = &options.corpus {
+        write_corpus(dir, &shared.pool.lock().map_err(|_| "poisoned")?)?;
+    }
+    let mut findings = shared.findings.lock().map_err(|_| "poisoned")?.clone();
+    findings.sort_by(|a, b| (a.oracle, &a.command).cmp(&(b.oracle, &b.command)));
+    use std::sync::atomic::Ordering::Relaxed;
+    Ok(Report {
+        cases: shared.cases.load(Relaxed),
+        seconds: started.elapsed().as_secs_f64(),
+        behaviour_runs: shared.behaviour_runs.load(Relaxed),
+        bash_runs: shared.bash_runs.load(Relaxed),
+        skipped,
+        findings,
+    })
+}
+
+fn new_checker(shared: &Shared, fixture: &Fixture) -> Result<Checker, String> {
+    shared
+        .policy
+        .checker(&fixture.workspace(), &[], &fixture.home())
+        .map_err(|e| e.to_string())
+}
+
+/// Check one input, catching a panic; the slow-check limit is the hang oracle.
+fn check(checker: &mut Checker, input: &str) -> Result<Verdict, String> {
+    let start = Instant::now();
+    let verdict = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| checker.check(input)))
+        .map_err(|panic| {
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        format!("the checker panicked: {text}")
+    })?;
+    if start.elapsed() > Duration::from_secs(1) {
+        return Err(format!("the check took {:?}", start.elapsed()));
+    }
+    Ok(verdict)
+}
+
+fn worker(shared: &Shared, job: usize, seed: u64, deadline: Instant) -> Result<(), String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let fixture = fuzz_fixture(&shared.own)?;
+    let secrets = secrets(&fixture);
+    let mut checker = new_checker(shared, &fixture)?;
+    let started = Instant::now();
+    let mut slow_time = Duration::ZERO;
+    let mut cases = 0u64;
+    // Only job 0 runs the sampled oracles (they fork processes; one at a time suffices).
+    let samples = job == 0 && (shared.tracer.is_some() || shared.bash.is_some());
+    while Instant::now() < deadline {
+        let input = next_input(shared, &mut rng, cases);
+        cases += 1;
+        let verdict = match check(&mut checker, &input) {
+            Ok(verdict) => verdict,
+            Err(detail) => {
+                checker = new_checker(shared, &fixture)?;
+                let command = minimize::minimize(&input, 300, |c| {
+                    new_checker(shared, &fixture)
+                        .map(|mut fresh| check(&mut fresh, c).is_err())
+                        .unwrap_or(false)
+                });
+                record(
+                    shared,
+                    Oracle::Crash,
+                    command,
+                    input,
+                    Decision::Deny,
+                    detail,
+                );
+                continue;
+            }
+        };
+        if verdict.decision == Decision::Deny {
+            continue;
+        }
+        if let Err(detail) = invariant::verify(&verdict, &shared.policy, checker.paths(), &secrets)
+        {
+            let command = minimize::minimize(&input, 300, |c| {
+                let mut fresh = match new_checker(shared, &fixture) {
+                    Ok(fresh) => fresh,
+                    Err(_) => return false,
+                };
+                check(&mut fresh, c).is_ok_and(|v| {
+                    invariant::verify(&v, &shared.policy, fresh.paths(), &secrets).is_err()
+                })
+            });
+            record(
+                shared,
+                Oracle::Invariant,
+                command,
+                input,
+                verdict.decision,
+                detail,
+            );
+            continue;
+        }
+        let novel = remember(shared, &input, &verdict);
+        // The sampled oracles get at most a third of this job's time, new programs first.
+        let budget_left = slow_time < started.elapsed() / 3;
+        if samples && budget_left && (novel || rng.random_ratio(1, 4)) && focused(shared, &verdict)
+        {
+            let began = Instant::now();
+            sampled_oracles(shared, &input)?;
+            slow_time += began.elapsed();
+        }
+    }
+    shared
+        .cases
+        .fetch_add(cases, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Whether the sampled oracles should look at this verdict: with a policy file of its own,
+/// commands using the file's programs; otherwise any.
+fn focused(shared: &Shared, verdict: &Verdict) -> bool {
+    shared.focus.is_empty()
+        || verdict
+            .script
+            .commands()
+            .any(|c| c.argv.first().is_some_and(|p| shared.focus.contains(p)))
+}
+
+fn next_input(shared: &Shared, rng: &mut SmallRng, cases: u64) -> String {
+    if cases < shared.seeds.len() as u64 && cases < 10_000 {
+        return shared.seeds[cases as usize].clone();
+    }
+    if rng.random_ratio(1, 3) {
+        let pool = shared.pool.lock().map(|p| p.clone()).unwrap_or_default();
+        let base = pool.choose(rng).or_else(|| shared.seeds.choose(rng));
+        if let Some(base) = base {
+            return mutate::mutate(rng, base, &pool);
+        }
+    }
+    if !shared.focus.is_empty() && rng.random_bool(0.5) {
+        let program = shared.focus.choose(rng).cloned().unwrap_or_default();
+        let generated = shared.vocabulary.script(rng);
+        // Put one of the file's programs in command position.
+        let rest = generated.split_once(' ').map(|(_, r)| r).unwrap_or("");
+        return format!("{program} {rest}");
+    }
+    shared.vocabulary.script(rng)
+}
+
+/// Keep inputs that reach programs not seen before; true when this one did.
+fn remember(shared: &Shared, input: &str, verdict: &Verdict) -> bool {
+    let Ok(mut seen) = shared.seen_programs.lock() else {
+        return false;
+    };
+    let mut novel = false;
+    for command in verdict.script.commands() {
+        let key = command
+            .argv
+            .iter()
+            .take(2)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
+        novel |= seen.insert(key);
+    }
+    if novel {
+        if let Ok(mut pool) = shared.pool.lock() {
+            if pool.len() < 5_000 {
+                pool.push(input.to_string());
+            }
+        }
+    }
+    novel
+}
+
+/// (c) and (d) on a fresh scratch fixture each (they run real processes that write).
+fn sampled_oracles(shared: &Shared, input: &str) -> Result<(), String> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let verdict_in = |fixture: &Fixture| -> Result<Option<Verdict>, String> {
+        let mut checker = new_checker(shared, fixture)?;
+        Ok(check(&mut checker, input)
+            .ok()
+            .filter(|v| v.decision == Decision::Allow))
+    };
+    if let Some(tracer) = &shared.tracer {
+        let fixture = fuzz_fixture(&shared.own)?;
+        if let Some(verdict) = verdict_in(&fixture)? {
+            shared.behaviour_runs.fetch_add(1, Relaxed);
+            let root = fixture
+                .workspace()
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            if let Err(detail) = tracer.judge(input, &verdict.script, &root, &shared.allowed) {
+                let command = minimize::minimize(input, 40, |c| {
+                    let Ok(fresh) = fuzz_fixture(&shared.own) else {
+                        return false;
+                    };
+                    let root = fresh
+                        .workspace()
+                        .parent()
+                        .map(Path::to_path_buf)
+                        .unwrap_or_default();
+                    let Ok(mut checker) = new_checker(shared, &fresh) else {
+                        return false;
+                    };
+                    match check(&mut checker, c) {
+                        Ok(v) if v.decision == Decision::Allow => {
+                            tracer.judge(c, &v.script, &root, &shared.allowed).is_err()
+                        }
+                        _ => false,
+                    }
+                });
+                record(
+                    shared,
+                    Oracle::Behaviour,
+                    command,
+                    input.into(),
+                    Decision::Allow,
+                    detail,
+                );
+            }
+        }
+    }
+    if let Some(bash) = &shared.bash {
+        let fixture = fuzz_fixture(&shared.own)?;
+        if let Some(verdict) = verdict_in(&fixture)? {
+            shared.bash_runs.fetch_add(1, Relaxed);
+            let root = fixture
+                .workspace()
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            let names = recorded_names(shared, &verdict);
+            let recorded = bash.record(input, &root, &names)?;
+            if let Err(detail) = compare_with_bash(&recorded, &verdict.script) {
+                record(
+                    shared,
+                    Oracle::Bash,
+                    input.into(),
+                    input.into(),
+                    Decision::Allow,
+                    detail,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every name bash should record instead of running: the policy's programs, the IR's, and
+/// builtins warden runs as programs.
+fn recorded_names(shared: &Shared, verdict: &Verdict) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = shared.policy.programs().map(|(n, _)| n.clone()).collect();
+    names.extend(
+        verdict
+            .script
+            .commands()
+            .filter_map(|c| c.argv.first().cloned()),
+    );
+    names.extend(
+        [
+            "echo", "printf", "test", "[", "true", "false", "pwd", "kill",
+        ]
+        .map(String::from),
+    );
+    names.remove("cd");
+    names
+}
+
+fn record(
+    shared: &Shared,
+    oracle: Oracle,
+    command: String,
+    original: String,
+    decision: Decision,
+    detail: String,
+) {
+    if let Ok(mut findings) = shared.findings.lock() {
+        let duplicate = findings
+            .iter()
+            .any(|f| f.oracle == oracle && (f.command == command || f.detail == detail));
+        if !duplicate && findings.len() < 50 {
+            findings.push(Finding {
+                oracle,
+                command,
+                original,
+                decision,
+                detail,
+            });
+        }
+    }
+}
+
+fn read_corpus(dir: &Path) -> Result<Vec<String>, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read corpus {}: {e}", dir.display())),
+    };
+    let mut inputs = Vec::new();
+    for entry in entries.flatten() {
+        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+            inputs.push(text);
+        }
+    }
+    inputs.sort();
+    Ok(inputs)
+}
+
+fn write_corpus(dir: &Path, inputs: &[String]) -> Result<(), String> {
+    use sha2::Digest;
+    std::fs::create_dir_all(dir).map_err(|e| format!("corpus {}: {e}", dir.display()))?;
+    for input in inputs {
+        let name = hex::encode(&sha2::Sha256::digest(input.as_bytes())[..8]);
+        std::fs::write(dir.join(name), input)
+            .map_err(|e| format!("corpus {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
