@@ -167,6 +167,9 @@ enum PolicyCommand {
         /// Only the in-process oracles (no bash, no strace).
         #[arg(long)]
         no_behaviour: bool,
+        /// Stop after this many findings.
+        #[arg(long, value_name = "N")]
+        max_findings: Option<usize>,
         #[arg(long, value_name = "PATH")]
         junit: Option<PathBuf>,
         #[arg(long)]
@@ -398,6 +401,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                     corpus,
                     jobs,
                     no_behaviour,
+                    max_findings,
                     junit,
                     json,
                 },
@@ -413,6 +417,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                     corpus,
                     jobs,
                     behaviour: !no_behaviour,
+                    max_findings,
                 },
                 junit,
                 json,

@@ -135,6 +135,39 @@ const WORDS: &[&str] = &[
     "--checkpoint-action=exec=sh",
 ];
 
+/// Arguments that make a program run code or write where it was not told to, if its rule is
+/// wrong about it (awk's and sed's programs, find's actions, pagers, editors, hooks).
+const PAYLOADS: &[&str] = &[
+    "'BEGIN{system(\"id\")}'",
+    "'{print > \"/tmp/x\"}'",
+    "'{print | \"sh\"}'",
+    "'1e id'",
+    "'w /tmp/x'",
+    "'s/x/y/e'",
+    "-exec sh -c id ;",
+    "-fprint /tmp/x",
+    "--to-command=sh",
+    "--use-compress-program=sh",
+    "-I sh",
+    "--command=id",
+    "-c id",
+    "--pager=sh",
+    "--editor=sh",
+    "--rsh=sh",
+    "-e sh",
+    "--exec=sh",
+    "!sh",
+    "|sh",
+    "--output=/tmp/x",
+    "-o /tmp/x",
+    "--config=x",
+    "--init-file=x",
+    "--rcfile=x",
+    "--script=x",
+    "/tmp/x",
+    "../outside/new.txt",
+];
+
 const REDIRECTS: &[&str] = &[
     ">",
     ">>",
@@ -190,6 +223,32 @@ impl Vocabulary {
                 out.push(connector);
             }
             self.pipeline(rng, &mut out, 0);
+        }
+        out.finish()
+    }
+
+    /// One simple command of `program`, its arguments drawn mostly from what would make a
+    /// wrong rule show (payloads), for the policy file's own programs.
+    pub fn focused(&self, rng: &mut SmallRng, program: &str) -> String {
+        let mut out = Writer::default();
+        out.push(program);
+        let flags = self
+            .programs
+            .iter()
+            .find(|(name, _, _)| name == program)
+            .map(|(_, flags, _)| flags.clone())
+            .unwrap_or_default();
+        for _ in 0..rng.random_range(1..4) {
+            out.push(" ");
+            match rng.random_range(0..10) {
+                0..=3 => out.push(pick(rng, PAYLOADS)),
+                4..=5 if !flags.is_empty() => {
+                    let flag = flags.choose(rng).map(String::as_str).unwrap_or("-n");
+                    self.flag(rng, &mut out, flag);
+                }
+                4..=7 => out.push(pick(rng, PATHS)),
+                _ => out.push(pick(rng, WORDS)),
+            }
         }
         out.finish()
     }
@@ -296,6 +355,10 @@ impl Vocabulary {
         let args = weighted(rng, &[2, 4, 4, 3, 2, 1]);
         for _ in 0..args {
             out.push(" ");
+            if rng.random_ratio(1, 6) {
+                out.push(pick(rng, PAYLOADS));
+                continue;
+            }
             match rng.random_range(0..10) {
                 0..=2 if !flags.is_empty() => {
                     let flag = flags.choose(rng).map(String::as_str).unwrap_or("-n");

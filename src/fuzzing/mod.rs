@@ -43,6 +43,8 @@ pub struct Options {
     pub jobs: usize,
     /// Run the sampled oracles (c) and (d).
     pub behaviour: bool,
+    /// Stop once this many findings are recorded (`None`: run the whole time).
+    pub max_findings: Option<usize>,
 }
 
 /// Which oracle failed.
@@ -162,6 +164,7 @@ struct Shared {
     focus: Vec<String>,
     seeds: Vec<String>,
     findings: Mutex<Vec<Finding>>,
+    max_findings: usize,
     pool: Mutex<Vec<String>>,
     seen_programs: Mutex<BTreeSet<String>>,
     tracer: Option<behaviour::Tracer>,
@@ -223,6 +226,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
         focus,
         seeds,
         findings: Mutex::new(Vec::new()),
+        max_findings: options.max_findings.unwrap_or(usize::MAX),
         pool: Mutex::new(Vec::new()),
         seen_programs: Mutex::new(BTreeSet::new()),
         tracer,
@@ -295,7 +299,7 @@ fn worker(shared: &Shared, job: usize, seed: u64, deadline: Instant) -> Result<(
     let mut cases = 0u64;
     // Only job 0 runs the sampled oracles (they fork processes; one at a time suffices).
     let samples = job == 0 && (shared.tracer.is_some() || shared.bash.is_some());
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !enough(shared) {
         let input = next_input(shared, &mut rng, cases);
         cases += 1;
         let verdict = match check(&mut checker, &input) {
@@ -381,10 +385,7 @@ fn next_input(shared: &Shared, rng: &mut SmallRng, cases: u64) -> String {
     }
     if !shared.focus.is_empty() && rng.random_bool(0.5) {
         let program = shared.focus.choose(rng).cloned().unwrap_or_default();
-        let generated = shared.vocabulary.script(rng);
-        // Put one of the file's programs in command position.
-        let rest = generated.split_once(' ').map(|(_, r)| r).unwrap_or("");
-        return format!("{program} {rest}");
+        return shared.vocabulary.focused(rng, &program);
     }
     shared.vocabulary.script(rng)
 }
@@ -519,9 +520,23 @@ fn record(
     detail: String,
 ) {
     if let Ok(mut findings) = shared.findings.lock() {
+        // One finding per oracle, program and kind of failure (paths aside).
+        let key = |command: &str, detail: &str| {
+            let program = command
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .replace(['\'', '"'], "");
+            let kind: Vec<&str> = detail
+                .split_whitespace()
+                .map(|w| if w.contains('/') { "PATH" } else { w })
+                .collect();
+            (program, kind.join(" "))
+        };
+        let this = key(&command, &detail);
         let duplicate = findings
             .iter()
-            .any(|f| f.oracle == oracle && (f.command == command || f.detail == detail));
+            .any(|f| f.oracle == oracle && key(&f.command, &f.detail) == this);
         if !duplicate && findings.len() < 50 {
             findings.push(Finding {
                 oracle,
@@ -532,6 +547,14 @@ fn record(
             });
         }
     }
+}
+
+fn enough(shared: &Shared) -> bool {
+    shared
+        .findings
+        .lock()
+        .map(|f| f.len() >= shared.max_findings)
+        .unwrap_or(true)
 }
 
 fn read_corpus(dir: &Path) -> Result<Vec<String>, String> {

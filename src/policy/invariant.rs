@@ -221,11 +221,18 @@ pub fn verify(
         // secret means a path escaped classification. An argument checked for removal names
         // the link itself (rm, mv), so it is resolved without following its last component.
         // After `--` every argument is an operand: no flags, no `--flag=value` splitting.
-        let options_end = command
-            .argv
-            .iter()
-            .position(|a| a == "--")
-            .unwrap_or(usize::MAX);
+        // The `--` that ends options, not one a flag took as its value (`du -X -- …`).
+        let options_end = {
+            let mut i = 1;
+            loop {
+                match command.argv.get(i) {
+                    None => break usize::MAX,
+                    Some(a) if a == "--" => break i,
+                    Some(a) if rule.is_some_and(|r| r.flag_consumes_next(a)) => i += 2,
+                    Some(_) => i += 1,
+                }
+            }
+        };
         for (i, arg) in command.argv.iter().enumerate().skip(1) {
             let operand = i > options_end;
             let prev = &command.argv[i - 1];
