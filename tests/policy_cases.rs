@@ -561,7 +561,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     (
         "git config core.pager sh",
         Deny,
-        "git config is not allowed",
+        "only reading configuration",
     ),
     ("git branch evil", Deny, "creates a branch"),
     ("git branch -D main", Deny, "deletes a branch"),

@@ -6,16 +6,11 @@ mod common;
 use common::*;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 fn fuzz(env: &Env, args: &[&str]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
-    cmd.args(["policy", "fuzz"])
-        .args(args)
-        .current_dir(&env.ws)
-        .env("WARDEN_CONFIG", &env.config)
-        .stdin(Stdio::null());
-    run(cmd)
+    let mut all = vec!["policy", "fuzz"];
+    all.extend_from_slice(args);
+    warden_in(env, &all)
 }
 
 fn have_strace() -> bool {

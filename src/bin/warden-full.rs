@@ -381,17 +381,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                     json,
                     command,
                 },
-        } => {
-            let config = cli::load_config(cli.config.as_deref())?;
-            cli::policy::explain(cli::policy::CheckArgs {
-                policy: policy.or(config.policy),
-                workspace: cli::workspace_or_cwd(workspace)?,
-                read_roots: config.sandbox.read,
-                json,
-                batch: None,
-                command: (!command.is_empty()).then(|| command.join(" ")),
-            })
-        }
+        } => cli::policy::explain(cli::policy::CheckArgs::new(
+            cli.config.as_deref(),
+            policy,
+            workspace,
+            json,
+            None,
+            command,
+        )?),
         Command::Policy {
             command:
                 PolicyCommand::Fuzz {
@@ -448,17 +445,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                     batch,
                     command,
                 },
-        } => {
-            let config = cli::load_config(cli.config.as_deref())?;
-            cli::policy::run(cli::policy::CheckArgs {
-                policy: policy.or(config.policy),
-                workspace: cli::workspace_or_cwd(workspace)?,
-                read_roots: config.sandbox.read,
-                json,
-                batch,
-                command: (!command.is_empty()).then(|| command.join(" ")),
-            })
-        }
+        } => cli::policy::run(cli::policy::CheckArgs::new(
+            cli.config.as_deref(),
+            policy,
+            workspace,
+            json,
+            batch,
+            command,
+        )?),
     }
 }
 

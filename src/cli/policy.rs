@@ -18,6 +18,28 @@ pub struct CheckArgs {
     pub command: Option<String>,
 }
 
+impl CheckArgs {
+    /// The arguments of `policy check` and `policy explain`, completed from the config file.
+    pub fn new(
+        config: Option<&Path>,
+        policy: Option<PathBuf>,
+        workspace: Option<PathBuf>,
+        json: bool,
+        batch: Option<PathBuf>,
+        command: Vec<String>,
+    ) -> anyhow::Result<CheckArgs> {
+        let config = super::load_config(config)?;
+        Ok(CheckArgs {
+            policy: policy.or(config.policy),
+            workspace: super::workspace_or_cwd(workspace)?,
+            read_roots: config.sandbox.read,
+            json,
+            batch,
+            command: (!command.is_empty()).then(|| command.join(" ")),
+        })
+    }
+}
+
 /// Build a checker from a policy file (or the embedded default) for a workspace.
 pub fn checker(
     policy: Option<&Path>,

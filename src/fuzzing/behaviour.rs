@@ -38,14 +38,16 @@ impl Tracer {
     }
 
     /// Run `command` in `workspace` (whose fixture root holds the secrets) and judge what it
-    /// did against `ir`, the IR checked for that same workspace.
+    /// did against `ir`, the IR checked for that same workspace: `Ok(None)` clean,
+    /// `Ok(Some(why))` a finding, `Err` when the run itself failed (inconclusive, not a finding:
+    /// a loaded machine can make strace miss its deadline).
     pub fn judge(
         &self,
         command: &str,
         ir: &Script,
         root: &Path,
         allowed: &BTreeSet<String>,
-    ) -> Result<(), String> {
+    ) -> Result<Option<String>, String> {
         let workspace = root.join("ws");
         let log = root.join("strace.log");
         let config = root.join("config.toml");
@@ -88,7 +90,7 @@ impl Tracer {
             std::thread::sleep(Duration::from_millis(5));
         }
         let text = std::fs::read_to_string(&log).map_err(|e| format!("strace log: {e}"))?;
-        judge_log(&text, ir, root, allowed)
+        Ok(judge_log(&text, ir, root, allowed).err())
     }
 }
 

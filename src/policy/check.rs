@@ -378,6 +378,11 @@ impl Checker {
         let mut writes = false;
         let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
+            // "" names no file (open and exec fail with ENOENT); joined to the cwd it would
+            // stand for the cwd, e.g. a whole-workspace source for cp.
+            if path.is_empty() {
+                continue;
+            }
             let resolved = self
                 .paths
                 .check(cwd, path, *access)

@@ -38,7 +38,7 @@ pub fn check(
         .any(|a| a.len() >= 4 && "--parents".starts_with(a.as_str()));
     let dest = paths.check(cwd, dest, Access::Write)?;
     for source in sources {
-        if source == "-" {
+        if source == "-" || source.is_empty() {
             continue;
         }
         let Ok(resolved) = paths.check(cwd, source, Access::Read) else {

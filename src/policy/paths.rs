@@ -166,12 +166,6 @@ impl PathPolicy {
     /// Resolve `path` (relative to `cwd`) and check it for `access`. Returns the resolved,
     /// symlink-free absolute path.
     pub fn check(&self, cwd: &Path, path: &str, access: Access) -> Result<PathBuf, Denial> {
-        // "" names no file (every program fails on it); joined to cwd it would pass as cwd.
-        if path.is_empty() {
-            return Err(Denial::new(
-                "an empty argument where a path is expected (it names no file)",
-            ));
-        }
         if let Some(reason) = special_path_reason(path) {
             return Err(Denial::new(reason));
         }

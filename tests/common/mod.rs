@@ -91,6 +91,41 @@ impl Run {
     }
 }
 
+/// `warden ARGS` run in the workspace with this environment's config, stdin empty.
+pub fn warden_in(env: &Env, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(args)
+        .current_dir(&env.ws)
+        .env("WARDEN_CONFIG", &env.config)
+        .stdin(Stdio::null());
+    run(cmd)
+}
+
+/// Run `cmd` with `input` on its stdin.
+pub fn run_with_stdin(mut cmd: Command, input: &str) -> Run {
+    use std::io::Write;
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: start.elapsed(),
+    }
+}
+
 pub fn run(mut cmd: Command) -> Run {
     let start = Instant::now();
     let out = cmd

@@ -74,9 +74,7 @@ pub fn analyze(
     }
     let rest = &args[i + 1..];
     let sub_analysis = sub_rule.analyze(&format!("{program} {sub}"), rest)?;
-    if sub == "branch" {
-        deny_branch_changes(rest)?;
-    }
+    super::git_forms::check(sub, sub_rule, rest)?;
 
     // `-C dir` options compose; paths of the subcommand are relative to the result.
     let mut base = PathBuf::new();
@@ -129,43 +127,6 @@ pub fn analyze(
     argv.extend(rest.iter().cloned());
     analysis.argv = Some(argv);
     Ok(analysis)
-}
-
-/// `git branch NAME` creates a branch; only listing is read-only.
-fn deny_branch_changes(rest: &[String]) -> Result<(), Denial> {
-    let listing = rest
-        .iter()
-        .any(|a| a == "--list" || a == "-l" || a == "--show-current");
-    let value_flags = [
-        "--contains",
-        "--no-contains",
-        "--merged",
-        "--no-merged",
-        "--points-at",
-        "--sort",
-        "--format",
-        "--color",
-        "--column",
-    ];
-    let mut positional = false;
-    let mut k = 0;
-    while k < rest.len() {
-        let a = rest[k].as_str();
-        if value_flags.contains(&a) {
-            k += 2;
-            continue;
-        }
-        if !a.starts_with('-') {
-            positional = true;
-        }
-        k += 1;
-    }
-    if positional && !listing {
-        return Err(Denial::new(
-            "git branch NAME creates a branch; only listing branches is allowed (use --list PATTERN)",
-        ));
-    }
-    Ok(())
 }
 
 /// Find the repository git would use from `start` and refuse when any config file it reads

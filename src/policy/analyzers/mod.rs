@@ -8,6 +8,7 @@ mod chmod;
 mod find;
 mod git;
 mod git_config;
+mod git_forms;
 mod interpreter;
 mod sed;
 mod tar;
