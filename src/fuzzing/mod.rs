@@ -377,10 +377,13 @@ fn next_input(shared: &Shared, rng: &mut SmallRng, cases: u64) -> String {
         return shared.seeds[cases as usize].clone();
     }
     if rng.random_ratio(1, 3) {
-        let pool = shared.pool.lock().map(|p| p.clone()).unwrap_or_default();
-        let base = pool.choose(rng).or_else(|| shared.seeds.choose(rng));
-        if let Some(base) = base {
-            return mutate::mutate(rng, base, &pool);
+        // Two inputs taken under the lock (the pool itself is never copied).
+        let (base, other) = match shared.pool.lock() {
+            Ok(pool) => (pool.choose(rng).cloned(), pool.choose(rng).cloned()),
+            Err(_) => (None, None),
+        };
+        if let Some(base) = base.or_else(|| shared.seeds.choose(rng).cloned()) {
+            return mutate::mutate(rng, &base, other.as_deref());
         }
     }
     if !shared.focus.is_empty() && rng.random_bool(0.5) {

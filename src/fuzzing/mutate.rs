@@ -12,7 +12,8 @@ const SYNTAX: &[&str] = &[
     "<(", ">(", " ", "\t", "\\\n", "$HOME", "$IFS", "..\\/", "-exec", "-c",
 ];
 
-pub fn mutate(rng: &mut SmallRng, input: &str, pool: &[String]) -> String {
+/// `other`: an input to splice from.
+pub fn mutate(rng: &mut SmallRng, input: &str, other: Option<&str>) -> String {
     let mut text = input.to_string();
     for _ in 0..rng.random_range(1..4) {
         let at = boundary(rng, &text);
@@ -28,7 +29,7 @@ pub fn mutate(rng: &mut SmallRng, input: &str, pool: &[String]) -> String {
                 text.insert_str(end, &copy);
             }
             3 => {
-                if let Some(other) = pool.choose(rng) {
+                if let Some(other) = other {
                     let cut = boundary(rng, other);
                     text.truncate(at);
                     text.push_str(&other[cut..]);
