@@ -238,8 +238,13 @@ impl Vocabulary {
             .find(|(name, _, _)| name == program)
             .map(|(_, flags, _)| flags.clone())
             .unwrap_or_default();
-        for _ in 0..rng.random_range(1..4) {
+        for i in 0..rng.random_range(1..4) {
             out.push(" ");
+            // Mostly a payload first: the sampled oracles run each new program + first word.
+            if i == 0 && rng.random_bool(0.6) {
+                out.push(pick(rng, PAYLOADS));
+                continue;
+            }
             match rng.random_range(0..10) {
                 0..=3 => out.push(pick(rng, PAYLOADS)),
                 4..=5 if !flags.is_empty() => {
