@@ -249,6 +249,13 @@ fn the_ir_holds_the_structure_that_will_run() {
     let cwds: Vec<_> = v.script.commands().map(|c| c.cwd.clone()).collect();
     assert_eq!(cwds, [ws.clone(), ws.join("src"), ws.clone()]);
 
+    // A backslash quotes what follows, as in bash: `\*` is a star, `\~` a tilde, `\{a,b}`
+    // no brace expansion (the fuzzer's bash differential found `\*` globbed).
+    let v = c.check(r"echo \* \~ \{a,b} a\*b");
+    assert_eq!(v.decision, Allow, "{}", v.reason);
+    let argv: Vec<_> = v.script.commands().map(|c| c.argv.clone()).collect();
+    assert_eq!(argv, [["echo", "*", "~", "{a,b}", "a*b"]]);
+
     // Brace expansion happens before the check; every word is checked.
     let v = c.check("echo x{a,b}y {1..3}");
     let argv: Vec<_> = v.script.commands().map(|c| c.argv.clone()).collect();

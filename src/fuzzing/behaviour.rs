@@ -296,7 +296,24 @@ fn judge_log(
                 let (Some(cwd), Some(path)) = (inherited, first_string(&call.args)) else {
                     continue;
                 };
-                let absolute = physical(&cwd.join(&path));
+                // A path relative to a directory descriptor (openat(fd, …)) is not traced
+                // back to its directory: judged only when absolute.
+                let relative_to_fd = call.name == "openat"
+                    && !call.args.starts_with("AT_FDCWD")
+                    && !path.starts_with('/');
+                if relative_to_fd {
+                    continue;
+                }
+                // O_NOFOLLOW opens the last component itself, never what a symlink names.
+                let joined = cwd.join(&path);
+                let absolute = match (
+                    call.args.contains("O_NOFOLLOW"),
+                    joined.parent(),
+                    joined.file_name(),
+                ) {
+                    (true, Some(parent), Some(name)) => physical(parent).join(name),
+                    _ => physical(&joined),
+                };
                 let writes = call.name == "creat"
                     || ["O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"]
                         .iter()

@@ -109,7 +109,7 @@ fn resolve_into(node: Node, src: &str, word: &mut RawWord, depth: usize) -> Resu
     }
     let text = &src[node.byte_range()];
     match node.kind() {
-        "word" | "number" => word.push_text(&unescape_unquoted(text)?, false),
+        "word" | "number" => push_unquoted(word, text)?,
         "raw_string" => word.push_text(strip_delimiters(text, "'", "'")?, true),
         "ansi_c_string" => {
             word.push_text(&decode_ansi_c(strip_delimiters(text, "$'", "'")?)?, true)
@@ -199,15 +199,19 @@ fn variable_name(node: Node, src: &str) -> Result<String, Denial> {
     Ok(name.to_string())
 }
 
-/// Unquoted text: a backslash quotes the next character; backslash-newline disappears.
-fn unescape_unquoted(text: &str) -> Result<String, Denial> {
+/// Unquoted text: a backslash quotes the next character (it becomes quoted text: `\*` is a
+/// literal star, never a glob; `\~` never a home); backslash-newline disappears.
+fn push_unquoted(word: &mut RawWord, text: &str) -> Result<(), Denial> {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\\' => match chars.next() {
                 Some('\n') => {}
-                Some(next) => out.push(next),
+                Some(next) => {
+                    word.push_text(&std::mem::take(&mut out), false);
+                    word.push_text(next.encode_utf8(&mut [0; 4]), true);
+                }
                 None => out.push('\\'),
             },
             '$' if chars.peek().is_some_and(|n| starts_expansion(*n)) => {
@@ -223,7 +227,23 @@ fn unescape_unquoted(text: &str) -> Result<String, Denial> {
             c => out.push(c),
         }
     }
-    Ok(out)
+    word.push_text(&out, false);
+    Ok(())
+}
+
+/// The text of unquoted source, escapes resolved (tests).
+#[cfg(test)]
+fn unescape_unquoted(text: &str) -> Result<String, Denial> {
+    let mut word = RawWord::default();
+    push_unquoted(&mut word, text)?;
+    Ok(word
+        .parts
+        .iter()
+        .map(|p| match p {
+            Part::Text { text, .. } => text.as_str(),
+            Part::Var { .. } => "",
+        })
+        .collect())
 }
 
 /// Inside `"…"` only `\$`, `` \` ``, `\"`, `\\` and backslash-newline are escapes.
