@@ -268,7 +268,7 @@ fn judge_log(
                         jailed.insert(call.pid, cwd_of(&name));
                         if !programs.contains(&name) {
                             failures.push(format!(
-                                "started {path}, neither a program of the IR nor one the policy allows"
+                                "ran {path}, neither a program of the IR nor one the policy allows"
                             ));
                         }
                     }
