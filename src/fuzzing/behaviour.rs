@@ -181,6 +181,39 @@ fn first_string(args: &str) -> Option<String> {
     None
 }
 
+/// For `execve("/bin/sh", ["sh", "-c", "WORDS"], …)` where WORDS are plain words (letters,
+/// digits, `-`, `_`, `.`, spaces: no shell syntax), the program WORDS names.
+fn fixed_shell_command(args: &str) -> Option<String> {
+    let path = first_string(args)?;
+    let shell = Path::new(&path).file_name()?.to_str()?;
+    if !matches!(shell, "sh" | "dash" | "bash") {
+        return None;
+    }
+    let mut rest = &args[args.find('[')?..];
+    let mut words = Vec::new();
+    while let Some(start) = rest.find('"') {
+        if rest[..start].contains(']') {
+            break;
+        }
+        words.push(first_string(rest)?);
+        // Past this string's closing quote (the words accepted below hold no quotes).
+        let after = rest[start + 1..].find('"').map(|end| start + end + 2)?;
+        rest = &rest[after..];
+    }
+    match words.as_slice() {
+        [_, flag, line]
+            if flag == "-c"
+                && !line.is_empty()
+                && line
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || " -_.".contains(c)) =>
+        {
+            line.split_whitespace().next().map(String::from)
+        }
+        _ => None,
+    }
+}
+
 fn is_warden(path: &str) -> bool {
     Path::new(path)
         .file_name()
@@ -263,6 +296,12 @@ fn judge_log(
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
+                // GNU tar starts its (fixed) compressor as `sh -c gzip`: a shell given one
+                // plain command line of an allowed program is that program.
+                let name = match fixed_shell_command(&call.args) {
+                    Some(program) if programs.contains(&program) => program,
+                    _ => name,
+                };
                 match inherited {
                     None if call.result == "0" => {
                         jailed.insert(call.pid, cwd_of(&name));
@@ -380,6 +419,16 @@ mod tests {
         std::fs::create_dir_all(root.join("ws/sub/deeper")).unwrap();
         std::os::unix::fs::symlink("sub/deeper", root.join("ws/deep")).unwrap();
         assert_eq!(physical(&root.join("ws/deep/../..")), root.join("ws"));
+        assert_eq!(
+            fixed_shell_command(r#""/bin/sh", ["sh", "-c", "gzip -d"], 0x1 /* 3 vars */"#),
+            Some("gzip".to_string())
+        );
+        for other in [
+            r#""/bin/sh", ["sh", "-c", "id; gzip"], 0x1 /* 3 vars */"#,
+            r#""/usr/bin/awk", ["awk", "-c", "gzip"], 0x1"#,
+        ] {
+            assert_eq!(fixed_shell_command(other), None, "{other}");
+        }
         let padded =
             parse("7 execve(\"/x\", [] <unfinished ...>\n7 <... execve resumed>)    = 0\n");
         assert_eq!(padded[0].result, "0");
