@@ -347,8 +347,10 @@ fn worker(shared: &Shared, job: usize, seed: u64, deadline: Instant) -> Result<(
             continue;
         }
         let novel = remember(shared, &input, &verdict);
-        // The sampled oracles get at most a third of this job's time, new programs first.
-        let budget_left = slow_time < started.elapsed() / 3;
+        // The sampled oracles get a third of this job's time (half when fuzzing a policy
+        // file's own programs), new programs first.
+        let share = if shared.focus.is_empty() { 3 } else { 2 };
+        let budget_left = slow_time < started.elapsed() / share;
         if samples && budget_left && (novel || rng.random_ratio(1, 4)) && focused(shared, &verdict)
         {
             let began = Instant::now();
@@ -471,7 +473,9 @@ fn sampled_oracles(shared: &Shared, input: &str) -> Result<(), String> {
             }
         }
     }
-    if let Some(bash) = &shared.bash {
+    // With a policy file's own programs, real behaviour first; bash for one input in three.
+    let bash_turn = shared.focus.is_empty() || input.len() % 3 == 0;
+    if let (Some(bash), true) = (&shared.bash, bash_turn) {
         let fixture = fuzz_fixture(&shared.own)?;
         if let Some(verdict) = verdict_in(&fixture)? {
             shared.bash_runs.fetch_add(1, Relaxed);
