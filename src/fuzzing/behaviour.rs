@@ -182,8 +182,8 @@ fn first_string(args: &str) -> Option<String> {
 }
 
 /// For `execve("/bin/sh", ["sh", "-c", "WORDS"], …)` where WORDS are plain words (letters,
-/// digits, `-`, `_`, `.`, spaces: no shell syntax), the program WORDS names.
-fn fixed_shell_command(args: &str) -> Option<String> {
+/// digits, `-`, `_`, `.`, spaces: no shell syntax), the program WORDS names, and WORDS.
+fn fixed_shell_command(args: &str) -> Option<(String, String)> {
     let path = first_string(args)?;
     let shell = Path::new(&path).file_name()?.to_str()?;
     if !matches!(shell, "sh" | "dash" | "bash") {
@@ -208,7 +208,9 @@ fn fixed_shell_command(args: &str) -> Option<String> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || " -_.".contains(c)) =>
         {
-            line.split_whitespace().next().map(String::from)
+            line.split_whitespace()
+                .next()
+                .map(|program| (program.to_string(), line.clone()))
         }
         _ => None,
     }
@@ -260,6 +262,7 @@ fn judge_log(
         .map(|n| n.to_string_lossy().into_owned())
         .collect();
     programs.extend(allowed.iter().cloned());
+    let argv_words: Vec<&String> = ir.commands().flat_map(|c| c.argv.iter().skip(1)).collect();
     let read_only: BTreeSet<PathBuf> = ir
         .commands()
         .flat_map(|c| c.paths.iter())
@@ -297,9 +300,15 @@ fn judge_log(
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 // GNU tar starts its (fixed) compressor as `sh -c gzip`: a shell given one
-                // plain command line of an allowed program is that program.
+                // plain command line of an allowed program is that program — unless the line
+                // came from the checked arguments (awk's system("id")): then arguments are code.
                 let name = match fixed_shell_command(&call.args) {
-                    Some(program) if programs.contains(&program) => program,
+                    Some((program, line))
+                        if programs.contains(&program)
+                            && !argv_words.iter().any(|w| w.contains(line.as_str())) =>
+                    {
+                        program
+                    }
                     _ => name,
                 };
                 match inherited {
@@ -421,7 +430,7 @@ mod tests {
         assert_eq!(physical(&root.join("ws/deep/../..")), root.join("ws"));
         assert_eq!(
             fixed_shell_command(r#""/bin/sh", ["sh", "-c", "gzip -d"], 0x1 /* 3 vars */"#),
-            Some("gzip".to_string())
+            Some(("gzip".to_string(), "gzip -d".to_string()))
         );
         for other in [
             r#""/bin/sh", ["sh", "-c", "id; gzip"], 0x1 /* 3 vars */"#,

@@ -296,6 +296,7 @@ fn worker(shared: &Shared, job: usize, seed: u64, deadline: Instant) -> Result<(
     let mut checker = new_checker(shared, &fixture)?;
     let started = Instant::now();
     let mut slow_time = Duration::ZERO;
+    let mut sampled: BTreeSet<String> = BTreeSet::new();
     let mut cases = 0u64;
     // Only job 0 runs the sampled oracles (they fork processes; one at a time suffices).
     let samples = job == 0 && (shared.tracer.is_some() || shared.bash.is_some());
@@ -346,7 +347,20 @@ fn worker(shared: &Shared, job: usize, seed: u64, deadline: Instant) -> Result<(
             );
             continue;
         }
-        let novel = remember(shared, &input, &verdict);
+        remember(shared, &input, &verdict);
+        // Novel to this job (the job that samples must see every new program + first word
+        // itself, whichever job generated it first).
+        let mut novel = false;
+        for command in verdict.script.commands() {
+            let key = command
+                .argv
+                .iter()
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ");
+            novel |= sampled.insert(key);
+        }
         // The sampled oracles get a third of this job's time (half when fuzzing a policy
         // file's own programs), new programs first.
         let share = if shared.focus.is_empty() { 3 } else { 2 };
