@@ -122,6 +122,13 @@ pub enum ExecError {
         checked: PathBuf,
         actual: PathBuf,
     },
+    /// A command that runs code the policy cannot read, in a sandbox that cannot confine it.
+    #[error(
+        "refusing to run `{command}`: it runs code the policy cannot read, and this sandbox does \
+         not confine code (the host jail without Landlock); use the Docker backend or a kernel \
+         with Landlock"
+    )]
+    CodeNotConfined { command: String },
     #[error("executor I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -130,7 +137,7 @@ impl ExecError {
     /// The CLI exit code: 125 when the sandbox failed, 126 when warden refused to run.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ExecError::CwdMismatch { .. } => 126,
+            ExecError::CwdMismatch { .. } | ExecError::CodeNotConfined { .. } => 126,
             ExecError::Sandbox(_) | ExecError::Io(_) => 125,
         }
     }
@@ -142,6 +149,13 @@ pub async fn run_script(
     script: &Script,
     options: &ExecOptions,
 ) -> Result<RunOutput, ExecError> {
+    if !sandbox.confines_code() {
+        if let Some(code) = script.commands().find(|c| c.runs_code) {
+            return Err(ExecError::CodeNotConfined {
+                command: code.display(),
+            });
+        }
+    }
     let started = tokio::time::Instant::now();
     let save = options.save_dir.clone().map(|dir| capture::SaveTarget {
         paths: options.paths.clone(),
@@ -249,5 +263,63 @@ mod tests {
         let out = runtime.block_on(future).unwrap();
         assert_eq!(out.status, 0);
         assert_eq!(out.stdout, "");
+    }
+}
+
+#[cfg(test)]
+mod confinement_tests {
+    use super::*;
+    use crate::sandbox::{Backend, JailedProcess, ProcessSpec, SandboxError};
+    use async_trait::async_trait;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A sandbox that confines nothing and counts what it was asked to start.
+    struct Unconfined(AtomicUsize);
+
+    #[async_trait]
+    impl Sandbox for Unconfined {
+        fn backend(&self) -> Backend {
+            Backend::Host
+        }
+        async fn spawn(&self, _: ProcessSpec) -> Result<Box<dyn JailedProcess>, SandboxError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err(SandboxError::Setup("not in this test".into()))
+        }
+        fn guest_path(&self, host_path: &Path) -> Option<PathBuf> {
+            Some(host_path.to_path_buf())
+        }
+    }
+
+    #[tokio::test]
+    async fn code_the_policy_cannot_read_never_starts_where_it_is_not_confined() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::write(ws.join("tool.py"), "print(1)\n").unwrap();
+        let policy = std::sync::Arc::new(crate::policy::Policy::embedded_default());
+        let mut checker = policy.checker(&ws, &[], &ws).unwrap();
+        let verdict = checker.check("true && python3 tool.py");
+        assert_eq!(
+            verdict.decision,
+            crate::policy::Decision::Ask,
+            "{}",
+            verdict.reason
+        );
+        let sandbox = Unconfined(AtomicUsize::new(0));
+        let paths = checker.paths().clone();
+        let options = ExecOptions::capture(paths, Duration::from_secs(5));
+        let err = run_script(&sandbox, &verdict.script, &options)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ExecError::CodeNotConfined { command } if command.contains("tool.py")),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), 126);
+        assert_eq!(
+            sandbox.0.load(Ordering::SeqCst),
+            0,
+            "nothing started, not even `true`"
+        );
     }
 }

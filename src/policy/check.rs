@@ -410,6 +410,11 @@ impl Checker {
             }
         }
         asks.extend(analysis.ask);
+        if let Some(what) = &analysis.runs_code {
+            asks.push(format!(
+                "{name} {what}, code the policy cannot read: {JAILED_CODE}"
+            ));
+        }
         let argv = analysis.argv.unwrap_or(argv);
         tracing::trace!(command = %shown, "checked");
         let mut command = Command::program(argv, cwd.to_path_buf());
@@ -419,6 +424,7 @@ impl Checker {
         };
         command.redirects = redirects;
         command.paths = paths;
+        command.runs_code = analysis.runs_code.is_some();
         Ok(Checked {
             command,
             asks,
@@ -442,41 +448,7 @@ impl Checker {
             };
             return analyzers::analyze(kind, rule, name, args, &ctx);
         }
-        if rule.subcommands.is_empty() {
-            return rule.analyze(name, args);
-        }
-        // Generic subcommands: global flags, then the subcommand and its own rule.
-        let index = args.iter().position(|a| !a.starts_with('-'));
-        let Some(index) = index else {
-            return Err(Denial::new(format!("{name}: no subcommand given")));
-        };
-        let sub = &args[index];
-        let sub_rule = rule.subcommands.get(sub).ok_or_else(|| {
-            let allowed: Vec<&str> = rule.subcommands.keys().map(String::as_str).collect();
-            Denial::new(format!(
-                "{name} {sub} is not allowed (allowed subcommands: {})",
-                allowed.join(", ")
-            ))
-        })?;
-        let mut analysis = rule.analyze(name, &args[..index])?;
-        let full = format!("{name} {sub}");
-        match sub_rule.decision {
-            Decision::Deny => {
-                return Err(Denial::new(format!(
-                    "{full}: {}",
-                    sub_rule.reason.as_deref().unwrap_or("denied by policy")
-                )))
-            }
-            Decision::Ask => analysis.ask.push(format!(
-                "{full}: {}",
-                sub_rule.reason.as_deref().unwrap_or("needs approval")
-            )),
-            Decision::Allow => {}
-        }
-        let sub_analysis = sub_rule.analyze(&full, &args[index + 1..])?;
-        analysis.paths.extend(sub_analysis.paths);
-        analysis.ask.extend(sub_analysis.ask);
-        Ok(analysis)
+        rule.analyze_command(name, args)
     }
 
     /// `cd DIR`: evaluated by the executor; the target must be a readable directory.
@@ -717,6 +689,11 @@ fn program_name(arg0: &str) -> Result<String, Denial> {
         ))),
     }
 }
+
+/// What an approval of code the policy cannot read says about where it runs (the executor
+/// refuses such commands in a sandbox that does not confine code).
+pub const JAILED_CODE: &str = "it would run in the jail (Landlock + seccomp, or Docker), without \
+                               network, writing only the workspace";
 
 /// With `unknown_programs = "ask"`: every argument that might be a path is checked as a read.
 fn unknown_program_rule() -> ProgramRule {

@@ -253,6 +253,7 @@ pub fn verify(
                         rule.and_then(|r| r.flag_takes(flag)),
                         Some(
                             super::rules::FlagTakes::Flag
+                                | super::rules::FlagTakes::ChecksumLists
                                 | super::rules::FlagTakes::Value
                                 | super::rules::FlagTakes::Optional
                         )

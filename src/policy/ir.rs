@@ -77,6 +77,10 @@ pub struct Command {
     /// of the last pipeline instead.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub status_args: Vec<StatusArg>,
+    /// The program runs code the policy cannot read (`python3 tool.py`, `make`): the executor
+    /// runs it only in a sandbox that confines code.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub runs_code: bool,
 }
 
 /// `argv[arg][offset..offset + 1]` is a `0` standing for `$?`.
@@ -293,6 +297,7 @@ impl Command {
             paths: Vec::new(),
             env: Vec::new(),
             status_args: Vec::new(),
+            runs_code: false,
         }
     }
 

@@ -32,6 +32,9 @@ pub enum ListFormat {
     Lines,
     /// One name per line, and a line starting with `-` is an option (`tar -T`: `-C dir`).
     LinesWithOptions,
+    /// Checksum lines as `md5sum -c` reads them: `HASH  NAME`, `HASH *NAME`, the escaped
+    /// form `\HASH  NAME` and the tagged `SHA256 (NAME) = HASH`.
+    Checksums,
 }
 
 /// Check a list and every name in it; returns the resolved list file and the checked names.
@@ -122,13 +125,85 @@ fn split(bytes: &[u8], format: ListFormat) -> Result<Vec<String>, String> {
                 names.push(line.to_string());
             }
         }
+        ListFormat::Checksums => {
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                names.push(checksum_name(line).ok_or_else(|| {
+                    format!("has the line {line:?}, which the policy cannot read as a checksum")
+                })?);
+            }
+        }
     }
     Ok(names)
+}
+
+/// The file a checksum line names, as GNU coreutils reads it.
+fn checksum_name(line: &str) -> Option<String> {
+    let (escaped, line) = match line.strip_prefix('\\') {
+        Some(rest) => (true, rest),
+        None => (false, line),
+    };
+    let name = if let Some((tag, rest)) = line.split_once(" (") {
+        // Tagged: `SHA256 (NAME) = HASH`; the name runs to the last `) = `.
+        if tag.is_empty() || tag.contains(' ') {
+            return None;
+        }
+        rest.rsplit_once(") = ")?.0
+    } else {
+        let (hash, rest) = line.split_once(' ')?;
+        if hash.is_empty()
+            || !hash
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c))
+        {
+            return None;
+        }
+        rest.strip_prefix(' ').or_else(|| rest.strip_prefix('*'))?
+    };
+    if !escaped {
+        return (!name.is_empty()).then(|| name.to_string());
+    }
+    // The escaped form: `\\` is a backslash, `\n` a newline, `\r` a carriage return.
+    let mut out = String::new();
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '\\' => out.push('\\'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            _ => return None,
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksum_lines_name_their_files() {
+        for (line, name) in [
+            (
+                "d41d8cd98f00b204e9800998ecf8427e  notes/todo.txt",
+                Some("notes/todo.txt"),
+            ),
+            ("d41d8cd98f00b204e9800998ecf8427e *bin.dat", Some("bin.dat")),
+            ("d41d8   two  spaces.txt", Some(" two  spaces.txt")),
+            ("d41d8 one-space.txt", None),
+            ("\\d41d8  a\\nb\\\\c", Some("a\nb\\c")),
+            ("SHA256 (src/x (1).rs) = abcd", Some("src/x (1).rs")),
+            ("BLAKE2b-512 (f) = 00", Some("f")),
+            ("garbage", None),
+            ("d41d8cd98f00b204e9800998ecf8427e  ", None),
+            ("\\d41d8  bad\\x", None),
+        ] {
+            assert_eq!(checksum_name(line).as_deref(), name, "{line:?}");
+        }
+    }
 
     fn setup() -> (tempfile::TempDir, PathPolicy) {
         let dir = tempfile::tempdir().unwrap();

@@ -103,6 +103,24 @@ pub struct ProgramRule {
     /// With `analyzer = "interpreter"`: the absolute folder whose files the interpreter may
     /// run (a skill's own folder). Without it an interpreter rule allows nothing.
     pub scripts: Option<PathBuf>,
+    /// With `analyzer = "runner"`: how the program is given the code it runs.
+    pub runs: Option<RunnerKind>,
+    /// With `analyzer = "runner"`: argument lists that run no code (`--version`): allowed
+    /// without approval.
+    #[serde(default)]
+    pub no_code: Vec<String>,
+}
+
+/// How a program that runs the project's code is given it (`analyzer = "runner"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerKind {
+    /// An interpreter: options, then a script file (or `-m MODULE`), then the script's
+    /// arguments (`python3 tool.py --in data.csv`).
+    Script,
+    /// A build tool or test runner: the project's files say what runs (`make`, `cargo build`,
+    /// `npm test`); the arguments are checked by the rule (and its subcommands).
+    Build,
 }
 
 fn allow() -> Decision {
@@ -166,6 +184,9 @@ pub enum AnalyzerKind {
     Tar,
     /// `python3 SCRIPT ARGS…` with SCRIPT under the rule's `scripts` folder; no inline code.
     Interpreter,
+    /// Interpreters and build tools running the project's code: asked, and run only where the
+    /// jail confines code; no inline code.
+    Runner,
 }
 
 /// What a flag takes.
@@ -189,6 +210,10 @@ pub enum FlagTakes {
     /// A file read, whose contents name more files read, one per line (`file -f`).
     #[serde(rename = "file-list")]
     FileLines,
+    /// No value; the positional files become checksum lists whose names are read too
+    /// (`sha256sum -c SUMS`).
+    #[serde(rename = "checksum-lists")]
+    ChecksumLists,
 }
 
 impl FlagTakes {
@@ -261,6 +286,9 @@ pub struct Analysis {
     /// A command the executor may carry out itself (chmod), its paths as written; the checker
     /// replaces them with the checked ones.
     pub builtin: Option<super::ir::Builtin>,
+    /// The program runs code the policy cannot read (a script, a Makefile, build scripts): it is
+    /// asked, and the executor runs it only in a sandbox that confines code.
+    pub runs_code: Option<String>,
 }
 
 /// One parsed flag occurrence.
@@ -352,10 +380,58 @@ impl ProgramRule {
         false
     }
 
+    /// Generic analysis of a whole command: without subcommands, [`ProgramRule::analyze`];
+    /// with them, the global flags, then the subcommand's own rule (its decision and flags).
+    pub fn analyze_command(&self, name: &str, args: &[String]) -> Result<Analysis, Denial> {
+        if self.subcommands.is_empty() {
+            return self.analyze(name, args);
+        }
+        // The first word that is neither a global flag nor a global flag's value.
+        let mut index = 0;
+        while index < args.len() && args[index].starts_with('-') {
+            index += if self.flag_consumes_next(&args[index]) {
+                2
+            } else {
+                1
+            };
+        }
+        if index >= args.len() {
+            return Err(Denial::new(format!("{name}: no subcommand given")));
+        }
+        let sub = &args[index];
+        let sub_rule = self.subcommands.get(sub).ok_or_else(|| {
+            let allowed: Vec<&str> = self.subcommands.keys().map(String::as_str).collect();
+            Denial::new(format!(
+                "{name} {sub} is not allowed (allowed subcommands: {})",
+                allowed.join(", ")
+            ))
+        })?;
+        let mut analysis = self.analyze(name, &args[..index])?;
+        let full = format!("{name} {sub}");
+        match sub_rule.decision {
+            Decision::Deny => {
+                return Err(Denial::new(format!(
+                    "{full}: {}",
+                    sub_rule.reason.as_deref().unwrap_or("denied by policy")
+                )))
+            }
+            Decision::Ask => analysis.ask.push(format!(
+                "{full}: {}",
+                sub_rule.reason.as_deref().unwrap_or("needs approval")
+            )),
+            Decision::Allow => {}
+        }
+        let sub_analysis = sub_rule.analyze(&full, &args[index + 1..])?;
+        analysis.paths.extend(sub_analysis.paths);
+        analysis.ask.extend(sub_analysis.ask);
+        Ok(analysis)
+    }
+
     /// Generic analysis: flags (combined short flags, `--flag=value`, `--`), then positionals
     /// by role. `program` is used in reasons.
     pub fn analyze(&self, program: &str, args: &[String]) -> Result<Analysis, Denial> {
         let mut analysis = Analysis::default();
+        let mut checksum_lists = false;
         let mut positionals: Vec<&str> = Vec::new();
         let mut i = 0;
         let mut options_ended = false;
@@ -383,7 +459,8 @@ impl ProgramRule {
                 let flag = self.lookup(&name)?;
                 let takes = self.apply_flag(program, &flag, &mut analysis)?;
                 match takes {
-                    FlagTakes::Flag => {
+                    FlagTakes::Flag | FlagTakes::ChecksumLists => {
+                        checksum_lists |= takes == FlagTakes::ChecksumLists;
                         // An unknown flag with an attached value: check the value as a read path.
                         if let (Some(value), None) = (inline, flag.spec) {
                             analysis.paths.push((value.to_string(), Access::Read));
@@ -415,6 +492,10 @@ impl ProgramRule {
                 let rest: String = cluster[j + 1..].iter().collect();
                 match takes {
                     FlagTakes::Flag => j += 1,
+                    FlagTakes::ChecksumLists => {
+                        checksum_lists = true;
+                        j += 1;
+                    }
                     FlagTakes::Optional => break,
                     _ => {
                         let value = if rest.is_empty() {
@@ -447,6 +528,23 @@ impl ProgramRule {
                 if *arg != "-" {
                     analysis.paths.push((arg.to_string(), access));
                 }
+            }
+        }
+        if checksum_lists {
+            use super::lists::{FileList, ListFormat};
+            // No list file: the names come from standard input, which lists::check refuses.
+            let lists = if positionals.is_empty() {
+                vec!["-"]
+            } else {
+                positionals
+            };
+            for list in lists {
+                analysis.lists.push(FileList {
+                    path: list.to_string(),
+                    format: ListFormat::Checksums,
+                    base: None,
+                    access: Access::Read,
+                });
             }
         }
         Ok(analysis)
@@ -552,7 +650,7 @@ fn push_value(analysis: &mut Analysis, flag: &str, takes: FlagTakes, value: Stri
         FlagTakes::Write => analysis.paths.push((value, Access::Write)),
         FlagTakes::Files0 => analysis.lists.push(list(ListFormat::Nul)),
         FlagTakes::FileLines => analysis.lists.push(list(ListFormat::Lines)),
-        FlagTakes::Flag | FlagTakes::Value | FlagTakes::Optional => {}
+        FlagTakes::Flag | FlagTakes::Value | FlagTakes::Optional | FlagTakes::ChecksumLists => {}
     }
 }
 

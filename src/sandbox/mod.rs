@@ -174,6 +174,13 @@ pub trait Sandbox: Send + Sync {
     fn ignores_chmod(&self) -> bool {
         false
     }
+
+    /// Whether code the policy cannot read (`python3 tool.py`, `make`) stays confined here:
+    /// filesystem and network enforced by the kernel (Landlock + seccomp) or a container. The
+    /// executor refuses such commands elsewhere; unknown sandboxes do not.
+    fn confines_code(&self) -> bool {
+        false
+    }
 }
 
 /// A program started by a [`Sandbox`].

@@ -59,7 +59,14 @@ pub fn build(manifest: &Manifest, places: &RunPlaces) -> Result<RunPolicy, Strin
     let skill_copy = skill_copy
         .canonicalize()
         .map_err(|e| format!("the skill's copy {}: {e}", skill_copy.display()))?;
-    let mut rules: BTreeMap<String, ProgramRule> = manifest.permissions.commands.clone();
+    // The default's project-code runners (python3 tool.py, make: asked in a chat) are not the
+    // skill's: a skill runs only the interpreters its manifest grants, on its own files.
+    let mut rules: BTreeMap<String, ProgramRule> = Policy::embedded_default()
+        .programs()
+        .filter(|(_, rule)| rule.analyzer == Some(AnalyzerKind::Runner))
+        .map(|(name, _)| (name.clone(), not_granted()))
+        .collect();
+    rules.extend(manifest.permissions.commands.clone());
     for interpreter in &manifest.permissions.interpreters {
         rules.insert(
             interpreter.clone(),
@@ -90,6 +97,14 @@ pub fn build(manifest: &Manifest, places: &RunPlaces) -> Result<RunPolicy, Strin
 }
 
 /// `INTERPRETER [harmless flags] SCRIPT ARGS…` with SCRIPT from `scripts` only.
+fn not_granted() -> ProgramRule {
+    ProgramRule {
+        decision: Decision::Deny,
+        reason: Some("an interpreter or build tool the skill's manifest does not grant".into()),
+        ..interpreter_rule("", Path::new("/"))
+    }
+}
+
 fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
     let flags = if interpreter.starts_with("python") {
         PYTHON_FLAGS
@@ -112,6 +127,8 @@ fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
         subcommands: BTreeMap::new(),
         analyzer: Some(AnalyzerKind::Interpreter),
         scripts: Some(scripts.to_path_buf()),
+        runs: None,
+        no_code: Vec::new(),
     }
 }
 

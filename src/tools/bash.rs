@@ -117,10 +117,11 @@ impl Tool for BashTool {
         ToolSpec {
             name: "bash".into(),
             description: "Run a command line in the sandbox, in the workspace. It is parsed and \
-                          checked first: allowed programs only (no shells, interpreters or \
-                          network tools), paths inside the workspace, pipes, && || ; and \
-                          redirections into the workspace work; command substitution, variables \
-                          other than $HOME/$PWD, subshells and control flow do not. A refused \
+                          checked first: allowed programs only (no shells or network tools), \
+                          paths inside the workspace; pipes, && || ;, redirections into the \
+                          workspace, if/for/while, ( ) and { } groups work; command substitution \
+                          does not. Project code (python3 tool.py, make, cargo build, npm test) \
+                          needs the user's approval; inline code (-c, -e) is refused. A refused \
                           command comes back with the reason."
                 .into(),
             input_schema: json!({
@@ -143,6 +144,21 @@ impl Tool for BashTool {
             .and_then(Value::as_u64)
             .map_or(self.timeout, |s| Duration::from_secs(s).min(self.timeout));
         let (verdict, paths) = self.check(command);
+        // Do not ask a person about code this session's sandbox would refuse to run.
+        if verdict.script.commands().any(|c| c.runs_code) {
+            match self.sandboxes.get(&ctx.session).await {
+                Ok(sandbox) if sandbox.confines_code() => {}
+                Ok(_) => {
+                    return ToolOutput::denied(format!(
+                        "{}: code the policy cannot read runs only where the jail confines it \
+                         (Landlock + seccomp, or Docker); this session's sandbox is the host \
+                         jail without Landlock",
+                        describe(&verdict).replace('\n', " | ")
+                    ))
+                }
+                Err(e) => return ToolOutput::error(format!("the sandbox is not available: {e}")),
+            }
+        }
         let approved = match verdict.decision {
             Decision::Deny => return ToolOutput::denied(verdict.reason),
             Decision::Allow => false,

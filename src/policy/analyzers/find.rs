@@ -1,5 +1,6 @@
 //! `find`: leading options, start paths (read), then an expression whose primaries are checked
-//! one by one against a closed list. Actions that run programs or write files are denied;
+//! one by one against a closed list. Actions that run programs or delete files are denied,
+//! the files `-fprint` and its kin write are write paths;
 //! an unknown primary is denied rather than guessed at.
 
 use crate::policy::paths::Access;
@@ -13,11 +14,11 @@ const DENIED: &[(&str, &str)] = &[
     ("-ok", "runs a command for each file"),
     ("-okdir", "runs a command for each file"),
     ("-delete", "deletes files (use rm on explicit paths)"),
-    ("-fprint", "writes to a file"),
-    ("-fprint0", "writes to a file"),
-    ("-fprintf", "writes to a file"),
-    ("-fls", "writes to a file"),
 ];
+
+/// Primaries whose first value is a file that is written (created even when nothing matches);
+/// `-fprintf FILE FORMAT` also takes a format.
+const WITH_OUTPUT: &[&str] = &["-fprint", "-fprint0", "-fprintf", "-fls"];
 
 /// Primaries that take one value that is not a path.
 const WITH_VALUE: &[&str] = &[
@@ -125,6 +126,19 @@ pub fn analyze(program: &str, args: &[String]) -> Result<Analysis, Denial> {
         if WITHOUT_VALUE.contains(&primary) {
             continue;
         }
+        if WITH_OUTPUT.contains(&primary) {
+            let file = args
+                .get(i)
+                .ok_or_else(|| Denial::new(format!("{program} {primary}: missing its file")))?;
+            analysis.paths.push((file.clone(), Access::Write));
+            i += if primary == "-fprintf" { 2 } else { 1 };
+            if i > args.len() {
+                return Err(Denial::new(format!(
+                    "{program} -fprintf: missing its format"
+                )));
+            }
+            continue;
+        }
         let takes_path = WITH_PATH.contains(&primary) || is_newer_xy_with_file(primary);
         let takes_value = WITH_VALUE.contains(&primary) || is_newer_xy_with_time(primary);
         if !(takes_path || takes_value || primary == "-files0-from") {
@@ -197,7 +211,15 @@ mod tests {
             .reason
             .contains("-exec"));
         assert!(run(&[".", "-delete"]).is_err());
-        assert!(run(&[".", "-fprintf", "/tmp/x", "%p"]).is_err());
+        let out = run(&[".", "-fprintf", "/tmp/x", "%p", "-fls", "l"]).unwrap();
+        assert_eq!(
+            out.paths[1..],
+            [
+                ("/tmp/x".to_string(), Access::Write),
+                ("l".to_string(), Access::Write)
+            ]
+        );
+        assert!(run(&[".", "-fprintf", "/tmp/x"]).is_err());
         assert!(run(&[".", "-frobnicate"]).is_err());
         assert!(run(&[".", "-newermt", "2024-01-01"]).unwrap().paths.len() == 1);
     }

@@ -1,7 +1,8 @@
 //! Program-specific argument analysis for the argument languages a TOML rule cannot express:
 //! `find` expressions, `sed` scripts, `git` (global options, subcommands and repository config
 //! that would run programs), `tar` (mode letters, archive direction), `chmod` (no setuid) and
-//! `interpreter` (a script file from one folder, never inline code).
+//! `interpreter` (a script file from one folder, never inline code) and `runner` (the project's
+//! scripts and build tools: asked, and run only where the jail confines code).
 
 mod archive_members;
 mod chmod;
@@ -10,6 +11,7 @@ mod git;
 mod git_config;
 mod git_forms;
 mod interpreter;
+mod runner;
 mod sed;
 mod tar;
 
@@ -37,9 +39,10 @@ pub fn analyze(
     match kind {
         AnalyzerKind::Chmod => chmod::analyze(rule, program, args),
         AnalyzerKind::Find => find::analyze(program, args),
-        AnalyzerKind::Sed => sed::analyze(rule, program, args),
+        AnalyzerKind::Sed => sed::analyze(rule, program, args, ctx.cwd),
         AnalyzerKind::Git => git::analyze(rule, program, args, ctx),
         AnalyzerKind::Tar => tar::analyze(rule, program, args, ctx),
         AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),
+        AnalyzerKind::Runner => runner::analyze(rule, program, args),
     }
 }

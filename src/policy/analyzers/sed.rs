@@ -1,13 +1,19 @@
 //! `sed`: the flags come from the TOML rule (strict); the scripts are parsed here, command by
-//! command, following GNU sed's reader. `e`, `w`, `W` and the `s///e` and `s///w` flags are
-//! denied (they run commands or write files); `r`/`R` file names are read paths; with `-i` the
-//! input files are written. Anything the parser does not recognise is denied.
+//! command, following GNU sed's reader. `e` and the `s///e` flag are denied (they run
+//! commands); `r`/`R` file names are read paths, `w`/`W`/`s///w` file names write paths; with
+//! `-i` the input files are written. Anything the parser does not recognise is denied.
 
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
 use crate::policy::Denial;
+use std::path::Path;
 
-pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Analysis, Denial> {
+pub fn analyze(
+    rule: &ProgramRule,
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+) -> Result<Analysis, Denial> {
     // Let the generic analysis check flags (deny lists, strictness) and collect positionals
     // as read paths; then reinterpret them with sed's own rules.
     let generic = rule.analyze(program, args)?;
@@ -80,16 +86,27 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
         }
         scripts.push(positionals.remove(0));
     }
+    // `sed ~/.ssh/id_rsa` reads the path as a script (`/home/` an address, `w` a command
+    // writing a file named by the rest): a script that is also the name of an existing file
+    // is a mistake whose meaning nobody intended.
+    if let Some(script) = scripts
+        .iter()
+        .find(|s| s.contains('/') && cwd.join(s.as_str()).symlink_metadata().is_ok())
+    {
+        return Err(Denial::new(format!(
+            "{program}: the script {script:?} is the name of an existing file; give the script \
+             first (or with -e) and the files after it"
+        )));
+    }
     let mut analysis = Analysis {
         ask: generic.ask,
         ..Analysis::default()
     };
     for script in &scripts {
-        for path in check_script(script)
-            .map_err(|why| Denial::new(format!("{program} script {script:?}: {why}")))?
-        {
-            analysis.paths.push((path, Access::Read));
-        }
+        analysis.paths.extend(
+            check_script(script)
+                .map_err(|why| Denial::new(format!("{program} script {script:?}: {why}")))?,
+        );
     }
     let access = if in_place {
         Access::Write
@@ -143,13 +160,14 @@ fn take(args: &[String], i: &mut usize) -> Result<String, Denial> {
     Ok(v.clone())
 }
 
-/// Parse a sed script; returns the files it reads (`r`, `R`) or why it is refused.
-pub fn check_script(script: &str) -> Result<Vec<String>, String> {
+/// Parse a sed script; returns the files it reads (`r`, `R`) and writes (`w`, `W`, `s///w`:
+/// GNU sed creates them when it reads the script, run or not), or why it is refused.
+pub fn check_script(script: &str) -> Result<Vec<(String, Access)>, String> {
     let mut p = Reader {
         s: script.chars().collect(),
         i: 0,
     };
-    let mut reads = Vec::new();
+    let mut files = Vec::new();
     let mut depth = 0usize;
     loop {
         p.skip(|c| c.is_whitespace() || c == ';');
@@ -186,18 +204,28 @@ pub fn check_script(script: &str) -> Result<Vec<String>, String> {
                 p.skip(|c| c != ';' && c != '\n' && c != '}');
             }
             'a' | 'i' | 'c' => p.text_to_end_of_line(),
-            'r' | 'R' => {
+            'r' | 'R' | 'w' | 'W' => {
+                // The file name runs to the end of the line, `;` and `}` included.
                 let file = p.until_newline().trim_start().to_string();
                 if file.is_empty() {
                     return Err(format!("`{cmd}` without a file name"));
                 }
-                reads.push(file);
+                let access = if matches!(cmd, 'w' | 'W') {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                files.push((file, access));
                 continue;
             }
-            'w' | 'W' => return Err(format!("the `{cmd}` command writes to a file")),
             'e' => return Err("the `e` command runs a shell command".into()),
             'v' => p.skip(|c| c != ';' && c != '\n' && c != '}'),
-            's' => p.substitute()?,
+            's' => {
+                if let Some(file) = p.substitute()? {
+                    files.push((file, Access::Write));
+                    continue;
+                }
+            }
             'y' => {
                 let delim = p.next().ok_or("`y` without a delimiter")?;
                 p.delimited(delim)?;
@@ -214,7 +242,7 @@ pub fn check_script(script: &str) -> Result<Vec<String>, String> {
     if depth != 0 {
         return Err("unmatched {".into());
     }
-    Ok(reads)
+    Ok(files)
 }
 
 struct Reader {
@@ -309,7 +337,8 @@ impl Reader {
         Err(format!("unterminated expression (missing {delim:?})"))
     }
 
-    fn substitute(&mut self) -> Result<(), String> {
+    /// `s/RE/REPLACEMENT/FLAGS`; the file a `w` flag writes, which ends the line.
+    fn substitute(&mut self) -> Result<Option<String>, String> {
         let delim = self.next().ok_or("`s` without a delimiter")?;
         self.delimited(delim)?;
         self.delimited(delim)?;
@@ -318,18 +347,26 @@ impl Reader {
                 'g' | 'p' | 'i' | 'I' | 'm' | 'M' => self.i += 1,
                 c if c.is_ascii_digit() => self.i += 1,
                 'e' => return Err("the s///e flag runs the pattern space as a command".into()),
-                'w' => return Err("the s///w flag writes to a file".into()),
+                'w' => {
+                    self.i += 1;
+                    let file = self.until_newline().trim_start().to_string();
+                    if file.is_empty() {
+                        return Err("the s///w flag without a file name".into());
+                    }
+                    return Ok(Some(file));
+                }
                 ';' | '\n' | '}' | '#' | ' ' | '\t' => break,
                 other => return Err(format!("unknown s/// flag {other:?}")),
             }
         }
-        Ok(())
+        Ok(None)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::check_script;
+    use crate::policy::paths::Access;
 
     #[test]
     fn benign_scripts_pass() {
@@ -356,20 +393,31 @@ mod tests {
             "e id",
             "1e id",
             "s/x/id/e",
-            "s/x/y/w /tmp/out",
-            "w out",
-            "/x/W out",
             "s/a/b/;e",
             "$!{e date\n}",
             "s/a/b/ge",
+            "w",
+            "s/a/b/w",
         ] {
             assert!(check_script(s).is_err(), "{s} should be refused");
         }
     }
 
     #[test]
-    fn read_commands_report_their_files() {
-        assert_eq!(check_script("r /etc/passwd").unwrap(), vec!["/etc/passwd"]);
-        assert_eq!(check_script("1R notes.txt").unwrap(), vec!["notes.txt"]);
+    fn file_commands_report_their_files() {
+        let read = |f: &str| (f.to_string(), Access::Read);
+        let write = |f: &str| (f.to_string(), Access::Write);
+        assert_eq!(
+            check_script("r /etc/passwd").unwrap(),
+            [read("/etc/passwd")]
+        );
+        assert_eq!(check_script("1R notes.txt").unwrap(), [read("notes.txt")]);
+        assert_eq!(check_script("/x/w out.txt").unwrap(), [write("out.txt")]);
+        // The name runs to the end of the line: `;p` is part of it.
+        assert_eq!(check_script("W a;p").unwrap(), [write("a;p")]);
+        assert_eq!(
+            check_script("s/a/b/gw /tmp/out\np").unwrap(),
+            [write("/tmp/out")]
+        );
     }
 }

@@ -181,6 +181,11 @@ impl Sandbox for DockerSandbox {
             .any(|root| host_path.starts_with(root))
             .then(|| host_path.to_path_buf())
     }
+
+    /// A container with no network, a read-only root and only the workspace mounted writable.
+    fn confines_code(&self) -> bool {
+        true
+    }
 }
 
 /// The runtime containers will use: the configured one, which the daemon must know, or the

@@ -315,6 +315,11 @@ impl Sandbox for HostSandbox {
     fn ignores_chmod(&self) -> bool {
         true
     }
+
+    /// Not in the weak mode: without Landlock, only seccomp stands between code and the files.
+    fn confines_code(&self) -> bool {
+        self.landlock.is_some()
+    }
 }
 
 #[cfg(test)]
