@@ -259,3 +259,64 @@ fn lists_backups_remote_archives_and_cd_are_checked_before_running() {
     let r = exec(&env, "cd -P deep/.. && pwd");
     assert_eq!(r.status, 0, "{r:?}");
 }
+
+#[test]
+fn local_git_writes_work_and_run_no_program_of_the_repository() {
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let ok = |command: &str| {
+        let r = exec(&env, command);
+        assert_eq!(r.status, 0, "{command}: {r:?}");
+        r
+    };
+    ok("git init -q");
+    ok("git config user.name Alice && git config user.email alice@example.com");
+    // A hook the user's repository holds (made executable outside the jail): git in the jail
+    // runs it neither on commit nor on merge.
+    let marker = env.outside("out").join("hook-ran");
+    for hook in [
+        "pre-commit",
+        "commit-msg",
+        "post-commit",
+        "post-merge",
+        "post-checkout",
+    ] {
+        let path = env.ws.join(".git/hooks").join(hook);
+        std::fs::write(&path, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(env.ws.join("notes.txt"), "one\n").unwrap();
+    ok("git add -A && git commit -q -m first");
+    ok("git switch -q -c feature");
+    std::fs::write(env.ws.join("notes.txt"), "one\ntwo\n").unwrap();
+    ok("git commit -q -am second");
+    ok("git switch -q -");
+    ok("git merge -q --no-edit feature");
+    ok("git tag v1");
+    let log = ok("git log --oneline --decorate");
+    assert!(
+        log.stdout.contains("second") && log.stdout.contains("tag: v1"),
+        "{log:?}"
+    );
+    assert!(!marker.exists(), "a hook ran");
+    // No editor runs: a commit without a message fails instead of starting one.
+    let r = exec(&env, "git commit --allow-empty");
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(r.stderr.contains("editor"), "{r:?}");
+    // The network and programs named on the command line stay out of reach.
+    for (command, why) in [
+        ("git push origin main", "git push is not allowed"),
+        ("git merge -s pwn feature", "git-merge-pwn"),
+        ("git commit -S -m x", "gpg"),
+        (
+            "git config core.hooksPath .git/hooks",
+            "only reading configuration",
+        ),
+    ] {
+        let r = exec(&env, command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+}

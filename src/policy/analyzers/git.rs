@@ -1,4 +1,5 @@
-//! `git`: read-only subcommands only, and never a program configured by the repository.
+//! `git`: reading and local writes of the repository in the workspace, never the network, and
+//! never a program configured by the repository or named on the command line.
 //!
 //! git runs programs named in configuration: pagers, `core.fsmonitor`, `diff.external`,
 //! textconv and filter drivers, hooks, `gpg.program`, `core.sshCommand`. The analyzer
@@ -21,6 +22,16 @@ const SAFETY_CONFIG: &[&str] = &[
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",
     "core.pager=cat",
+    // Local writes: no editor (a commit without -m fails instead), no signing program, no
+    // background maintenance, no transport (a partial clone would fetch missing objects).
+    "core.editor=false",
+    "sequence.editor=false",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "merge.verifySignatures=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "protocol.allow=never",
     "log.showSignature=false",
     "safe.bareRepository=explicit",
     "core.sshCommand=false",
@@ -28,6 +39,11 @@ const SAFETY_CONFIG: &[&str] = &[
     // would run git inside them.
     "submodule.recurse=false",
     "diff.ignoreSubmodules=all",
+];
+
+/// Subcommands that change files of the work tree.
+const WORK_TREE_WRITERS: &[&str] = &[
+    "checkout", "switch", "restore", "stash", "merge", "reset", "mv", "rm",
 ];
 
 /// Subcommands that would run diff drivers without these flags.
@@ -102,6 +118,29 @@ pub fn analyze(
         )));
     }
     check_repository_config(&start, ctx)?;
+    // A subcommand that changes the work tree writes where it runs: a later git in the same
+    // string would read config this one may have changed (a checkout can create any tracked
+    // file, `.config/git/config` included). Index and ref changes (add, commit, tag) cannot.
+    let stash_reads = sub == "stash"
+        && matches!(
+            rest.iter()
+                .find(|a| !a.starts_with('-'))
+                .map(String::as_str),
+            Some("list" | "show")
+        );
+    if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads {
+        analysis.paths.push((base_text.clone(), Access::Write));
+    }
+    // `git mv DIR .config` brings DIR's tree along: every path it creates is checked.
+    if sub == "mv" {
+        crate::policy::copies::check(
+            &format!("{program} mv"),
+            rest,
+            &sub_analysis,
+            &start,
+            ctx.paths,
+        )?;
+    }
 
     // The subcommand's paths are relative to the `-C` directory.
     analysis.paths.extend(

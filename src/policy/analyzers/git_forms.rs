@@ -1,6 +1,7 @@
-//! The read-only forms of git subcommands that also write: `branch` and `tag` only list,
-//! `reflog` only shows, `stash` only lists, `remote` only lists or prints a URL (no network),
-//! `config` only reads (the repository's own files, never an editor, never a write).
+//! What a git subcommand's flags cannot say: `reflog` only shows, `remote` only lists or prints
+//! a URL (no network), `config` reads (the repository's own files, never an editor) and sets
+//! only keys that name no program (`user.name`), `merge` uses only git's built-in strategies
+//! (`-s NAME` runs a program `git-merge-NAME` otherwise).
 
 use crate::policy::rules::ProgramRule;
 use crate::policy::Denial;
@@ -37,29 +38,98 @@ fn has_any(rest: &[String], flags: &[&str]) -> bool {
 pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denial> {
     let args = positionals(rule, rest);
     let why = match sub {
-        "branch" if !args.is_empty() && !has_any(rest, &["--list", "-l", "--show-current"]) => {
-            "git branch NAME creates a branch; only listing branches is allowed (use --list \
-             PATTERN)"
-        }
-        "tag" if !args.is_empty() && !has_any(rest, &["--list", "-l"]) => {
-            "git tag NAME creates a tag; only listing tags is allowed (use --list PATTERN)"
-        }
         "reflog" if args.first().is_some_and(|a| *a != "show") => {
-            "only `git reflog [show]` (expire and delete change the reflog)"
-        }
-        "stash" if args.as_slice() != ["list"] => {
-            "only `git stash list` (other forms change the work tree or stashes)"
+            "only `git reflog [show]` (expire and delete change the reflog)".to_string()
         }
         "remote" if args.first().is_some_and(|a| *a != "get-url") => {
             "only listing remotes (-v) and get-url (other forms change the configuration or \
              reach the network)"
+                .to_string()
         }
-        "config" if !config_read(&args, rest) => {
-            "only reading configuration (--get, --list, get, list, or one key)"
-        }
+        "config" if !config_read(&args, rest) && !config_set(&args, rest) => format!(
+            "only reading configuration (--get, --list, get, list, or one key) and setting {} \
+             in the repository",
+            SETTABLE.join(", ")
+        ),
+        "merge" => match strategy(rule, rest) {
+            Some(name) if !BUILT_IN_STRATEGIES.contains(&name) => format!(
+                "the strategy {name:?} is not one of git's own ({}): git would run a program \
+                 named git-merge-{name}",
+                BUILT_IN_STRATEGIES.join(", ")
+            ),
+            _ => return Ok(()),
+        },
+        "stash" if args.first().is_some_and(|a| !STASH_FORMS.contains(a)) => format!(
+            "`git stash {}` is not one of {} (a pathspec goes after --)",
+            args[0],
+            STASH_FORMS.join(", ")
+        ),
         _ => return Ok(()),
     };
     Err(Denial::new(format!("git {sub}: {why}")))
+}
+
+/// Keys `git config KEY VALUE` may set in the repository: none names a program or a file.
+const SETTABLE: &[&str] = &[
+    "user.name",
+    "user.email",
+    "init.defaultbranch",
+    "core.autocrlf",
+    "core.eol",
+    "core.ignorecase",
+    "core.filemode",
+];
+
+const BUILT_IN_STRATEGIES: &[&str] = &["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
+
+const STASH_FORMS: &[&str] = &[
+    "list", "show", "push", "save", "pop", "apply", "drop", "clear", "branch",
+];
+
+/// `git config [--local] KEY VALUE` or `git config set [--local] KEY VALUE` for a settable key.
+fn config_set(args: &[&str], rest: &[String]) -> bool {
+    let flags_ok = rest
+        .iter()
+        .filter(|a| a.starts_with('-'))
+        .all(|a| a == "--local");
+    let pair = match args {
+        ["set", key, _value] | [key, _value] => key.to_ascii_lowercase(),
+        _ => return false,
+    };
+    flags_ok && SETTABLE.contains(&pair.as_str())
+}
+
+/// The value of `-s NAME` / `--strategy NAME` / `--strategy=NAME` / `-sNAME`, if given (the last
+/// one wins, as in git; any one that is not built in is refused, so each is checked).
+fn strategy<'a>(rule: &ProgramRule, rest: &'a [String]) -> Option<&'a str> {
+    let mut found = None;
+    let mut i = 0;
+    while i < rest.len() {
+        let a = rest[i].as_str();
+        if a == "--" {
+            break;
+        }
+        let value = if a == "-s" || a == "--strategy" {
+            rest.get(i + 1).map(String::as_str)
+        } else if let Some(v) = a.strip_prefix("--strategy=") {
+            Some(v)
+        } else if let Some(v) = a
+            .strip_prefix("-s")
+            .filter(|v| !v.is_empty() && !a.starts_with("--"))
+        {
+            Some(v)
+        } else {
+            None
+        };
+        if let Some(v) = value {
+            if !BUILT_IN_STRATEGIES.contains(&v) {
+                return Some(v);
+            }
+            found = Some(v);
+        }
+        i += if rule.flag_consumes_next(a) { 2 } else { 1 };
+    }
+    found
 }
 
 /// `git config` in a reading form: `get`/`list`, a `--get*`/`--list` flag, or one key.
@@ -102,41 +172,58 @@ mod tests {
     fn only_the_reading_forms_pass() {
         let plain = rule("");
         let config = rule("flags = { \"--type\" = \"value\", \"--default\" = \"value\" }");
+        let merge =
+            rule("flags = { \"-s\" = \"value\", \"--strategy\" = \"value\", \"-m\" = \"value\" }");
+        let pick = |sub: &str| match sub {
+            "config" => &config,
+            "merge" => &merge,
+            _ => &plain,
+        };
         for (sub, rest) in [
-            ("branch", "-a"),
-            ("branch", "--list feat*"),
-            ("tag", ""),
-            ("tag", "-l v1.*"),
             ("reflog", ""),
             ("reflog", "show HEAD"),
-            ("stash", "list"),
+            ("stash", ""),
+            ("stash", "pop"),
+            ("stash", "push -m wip -- src"),
             ("remote", "-v"),
             ("remote", "get-url origin"),
             ("config", "--get user.name"),
             ("config", "--type bool core.bare"),
             ("config", "get user.email"),
             ("config", "-l"),
+            ("config", "user.name Alice"),
+            ("config", "--local User.Email a@b"),
+            ("config", "set init.defaultBranch main"),
+            ("merge", "feature"),
+            ("merge", "-s ours -m x feature"),
+            ("merge", "--strategy=ort feature"),
         ] {
-            let r = if sub == "config" { &config } else { &plain };
-            assert!(check(sub, r, &words(rest)).is_ok(), "git {sub} {rest}");
+            assert!(
+                check(sub, pick(sub), &words(rest)).is_ok(),
+                "git {sub} {rest}"
+            );
         }
         for (sub, rest) in [
-            ("branch", "new-feature"),
-            ("tag", "v2"),
             ("reflog", "expire --all"),
             ("reflog", "delete HEAD@{1}"),
-            ("stash", ""),
-            ("stash", "pop"),
-            ("stash", "list extra"),
+            ("stash", "evil"),
             ("remote", "add evil https://x"),
             ("remote", "show origin"),
             ("config", "core.pager sh"),
             ("config", "set core.pager sh"),
             ("config", "--type bool core.pager sh"),
+            ("config", "core.hooksPath ."),
+            ("config", "--global user.name x"),
             ("config", ""),
+            ("merge", "-s pwn feature"),
+            ("merge", "-spwn feature"),
+            ("merge", "--strategy=pwn feature"),
+            ("merge", "-s ours -s pwn feature"),
         ] {
-            let r = if sub == "config" { &config } else { &plain };
-            assert!(check(sub, r, &words(rest)).is_err(), "git {sub} {rest}");
+            assert!(
+                check(sub, pick(sub), &words(rest)).is_err(),
+                "git {sub} {rest}"
+            );
         }
     }
 }
