@@ -86,6 +86,33 @@ const STASH_FORMS: &[&str] = &[
     "list", "show", "push", "save", "pop", "apply", "drop", "clear", "branch",
 ];
 
+/// The value of the short option `letter` in the cluster `word` (`-qs ours`, `-sours`), read
+/// with the rule's flags: a letter taking a value swallows the rest of the word.
+fn short_value<'a>(
+    rule: &ProgramRule,
+    word: &'a str,
+    letter: char,
+    next: Option<&'a String>,
+) -> Option<&'a str> {
+    for (at, c) in word.char_indices().skip(1) {
+        let takes = rule
+            .flag_takes(&format!("-{c}"))
+            .is_some_and(crate::policy::rules::FlagTakes::takes_argument);
+        if c == letter {
+            let attached = &word[at + c.len_utf8()..];
+            return if attached.is_empty() {
+                next.map(String::as_str)
+            } else {
+                Some(attached)
+            };
+        }
+        if takes {
+            return None;
+        }
+    }
+    None
+}
+
 /// `git config [--local] KEY VALUE` or `git config set [--local] KEY VALUE` for a settable key.
 fn config_set(args: &[&str], rest: &[String]) -> bool {
     let flags_ok = rest
@@ -109,15 +136,12 @@ fn strategy<'a>(rule: &ProgramRule, rest: &'a [String]) -> Option<&'a str> {
         if a == "--" {
             break;
         }
-        let value = if a == "-s" || a == "--strategy" {
+        let value = if a == "--strategy" {
             rest.get(i + 1).map(String::as_str)
         } else if let Some(v) = a.strip_prefix("--strategy=") {
             Some(v)
-        } else if let Some(v) = a
-            .strip_prefix("-s")
-            .filter(|v| !v.is_empty() && !a.starts_with("--"))
-        {
-            Some(v)
+        } else if a.starts_with('-') && !a.starts_with("--") {
+            short_value(rule, a, 's', rest.get(i + 1))
         } else {
             None
         };
@@ -219,6 +243,7 @@ mod tests {
             ("merge", "-spwn feature"),
             ("merge", "--strategy=pwn feature"),
             ("merge", "-s ours -s pwn feature"),
+            ("merge", "-qs pwn feature"),
         ] {
             assert!(
                 check(sub, pick(sub), &words(rest)).is_err(),
