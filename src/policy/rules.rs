@@ -187,6 +187,10 @@ pub enum AnalyzerKind {
     /// Interpreters and build tools running the project's code: asked, and run only where the
     /// jail confines code; no inline code.
     Runner,
+    /// `zip`: the archive is written; symbolic links are stored, never followed.
+    Zip,
+    /// `unzip`: extraction checks every member name as a write.
+    Unzip,
 }
 
 /// What a flag takes.

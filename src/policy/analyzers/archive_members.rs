@@ -158,3 +158,86 @@ fn stripped(name: &Path, strip: usize) -> Option<PathBuf> {
     }
     Some(parts[strip..].iter().collect())
 }
+
+/// The members of the zip archive at `archive`, read from its central directory as unzip
+/// does. Symlinks, device nodes and FIFOs, names with `..` or a backslash, encrypted central
+/// directories and zip64 archives are refused (`Err` says why): extraction would write through
+/// or outside what the policy checks, or the policy cannot read what unzip will.
+pub fn zip_members(archive: &Path) -> Result<Vec<PathBuf>, String> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = std::fs::File::open(archive).map_err(|e| format!("cannot be read: {e}"))?;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?
+        .len();
+    // The end record is in the last 22 bytes plus a comment of up to 65535 bytes.
+    let tail_len = len.min(22 + 65_535);
+    let mut tail = vec![0u8; tail_len as usize];
+    file.seek(SeekFrom::Start(len - tail_len))
+        .and_then(|_| file.read_exact(&mut tail))
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    let not_zip = || "is not a zip archive warden can read".to_string();
+    let end = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| tail[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
+        .ok_or_else(not_zip)?;
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let record = &tail[end..];
+    let (count, size, offset) = (u16_at(record, 10), u32_at(record, 12), u32_at(record, 16));
+    if count == 0xffff || size == 0xffff_ffff || offset == 0xffff_ffff {
+        return Err("is a zip64 archive, whose members warden does not read".into());
+    }
+    if usize::from(count) > MAX_MEMBERS || u64::from(offset) + u64::from(size) > len {
+        return Err(not_zip());
+    }
+    let mut directory = vec![0u8; size as usize];
+    file.seek(SeekFrom::Start(u64::from(offset)))
+        .and_then(|_| file.read_exact(&mut directory))
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    let mut members = Vec::with_capacity(usize::from(count));
+    let mut at = 0;
+    for _ in 0..count {
+        let header = directory.get(at..at + 46).ok_or_else(not_zip)?;
+        if header[..4] != [0x50, 0x4b, 0x01, 0x02] {
+            return Err(not_zip());
+        }
+        let made_on_unix = header[5] == 3;
+        let mode = u32_at(header, 38) >> 16;
+        let (name_len, extra_len, comment_len) = (
+            usize::from(u16_at(header, 28)),
+            usize::from(u16_at(header, 30)),
+            usize::from(u16_at(header, 32)),
+        );
+        let raw = directory
+            .get(at + 46..at + 46 + name_len)
+            .ok_or_else(not_zip)?;
+        at += 46 + name_len + extra_len + comment_len;
+        let name = std::str::from_utf8(raw)
+            .map_err(|_| "has a member name that is not UTF-8, which the policy cannot check")?;
+        if name.contains('\\') {
+            return Err(format!(
+                "has the member {name:?}, whose backslash unzip may read as a folder separator"
+            ));
+        }
+        let file_type = mode & 0o170_000;
+        if made_on_unix && file_type != 0 && file_type != 0o100_000 && file_type != 0o040_000 {
+            return Err(format!(
+                "has the member {name:?}, a symbolic link or special file, which extraction \
+                 would create and later members could write through"
+            ));
+        }
+        // unzip drops leading slashes; it skips `..` members, which are refused here.
+        let path = Path::new(name.trim_start_matches('/'));
+        if path.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(format!(
+                "has the member {name:?}, which climbs out with `..`"
+            ));
+        }
+        if path.as_os_str().is_empty() {
+            continue;
+        }
+        members.push(path.to_path_buf());
+    }
+    Ok(members)
+}

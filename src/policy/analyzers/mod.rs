@@ -1,8 +1,9 @@
 //! Program-specific argument analysis for the argument languages a TOML rule cannot express:
 //! `find` expressions, `sed` scripts, `git` (global options, subcommands and repository config
 //! that would run programs), `tar` (mode letters, archive direction), `chmod` (no setuid) and
-//! `interpreter` (a script file from one folder, never inline code) and `runner` (the project's
-//! scripts and build tools: asked, and run only where the jail confines code).
+//! `interpreter` (a script file from one folder, never inline code), `runner` (the project's
+//! scripts and build tools: asked, and run only where the jail confines code), `zip` and
+//! `unzip` (archive members checked like the paths they become).
 
 mod archive_members;
 mod chmod;
@@ -14,6 +15,7 @@ mod interpreter;
 mod runner;
 mod sed;
 mod tar;
+mod zip;
 
 use super::paths::PathPolicy;
 use super::rules::{Analysis, AnalyzerKind, ProgramRule};
@@ -44,5 +46,7 @@ pub fn analyze(
         AnalyzerKind::Tar => tar::analyze(rule, program, args, ctx),
         AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),
         AnalyzerKind::Runner => runner::analyze(rule, program, args),
+        AnalyzerKind::Zip => zip::zip(rule, program, args),
+        AnalyzerKind::Unzip => zip::unzip(program, args, ctx),
     }
 }
