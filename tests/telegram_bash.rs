@@ -153,3 +153,60 @@ async fn stop_kills_a_running_sleep_promptly() {
         asked.elapsed()
     );
 }
+
+/// The project's code asks, says where it runs, and once approved runs in the host jail: it
+/// writes the workspace, and neither a file outside it nor the network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_asks_and_runs_jailed_when_approved() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: python3 is not installed on this machine");
+        return;
+    }
+    let s = start().await;
+    let outside = s.home.path().join("outside.txt");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::fs::write(
+        s.workspace().join("tool.py"),
+        format!(
+            "import socket\n\
+             open('made.txt', 'w').write('ok')\n\
+             try:\n    open({outside:?}, 'w').write('x'); print('WROTE-OUTSIDE')\n\
+             except OSError:\n    print('outside-blocked')\n\
+             try:\n    socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\n\
+             except OSError:\n    print('network-blocked')\n",
+            outside = outside.display().to_string()
+        ),
+    )
+    .unwrap();
+    s.tg.push_text(OWNER, OWNER, "run: python3 tool.py");
+    let request = s.approval_for("python3 tool.py").await;
+    assert!(
+        request.visible.contains("without network") && request.visible.contains("jail"),
+        "{}",
+        request.visible
+    );
+    s.press(&request, 0).await;
+    let answer = s.answer(1).await;
+    assert!(
+        answer.contains("outside-blocked") && answer.contains("network-blocked"),
+        "{answer}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.workspace().join("made.txt")).unwrap(),
+        "ok"
+    );
+    assert!(!outside.exists());
+
+    // Inline code is refused before anyone is asked.
+    s.tg.push_text(OWNER, OWNER, "run: python3 -c 'print(1)'");
+    let answer = s.answer(2).await;
+    assert!(
+        answer.contains("code written on the command line"),
+        "{answer}"
+    );
+}
