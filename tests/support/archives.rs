@@ -67,3 +67,56 @@ pub fn write(path: &Path, members: &[Member]) {
         std::fs::write(path, bytes).unwrap();
     }
 }
+
+/// A stored (uncompressed) zip archive with these members: (name, unix mode, contents).
+pub fn zip(members: &[(&str, u32, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, mode, text) in members {
+        let offset = out.len() as u32;
+        let crc = crc32(text.as_bytes());
+        let size = (text.len() as u32).to_le_bytes();
+        let mut common = vec![20, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        common.extend_from_slice(&crc.to_le_bytes());
+        common.extend_from_slice(&size);
+        common.extend_from_slice(&size);
+        common.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        common.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&[0x50, 0x4b, 0x03, 0x04]);
+        out.extend_from_slice(&common);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(text.as_bytes());
+        // Made by 3.0 on Unix, so the external attributes carry the mode.
+        central.extend_from_slice(&[0x50, 0x4b, 0x01, 0x02, 30, 3]);
+        central.extend_from_slice(&common);
+        central.extend_from_slice(&[0; 6]); // comment length, disk, internal attributes
+        central.extend_from_slice(&(mode << 16).to_le_bytes());
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name.as_bytes());
+    }
+    let start = out.len() as u32;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&[0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0]);
+    let count = (members.len() as u16).to_le_bytes();
+    out.extend_from_slice(&count);
+    out.extend_from_slice(&count);
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&start.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
