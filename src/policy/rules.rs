@@ -189,6 +189,8 @@ pub enum AnalyzerKind {
     Runner,
     /// `zip`: the archive is written; symbolic links are stored, never followed.
     Zip,
+    /// `awk`: the program text is read; no commands, files only as checked literals.
+    Awk,
     /// `unzip`: extraction checks every member name as a write.
     Unzip,
 }

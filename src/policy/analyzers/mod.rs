@@ -1,11 +1,12 @@
 //! Program-specific argument analysis for the argument languages a TOML rule cannot express:
-//! `find` expressions, `sed` scripts, `git` (global options, subcommands and repository config
+//! `find` expressions, `sed` scripts, `awk` programs, `git` (global options, subcommands and repository config
 //! that would run programs), `tar` (mode letters, archive direction), `chmod` (no setuid) and
 //! `interpreter` (a script file from one folder, never inline code), `runner` (the project's
 //! scripts and build tools: asked, and run only where the jail confines code), `zip` and
 //! `unzip` (archive members checked like the paths they become).
 
 mod archive_members;
+mod awk;
 mod chmod;
 mod find;
 mod git;
@@ -47,6 +48,7 @@ pub fn analyze(
         AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),
         AnalyzerKind::Runner => runner::analyze(rule, program, args),
         AnalyzerKind::Zip => zip::zip(rule, program, args),
+        AnalyzerKind::Awk => awk::analyze(rule, program, args),
         AnalyzerKind::Unzip => zip::unzip(program, args, ctx),
     }
 }

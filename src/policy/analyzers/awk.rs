@@ -1,0 +1,365 @@
+//! `awk` (and gawk, mawk, nawk): the flags come from the TOML rule (strict); the program text is
+//! read here, token by token, as awk's grammar reads it. What runs a command is refused:
+//! `system()`, every `|` and `|&` (output to a command, `cmd | getline`, coprocesses), gawk's
+//! indirect calls `@f()` and `@include`/`@load`/`@namespace`. `print > "file"` and `>>` name a
+//! file written, `getline < "file"` a file read: only string literals are accepted there (a
+//! computed name cannot be checked) and each is checked as a path. `-f progfile` is refused (its
+//! contents are not visible at run time); operands are input files, except `name=value`
+//! assignments. Anything the lexer does not understand is refused.
+
+use crate::policy::paths::Access;
+use crate::policy::rules::{Analysis, ProgramRule};
+use crate::policy::Denial;
+
+pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Analysis, Denial> {
+    // The generic analysis checks the flags (deny list, closed list) and their values.
+    let generic = rule.analyze(program, args)?;
+    let mut sources: Vec<String> = Vec::new();
+    let mut operands: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut options_ended = false;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if options_ended || arg == "-" || !arg.starts_with('-') {
+            operands.push(arg.clone());
+            continue;
+        }
+        if arg == "--" {
+            options_ended = true;
+            continue;
+        }
+        if let Some((name, value)) = arg.strip_prefix("--").and_then(|l| l.split_once('=')) {
+            if matches!(name, "source") {
+                sources.push(value.to_string());
+            }
+            continue;
+        }
+        match arg.as_str() {
+            "-e" | "--source" => {
+                let text = args.get(i).ok_or_else(|| {
+                    Denial::new(format!("{program} {arg}: missing the program text"))
+                })?;
+                sources.push(text.clone());
+                i += 1;
+            }
+            _ if rule.flag_consumes_next(arg) => i += 1,
+            _ => {}
+        }
+    }
+    if sources.is_empty() {
+        if operands.is_empty() {
+            return Err(Denial::new(format!("{program}: no program given")));
+        }
+        sources.push(operands.remove(0));
+    }
+    let mut analysis = Analysis {
+        ask: generic.ask,
+        path_flags: generic.path_flags,
+        ..Analysis::default()
+    };
+    // Flag values that are paths (none by default) keep their checks.
+    analysis.paths.extend(
+        generic
+            .paths
+            .into_iter()
+            .filter(|(p, _)| !sources.contains(p) && !operands.contains(p)),
+    );
+    for source in &sources {
+        let files = check_program(source)
+            .map_err(|why| Denial::new(format!("{program} program: {why}")))?;
+        analysis.paths.extend(files);
+    }
+    for operand in operands {
+        // `var=value` assigns when awk reaches it; everything else is an input file.
+        if is_assignment(&operand) || operand == "-" {
+            continue;
+        }
+        analysis.paths.push((operand, Access::Read));
+    }
+    Ok(analysis)
+}
+
+/// `name=value` with an awk identifier before the `=`.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        let mut chars = name.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Token {
+    Name(String),
+    Str(String),
+    Regex,
+    Number,
+    /// An operator or punctuation, as written (`>>`, `||`, `(`…).
+    Op(String),
+    /// A newline or `;`: ends a statement.
+    End,
+}
+
+/// Split awk program text into tokens; `Err` on anything awk would not read either.
+fn lex(text: &str) -> Result<Vec<Token>, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut tokens: Vec<Token> = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            ' ' | '\t' | '\r' => i += 1,
+            '\\' if chars.get(i + 1) == Some(&'\n') => i += 2,
+            '\\' if chars.get(i + 1) == Some(&'\r') && chars.get(i + 2) == Some(&'\n') => i += 3,
+            '\n' | ';' => {
+                tokens.push(Token::End);
+                i += 1;
+            }
+            '#' => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '"' => {
+                let mut value = String::new();
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None | Some('\n') => return Err("a string is not closed".into()),
+                        Some('"') => break,
+                        Some('\\') => {
+                            let next = chars.get(i + 1).ok_or("a string is not closed")?;
+                            value.push(match next {
+                                'n' => '\n',
+                                't' => '\t',
+                                other => *other,
+                            });
+                            i += 2;
+                        }
+                        Some(ch) => {
+                            value.push(*ch);
+                            i += 1;
+                        }
+                    }
+                }
+                i += 1;
+                tokens.push(Token::Str(value));
+            }
+            '/' if regex_may_start(tokens.last()) => {
+                i += 1;
+                let mut in_class = false;
+                loop {
+                    match chars.get(i) {
+                        None | Some('\n') => {
+                            return Err("a regular expression is not closed".into())
+                        }
+                        Some('\\') => i += 2,
+                        Some('[') => {
+                            in_class = true;
+                            i += 1;
+                        }
+                        Some(']') => {
+                            in_class = false;
+                            i += 1;
+                        }
+                        Some('/') if !in_class => break,
+                        Some(_) => i += 1,
+                    }
+                }
+                i += 1;
+                tokens.push(Token::Regex);
+            }
+            c if c.is_ascii_digit()
+                || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) =>
+            {
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                    i += 1;
+                }
+                tokens.push(Token::Number);
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                tokens.push(Token::Name(chars[start..i].iter().collect()));
+            }
+            '@' => return Err("gawk's @ (indirect calls, @include, @load) is not allowed".into()),
+            '`' => return Err("a backquote is not awk".into()),
+            _ => {
+                const OPS: &[&str] = &[
+                    "|&", "||", "&&", ">>", ">=", "<=", "==", "!=", "!~", "++", "--", "+=", "-=",
+                    "*=", "/=", "%=", "^=", "**",
+                ];
+                let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+                if let Some(op) = OPS.iter().find(|op| two == **op) {
+                    tokens.push(Token::Op(op.to_string()));
+                    i += 2;
+                } else if "{}()[],<>|!~+-*/%^?:=$&".contains(c) {
+                    tokens.push(Token::Op(c.to_string()));
+                    i += 1;
+                } else {
+                    return Err(format!("unexpected character {c:?}"));
+                }
+            }
+        }
+    }
+    Ok(tokens)
+}
+
+/// A `/` starts a regular expression unless it follows something that ends an operand (then it
+/// divides), as awk's grammar decides.
+fn regex_may_start(previous: Option<&Token>) -> bool {
+    match previous {
+        None | Some(Token::End) => true,
+        Some(Token::Name(_)) | Some(Token::Str(_)) | Some(Token::Number) | Some(Token::Regex) => {
+            false
+        }
+        Some(Token::Op(op)) => !matches!(op.as_str(), ")" | "]" | "$" | "++" | "--"),
+    }
+}
+
+/// The files an awk program opens, or why it is refused.
+pub fn check_program(text: &str) -> Result<Vec<(String, Access)>, String> {
+    let tokens = lex(text)?;
+    let mut files = Vec::new();
+    // Inside `print`/`printf` arguments at this parenthesis depth, `>` redirects.
+    let mut printing: Option<usize> = None;
+    // After `getline` (and before the expression ends), `<` redirects its input.
+    let mut reading = false;
+    let mut depth = 0usize;
+    let literal = |k: usize, what: &str| -> Result<String, String> {
+        let file = match tokens.get(k) {
+            Some(Token::Str(file)) => file.clone(),
+            _ => {
+                return Err(format!(
+                    "{what} takes a file named by a string literal here (a computed name cannot \
+                     be checked)"
+                ))
+            }
+        };
+        // A string followed by more of an expression is a computed name too.
+        match tokens.get(k + 1) {
+            None | Some(Token::End) => Ok(file),
+            Some(Token::Op(op)) if matches!(op.as_str(), "}" | ")" | "&&" | "||") => Ok(file),
+            _ => Err(format!(
+                "{what} takes a file named by a single string literal here"
+            )),
+        }
+    };
+    for (k, token) in tokens.iter().enumerate() {
+        match token {
+            Token::Name(name) if name == "system" => {
+                return Err("system() runs a shell command".into())
+            }
+            Token::Name(name) if name == "print" || name == "printf" => printing = Some(depth),
+            Token::Name(name) if name == "getline" => reading = true,
+            Token::Op(op) if op == "|" || op == "|&" => {
+                return Err(format!(
+                    "`{op}` sends output to or reads from a command (a pipe or coprocess)"
+                ))
+            }
+            Token::Op(op) if op == "<" && reading => {
+                files.push((literal(k + 1, "getline <")?, Access::Read));
+                reading = false;
+            }
+            Token::Op(op) if (op == ">" || op == ">>") && printing == Some(depth) => {
+                let target = literal(k + 1, &format!("print {op}"))?;
+                if !matches!(target.as_str(), "/dev/stdout" | "/dev/stderr" | "-") {
+                    files.push((target, Access::Write));
+                }
+                printing = None;
+            }
+            Token::Op(op) if op == "(" || op == "[" => depth += 1,
+            Token::Op(op) if op == ")" || op == "]" => {
+                depth = depth.saturating_sub(1);
+                reading = false;
+            }
+            Token::Op(op) if matches!(op.as_str(), "{" | "}" | "&&" | "||" | ",") => {
+                printing = printing.filter(|_| op == ",");
+                reading = false;
+            }
+            Token::End => {
+                printing = None;
+                reading = false;
+            }
+            _ => {}
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinary_programs_pass_and_name_their_files() {
+        for text in [
+            "{print $1}",
+            "{ s += $2 } END { print s }",
+            "NR > 1 && $3 > 10",
+            "$1 ~ /^a.b/ { n++ } END { print n / 2 }",
+            "{ print ($1 > 2) }",
+            "BEGIN { FS = \",\" } { printf \"%s\\n\", $2 }",
+            "/a|b/ { print }",
+            "{ x = a || b; getline; getline line }",
+            "# a comment with system( in it\n{ print }",
+            "{ print \"x\" > \"/dev/stderr\" }",
+            "{ a = 4 / 2 / 1 }",
+            "{ print $NF }",
+        ] {
+            assert_eq!(check_program(text), Ok(vec![]), "{text}");
+        }
+        assert_eq!(
+            check_program("{ print $1 > \"out/a.txt\"; print >> \"log\" }").unwrap(),
+            [
+                ("out/a.txt".to_string(), Access::Write),
+                ("log".to_string(), Access::Write)
+            ]
+        );
+        assert_eq!(
+            check_program("BEGIN { while ((getline l < \"in.txt\") > 0) n++ }").unwrap(),
+            [("in.txt".to_string(), Access::Read)]
+        );
+        assert_eq!(
+            check_program("BEGIN { getline < \"a\"; getline $0 < \"b\" }").unwrap(),
+            [
+                ("a".to_string(), Access::Read),
+                ("b".to_string(), Access::Read)
+            ]
+        );
+    }
+
+    #[test]
+    fn commands_and_unchecked_files_are_refused() {
+        for (text, why) in [
+            ("BEGIN { system(\"id\") }", "system()"),
+            ("BEGIN{system (\"id\")}", "system()"),
+            ("{ print | \"sh\" }", "command"),
+            ("BEGIN { \"id\" | getline x }", "command"),
+            ("BEGIN { print \"x\" |& \"sh\" }", "coprocess"),
+            ("{ print > $1 }", "string literal"),
+            ("{ print > \"a\" $2 }", "single string literal"),
+            ("BEGIN { getline l < ARGV[1] }", "string literal"),
+            ("BEGIN { getline line < f }", "string literal"),
+            ("BEGIN { getline < \"a\" \"b\" }", "single string literal"),
+            ("BEGIN { f = \"system\"; @f(\"id\") }", "@"),
+            ("@include \"x.awk\"", "@"),
+            ("{ print \"unclosed }", "not closed"),
+            ("$1 ~ /unclosed", "not closed"),
+        ] {
+            let err = check_program(text).unwrap_err();
+            assert!(err.contains(why), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn operands_are_files_or_assignments() {
+        assert!(is_assignment("n=3") && is_assignment("_x1=a=b"));
+        assert!(!is_assignment("a-b=3") && !is_assignment("3x=1") && !is_assignment("=x"));
+    }
+}
