@@ -256,6 +256,17 @@ fn the_ir_holds_the_structure_that_will_run() {
     let argv: Vec<_> = v.script.commands().map(|c| c.argv.clone()).collect();
     assert_eq!(argv, [["echo", "*", "~", "{a,b}", "a*b"]]);
 
+    // A class negated with `^` is negated, as in bash (the glob crate reads `^` literally, so
+    // `.[^.]*` matched `..`), and no pattern matches `.` or `..` (bash 5.2's globskipdots).
+    std::fs::write(ws.join(".hidden"), "h\n").unwrap();
+    for pattern in [".[^.]*", ".[!.]*", ".*"] {
+        let v = c.check(&format!("ls {pattern}"));
+        assert_eq!(v.decision, Allow, "{pattern}: {}", v.reason);
+        let argv: Vec<_> = v.script.commands().map(|c| c.argv.clone()).collect();
+        assert_eq!(argv, [["ls", ".hidden"]], "{pattern}");
+    }
+    std::fs::remove_file(ws.join(".hidden")).unwrap();
+
     // Brace expansion happens before the check; every word is checked.
     let v = c.check("echo x{a,b}y {1..3}");
     let argv: Vec<_> = v.script.commands().map(|c| c.argv.clone()).collect();

@@ -253,8 +253,14 @@ impl Expander<'_> {
             pattern.push('/');
         }
         let mut prev_star = false;
+        let mut class_opened = false;
         for q in chars {
-            if q.quoted && matches!(q.c, '*' | '?' | '[' | ']') {
+            let opens_class = !q.quoted && q.c == '[';
+            if class_opened && !q.quoted && q.c == '^' {
+                // bash negates a class with `^` as with `!`; the glob crate only knows `!`.
+                pattern.push('!');
+                prev_star = false;
+            } else if q.quoted && matches!(q.c, '*' | '?' | '[' | ']') {
                 pattern.push_str(&glob::Pattern::escape(&q.c.to_string()));
                 prev_star = false;
             } else if !q.quoted && q.c == '*' {
@@ -267,12 +273,18 @@ impl Expander<'_> {
                 pattern.push(q.c);
                 prev_star = false;
             }
+            class_opened = opens_class;
         }
+        // The glob crate's `require_literal_leading_dot` drops every hidden entry, even for
+        // `.h*`; bash matches a leading dot when the pattern's component starts with one, so
+        // that rule is applied here, component by component.
         let options = glob::MatchOptions {
             case_sensitive: true,
             require_literal_separator: true,
-            require_literal_leading_dot: true,
+            require_literal_leading_dot: false,
         };
+        let written: String = chars.iter().map(|q| q.c).collect();
+        let literal_dot: Vec<bool> = written.split('/').map(|c| c.starts_with('.')).collect();
         let literal_word = || vec![chars.iter().map(|q| q.c).collect::<String>()];
         let Ok(paths) = glob::glob_with(&pattern, options) else {
             // bash leaves an invalid pattern (e.g. an unclosed `[`) as a literal word.
@@ -285,11 +297,22 @@ impl Expander<'_> {
             let text = path
                 .to_str()
                 .ok_or_else(|| Denial::new(format!("the glob {shown} matched a non-UTF-8 name")))?;
+            // bash 5.2 (globskipdots) never lets a pattern match `.` or `..`.
+            if text.ends_with("/.") || text.ends_with("/..") || text == "." || text == ".." {
+                continue;
+            }
             let arg = if absolute {
                 text.to_string()
             } else {
                 text.strip_prefix(&prefix).unwrap_or(text).to_string()
             };
+            let hidden_by_wildcard = arg
+                .split('/')
+                .zip(&literal_dot)
+                .any(|(component, dot)| component.starts_with('.') && !dot);
+            if hidden_by_wildcard {
+                continue;
+            }
             self.paths
                 .check(self.cwd, &arg, Access::Read)
                 .map_err(|d| {

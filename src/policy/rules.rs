@@ -109,6 +109,8 @@ pub struct ProgramRule {
     /// without approval.
     #[serde(default)]
     pub no_code: Vec<String>,
+    /// Refuse the command without positional arguments, with this reason (bare `printenv`).
+    pub needs_args: Option<String>,
 }
 
 /// How a program that runs the project's code is given it (`analyzer = "runner"`).
@@ -121,6 +123,8 @@ pub enum RunnerKind {
     /// A build tool or test runner: the project's files say what runs (`make`, `cargo build`,
     /// `npm test`); the arguments are checked by the rule (and its subcommands).
     Build,
+    /// On a subcommand of a build tool: it runs none of the project's code (`npm ls`).
+    None,
 }
 
 fn allow() -> Decision {
@@ -522,6 +526,9 @@ impl ProgramRule {
                     args.len()
                 )));
             }
+        }
+        if let (Some(why), true) = (&self.needs_args, positionals.is_empty()) {
+            return Err(Denial::new(format!("{program} {why}")));
         }
         analysis.positionals = positionals.iter().map(|p| p.to_string()).collect();
         let last = positionals.len().saturating_sub(1);

@@ -129,6 +129,7 @@ fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
         scripts: Some(scripts.to_path_buf()),
         runs: None,
         no_code: Vec::new(),
+        needs_args: None,
     }
 }
 

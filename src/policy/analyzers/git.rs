@@ -118,6 +118,21 @@ pub fn analyze(
         )));
     }
     check_repository_config(&start, ctx)?;
+    // Recursing into submodules runs git in repositories whose config was not inspected; in a
+    // repository without any, the option changes nothing.
+    let recurses = args.iter().any(|a| a.starts_with("--recurse-submodules"))
+        && !args.iter().any(|a| a == "--recurse-submodules=no");
+    if (recurses || sub == "submodule") && has_submodules(&start)? {
+        let what = if sub == "submodule" {
+            format!("{program} submodule")
+        } else {
+            format!("{program} {sub} --recurse-submodules")
+        };
+        return Err(Denial::new(format!(
+            "{what}: the repository has submodules, other repositories whose config was not \
+             checked"
+        )));
+    }
     // A subcommand that changes the work tree writes where it runs: a later git in the same
     // string would read config this one may have changed (a checkout can create any tracked
     // file, `.config/git/config` included). Index and ref changes (add, commit, tag) cannot.
@@ -225,6 +240,16 @@ fn check_repository_config(start: &Path, ctx: &AnalyzerContext) -> Result<(), De
         }
     }
     Ok(())
+}
+
+/// Whether the repository at `start` has submodules (a `.gitmodules` file in its work tree or
+/// a `modules` folder in its git dir).
+fn has_submodules(start: &Path) -> Result<bool, Denial> {
+    let Some(git_dir) = discover_git_dir(start)? else {
+        return Ok(false);
+    };
+    let work_tree = git_dir.parent().unwrap_or(&git_dir);
+    Ok(git_dir.join("modules").exists() || work_tree.join(".gitmodules").exists())
 }
 
 /// Walk up from `start` as git does: the first `.git` directory or `gitdir:` file wins.

@@ -38,12 +38,26 @@ fn has_any(rest: &[String], flags: &[&str]) -> bool {
 pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denial> {
     let args = positionals(rule, rest);
     let why = match sub {
-        "reflog" if args.first().is_some_and(|a| *a != "show") => {
-            "only `git reflog [show]` (expire and delete change the reflog)".to_string()
+        "reflog"
+            if args
+                .first()
+                .is_some_and(|a| matches!(*a, "expire" | "delete" | "drop")) =>
+        {
+            "only showing the reflog (expire, delete and drop change it)".to_string()
         }
-        "remote" if args.first().is_some_and(|a| *a != "get-url") => {
-            "only listing remotes (-v) and get-url (other forms change the configuration or \
-             reach the network)"
+        "remote"
+            if args
+                .first()
+                .is_some_and(|a| !LOCAL_REMOTE_FORMS.contains(a)) =>
+        {
+            format!(
+                "only {} (other forms reach the network)",
+                LOCAL_REMOTE_FORMS.join(", ")
+            )
+        }
+        "commit" if !commit_has_message(rule, rest) => {
+            "a commit needs its message on the command line (-m, -F, -C, --no-edit, --fixup or \
+             --squash): git would start an editor"
                 .to_string()
         }
         "config" if !config_read(&args, rest) && !config_set(&args, rest) => format!(
@@ -59,6 +73,10 @@ pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denia
             ),
             _ => return Ok(()),
         },
+        "submodule" if args.first().is_some_and(|a| !SUBMODULE_FORMS.contains(a)) => format!(
+            "only {} (other forms clone, fetch or run commands in submodules)",
+            SUBMODULE_FORMS.join(", ")
+        ),
         "stash" if args.first().is_some_and(|a| !STASH_FORMS.contains(a)) => format!(
             "`git stash {}` is not one of {} (a pathspec goes after --)",
             args[0],
@@ -67,6 +85,43 @@ pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denia
         _ => return Ok(()),
     };
     Err(Denial::new(format!("git {sub}: {why}")))
+}
+
+/// `git submodule` forms that neither reach the network nor run anything in a submodule (the
+/// git analyzer also refuses `submodule` in a repository that has any).
+const SUBMODULE_FORMS: &[&str] = &[
+    "status",
+    "summary",
+    "set-url",
+    "set-branch",
+    "deinit",
+    "sync",
+];
+
+/// `git remote` forms that list or change only the repository's own configuration.
+const LOCAL_REMOTE_FORMS: &[&str] = &["get-url", "add", "set-url", "remove", "rm", "rename"];
+
+/// Whether a commit gets its message without an editor.
+fn commit_has_message(rule: &ProgramRule, rest: &[String]) -> bool {
+    let long = has_any(
+        rest,
+        &[
+            "--message",
+            "--file",
+            "--reuse-message",
+            "--no-edit",
+            "--fixup",
+            "--squash",
+        ],
+    );
+    let short = rest.iter().enumerate().any(|(i, a)| {
+        a.starts_with('-')
+            && !a.starts_with("--")
+            && ['m', 'F', 'C']
+                .iter()
+                .any(|letter| short_value(rule, a, *letter, rest.get(i + 1)).is_some())
+    });
+    long || short
 }
 
 /// Keys `git config KEY VALUE` may set in the repository: none names a program or a file.
@@ -200,7 +255,7 @@ mod tests {
             rule("flags = { \"-s\" = \"value\", \"--strategy\" = \"value\", \"-m\" = \"value\" }");
         let pick = |sub: &str| match sub {
             "config" => &config,
-            "merge" => &merge,
+            "merge" | "commit" => &merge,
             _ => &plain,
         };
         for (sub, rest) in [
@@ -211,6 +266,10 @@ mod tests {
             ("stash", "push -m wip -- src"),
             ("remote", "-v"),
             ("remote", "get-url origin"),
+            ("remote", "add origin https://example.com/r.git"),
+            ("reflog", "main"),
+            ("commit", "-m fix"),
+            ("commit", "--no-edit --amend"),
             ("config", "--get user.name"),
             ("config", "--type bool core.bare"),
             ("config", "get user.email"),
@@ -231,8 +290,10 @@ mod tests {
             ("reflog", "expire --all"),
             ("reflog", "delete HEAD@{1}"),
             ("stash", "evil"),
-            ("remote", "add evil https://x"),
             ("remote", "show origin"),
+            ("remote", "prune origin"),
+            ("commit", "--amend"),
+            ("commit", "-a"),
             ("config", "core.pager sh"),
             ("config", "set core.pager sh"),
             ("config", "--type bool core.pager sh"),

@@ -42,7 +42,7 @@ pub fn analyze(
     match kind {
         AnalyzerKind::Chmod => chmod::analyze(rule, program, args),
         AnalyzerKind::Find => find::analyze(program, args),
-        AnalyzerKind::Sed => sed::analyze(rule, program, args, ctx.cwd),
+        AnalyzerKind::Sed => sed::analyze(rule, program, args, ctx),
         AnalyzerKind::Git => git::analyze(rule, program, args, ctx),
         AnalyzerKind::Tar => tar::analyze(rule, program, args, ctx),
         AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),

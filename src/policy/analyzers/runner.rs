@@ -25,8 +25,25 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
     }
     let (mut analysis, what) = match kind {
         RunnerKind::Script => script(rule, program, args)?,
+        RunnerKind::None => {
+            return Err(Denial::new(format!(
+                "{program}: `runs = \"none\"` belongs on a subcommand, not on the program"
+            )))
+        }
         RunnerKind::Build => {
+            // `cargo +nightly build`: rustup's toolchain choice comes first.
+            let args = match args.first() {
+                Some(first) if first.starts_with('+') && first.len() > 1 => &args[1..],
+                _ => args,
+            };
             let mut analysis = rule.analyze_command(program, args)?;
+            let sub = args
+                .iter()
+                .find(|a| !a.starts_with('-'))
+                .and_then(|s| rule.subcommands.get(s));
+            if sub.is_some_and(|s| s.runs == Some(RunnerKind::None)) {
+                return Ok(analysis);
+            }
             // Targets, filters and the arguments passed on (`cargo run -- FILE`) mean what the
             // project decides: each word is checked as a read, as for a script's arguments.
             for arg in args.iter().filter(|a| !a.starts_with('-')) {

@@ -3,21 +3,24 @@
 //! commands); `r`/`R` file names are read paths, `w`/`W`/`s///w` file names write paths; with
 //! `-i` the input files are written. Anything the parser does not recognise is denied.
 
+use super::AnalyzerContext;
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
 use crate::policy::Denial;
-use std::path::Path;
 
 pub fn analyze(
     rule: &ProgramRule,
     program: &str,
     args: &[String],
-    cwd: &Path,
+    ctx: &AnalyzerContext,
 ) -> Result<Analysis, Denial> {
+    let cwd = ctx.cwd;
     // Let the generic analysis check flags (deny lists, strictness) and collect positionals
     // as read paths; then reinterpret them with sed's own rules.
     let generic = rule.analyze(program, args)?;
     let mut scripts: Vec<String> = Vec::new();
+    // `-f FILE`: scripts read from files, checked here as if written inline.
+    let mut script_files: Vec<String> = Vec::new();
     let mut in_place = false;
     // `-i[SUFFIX]`: the backup name; `*` in it stands for the file's name.
     let mut suffix = String::new();
@@ -44,6 +47,11 @@ pub fn analyze(
                     Some(v) => v.to_string(),
                     None => take(args, &mut i)?,
                 });
+            } else if !name.is_empty() && "file".starts_with(name) {
+                script_files.push(match inline {
+                    Some(v) => v.to_string(),
+                    None => take(args, &mut i)?,
+                });
             } else if !name.is_empty() && "in-place".starts_with(name) {
                 in_place = true;
                 suffix = inline.unwrap_or_default().to_string();
@@ -56,12 +64,17 @@ pub fn analyze(
         for (j, c) in cluster.iter().enumerate() {
             let rest: String = cluster[j + 1..].iter().collect();
             match c {
-                'e' => {
-                    scripts.push(if rest.is_empty() {
+                'e' | 'f' => {
+                    let value = if rest.is_empty() {
                         take(args, &mut i)?
                     } else {
                         rest
-                    });
+                    };
+                    if *c == 'e' {
+                        scripts.push(value);
+                    } else {
+                        script_files.push(value);
+                    }
                     break;
                 }
                 // -i takes an optional attached suffix: `-ie` is suffix "e", not -i -e.
@@ -80,7 +93,23 @@ pub fn analyze(
             }
         }
     }
-    if scripts.is_empty() {
+    if !script_files.is_empty() && ctx.earlier_writes {
+        return Err(Denial::new(format!(
+            "{program} -f must run as its own command, not after a command that writes files in \
+             the same string: the script checked now may not be the one sed reads"
+        )));
+    }
+    let mut file_paths = Vec::new();
+    for file in &script_files {
+        let text = read_script_file(file, ctx)
+            .map_err(|why| Denial::new(format!("{program} -f {file}: {why}")))?;
+        file_paths.extend(
+            check_script(&text)
+                .map_err(|why| Denial::new(format!("{program} script file {file}: {why}")))?,
+        );
+        file_paths.push((file.clone(), Access::Read));
+    }
+    if scripts.is_empty() && script_files.is_empty() {
         if positionals.is_empty() {
             return Err(Denial::new(format!("{program}: no script given")));
         }
@@ -100,6 +129,7 @@ pub fn analyze(
     }
     let mut analysis = Analysis {
         ask: generic.ask,
+        paths: file_paths,
         ..Analysis::default()
     };
     for script in &scripts {
@@ -150,6 +180,27 @@ fn backup_names(file: &str, suffix: &str) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// A script file's text (at most 64 KiB, UTF-8), read beneath the roots.
+fn read_script_file(file: &str, ctx: &AnalyzerContext) -> Result<String, String> {
+    use std::io::Read;
+    const MAX: u64 = 64 * 1024;
+    if file == "-" {
+        return Err("a script read from standard input cannot be checked".into());
+    }
+    let path = ctx
+        .paths
+        .check(ctx.cwd, file, Access::Read)
+        .map_err(|d| d.reason)?;
+    let mut bytes = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot be read to check it: {e}"))?;
+    if bytes.len() as u64 > MAX {
+        return Err(format!("is larger than {MAX} bytes; too large to check"));
+    }
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string())
 }
 
 fn take(args: &[String], i: &mut usize) -> Result<String, Denial> {

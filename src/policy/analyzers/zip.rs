@@ -98,7 +98,7 @@ pub fn unzip(program: &str, args: &[String], ctx: &AnalyzerContext) -> Result<An
                 return Err(Denial::new(format!("{program} -{c}: {why}")));
             }
             match c {
-                'd' | 'P' => {
+                'd' | 'P' | 'O' | 'I' => {
                     let rest: String = letters[j + 1..].iter().collect();
                     let value = if rest.is_empty() {
                         let v = args.get(i).cloned().ok_or_else(|| {
