@@ -69,7 +69,11 @@ fn exec_has_the_timeout_and_scrubbed_environment_of_the_jail() {
     let r = exec(&env, &["--timeout", "1"], "sleep 30");
     assert_eq!(r.status, 124, "{r:?}");
     assert!(r.elapsed < Duration::from_secs(2), "{r:?}");
-    let r = exec(&env, &[], "printenv");
+    // The default refuses a bare printenv (the whole environment at once); this policy file
+    // allows it, to see everything the jail's environment holds.
+    let policy = env.outside("p").join("printenv.toml");
+    std::fs::write(&policy, "[programs.printenv]\nargs = \"value\"\n").unwrap();
+    let r = exec(&env, &["--policy", policy.to_str().unwrap()], "printenv");
     assert_eq!(r.status, 0, "{r:?}");
     assert!(!r.stdout.contains(SECRET_KEY), "{r:?}");
     assert!(r.stdout.contains("HOME="), "{r:?}");

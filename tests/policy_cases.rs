@@ -780,6 +780,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("awk '{print}' ../secret", Deny, "outside the workspace"),
     ("awk 'BEGIN{f=\"system\"; @f(\"id\")}'", Deny, "gawk's @"),
     ("mawk -W exec x", Deny, "mawk -W exec"),
+    ("awk link_secret", Deny, "is the name of an existing file"),
     ("rg -n TODO src", Allow, "allowed: rg"),
     ("rg --pre cat TODO", Deny, "runs a preprocessor"),
     ("rg -L TODO", Deny, "follows symbolic links"),

@@ -21,8 +21,9 @@ fn have_strace() -> bool {
     found
 }
 
-/// A policy file with one deliberately wrong rule; the fuzzer must find it within 60 s.
-fn finds_the_hole(rule: &str, program: &str, what: &str) {
+/// A policy file with one deliberately wrong rule; the fuzzer must find it within 60 s, as one
+/// of the kinds of finding in `what`.
+fn finds_the_hole(rule: &str, program: &str, what: &[&str]) {
     let env = Env::new();
     let policy = env.outside("p").join("holed.toml");
     std::fs::write(&policy, rule).unwrap();
@@ -41,7 +42,7 @@ fn finds_the_hole(rule: &str, program: &str, what: &str) {
     );
     assert_eq!(r.status, 1, "{r:?}");
     assert!(r.stdout.contains("(d) real behaviour"), "{r:?}");
-    assert!(r.stdout.contains(what), "{r:?}");
+    assert!(what.iter().any(|w| r.stdout.contains(w)), "{r:?}");
     // The minimized input, as a ready test entry naming the program.
     let entry = r
         .stdout
@@ -55,7 +56,12 @@ fn finds_the_hole(rule: &str, program: &str, what: &str) {
 #[test]
 fn a_program_whose_argument_runs_code_is_found() {
     if have_strace() {
-        finds_the_hole("[programs.awk]\nargs = \"read\"\n", "awk", "ran /bin/sh");
+        // Program text checked as a path: awk runs a shell, or writes where it was not checked.
+        finds_the_hole(
+            "[programs.awk]\nargs = \"read\"\n",
+            "awk",
+            &["ran /bin/sh", "outside the writable roots"],
+        );
     }
 }
 
@@ -65,7 +71,7 @@ fn a_rule_with_a_wrong_path_role_is_found() {
         finds_the_hole(
             "[programs.tee]\nargs = \"read\"\n",
             "tee",
-            "the policy checked it as read-only",
+            &["the policy checked it as read-only"],
         );
     }
 }

@@ -151,7 +151,11 @@ impl Tally {
 
 /// `(decision, reason)` for each command, through the real CLI.
 fn decide(fixture: &Fixture, commands: &[&str]) -> Vec<(String, String)> {
-    let warden = env!("CARGO_BIN_EXE_warden");
+    // WARDEN_UNDER_TEST measures another build (the rates before a change); the test's own
+    // binary otherwise.
+    let warden = std::env::var_os("WARDEN_UNDER_TEST")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_warden").into());
+    let warden = warden.as_os_str();
     let home = fixture.home();
     let base = |cmd: &mut Command| {
         cmd.args(["policy", "check", "--json", "--workspace"])

@@ -11,7 +11,12 @@ use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
 use crate::policy::Denial;
 
-pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Analysis, Denial> {
+pub fn analyze(
+    rule: &ProgramRule,
+    program: &str,
+    args: &[String],
+    cwd: &std::path::Path,
+) -> Result<Analysis, Denial> {
     // The generic analysis checks the flags (deny list, closed list) and their values.
     let generic = rule.analyze(program, args)?;
     let mut sources: Vec<String> = Vec::new();
@@ -52,6 +57,17 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
             return Err(Denial::new(format!("{program}: no program given")));
         }
         sources.push(operands.remove(0));
+    }
+    // `awk keys/id_rsa` runs the path as a program (a division): a program text that is also
+    // the name of an existing file is a mistake whose meaning nobody intended.
+    if let Some(text) = sources
+        .iter()
+        .find(|s| !s.is_empty() && cwd.join(s.as_str()).symlink_metadata().is_ok())
+    {
+        return Err(Denial::new(format!(
+            "{program}: the program {text:?} is the name of an existing file; give the program \
+             first (or with -e) and the files after it"
+        )));
     }
     let mut analysis = Analysis {
         ask: generic.ask,

@@ -48,7 +48,7 @@ pub fn analyze(
         AnalyzerKind::Interpreter => interpreter::analyze(rule, program, args, ctx),
         AnalyzerKind::Runner => runner::analyze(rule, program, args),
         AnalyzerKind::Zip => zip::zip(rule, program, args),
-        AnalyzerKind::Awk => awk::analyze(rule, program, args),
+        AnalyzerKind::Awk => awk::analyze(rule, program, args, ctx.cwd),
         AnalyzerKind::Unzip => zip::unzip(program, args, ctx),
     }
 }
