@@ -178,6 +178,7 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let allow = self.allow.clone();
         let host = normalize_host(name.as_str());
+        tracing::debug!(host = %host, "web_fetch: resolving");
         if let Some(target) = self.fixed.get(&host) {
             // Port 0: the URL's port. A fixed port applies when the URL names none.
             let addr = match *target {
