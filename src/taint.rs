@@ -76,16 +76,29 @@ impl Taint {
     }
 
     /// The taint a run starts with: untrusted content already in the history it sends the
-    /// model (earlier `web_fetch` and `skill` calls, `read`s of `attachments/`, images the
-    /// user sent, including in this run's own message).
+    /// model (earlier `web_fetch` and `skill` calls that returned a result, `read`s of
+    /// `attachments/`, images the user sent, including in this run's own message).
     pub fn from_history(history: &[Message]) -> Taint {
         let taint = Taint::new();
+        // Only calls whose result reached the model (a refusal carries nothing in).
+        let delivered: std::collections::HashSet<&str> = history
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    is_error: false,
+                    ..
+                } => Some(tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
         for message in history {
             for block in &message.content {
                 match block {
-                    ContentBlock::ToolUse { name, input, .. }
-                        if message.role == Role::Assistant =>
-                    {
+                    ContentBlock::ToolUse {
+                        id, name, input, ..
+                    } if message.role == Role::Assistant && delivered.contains(id.as_str()) => {
                         if let Some(source) = source_of_call(name, input) {
                             taint.add(format!("{source} (earlier in this conversation)"));
                         }
@@ -163,6 +176,23 @@ mod tests {
         let mut fetched = clean.clone();
         fetched.push(Message {
             role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "9".into(),
+                name: "web_fetch".into(),
+                input: json!({"url": "https://refused.example/"}),
+            }],
+        });
+        fetched.push(Message::tool_results(vec![ContentBlock::tool_result(
+            "9",
+            "Denied: …",
+            true,
+        )]));
+        assert!(
+            !Taint::from_history(&fetched).is_tainted(),
+            "a refused fetch brought nothing in"
+        );
+        fetched.push(Message {
+            role: Role::Assistant,
             content: vec![
                 ContentBlock::ToolUse {
                     id: "2".into(),
@@ -176,6 +206,10 @@ mod tests {
                 },
             ],
         });
+        fetched.push(Message::tool_results(vec![
+            ContentBlock::tool_result("2", "page", false),
+            ContentBlock::tool_result("3", "pdf text", false),
+        ]));
         let taint = Taint::from_history(&fetched);
         assert_eq!(
             taint.sources(),

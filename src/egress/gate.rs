@@ -1,6 +1,7 @@
 //! The gate every outgoing request of warden's own process passes: the host rule, the URL's
 //! provenance, the approver, and the audit row — in that order, before anything is resolved.
 
+use super::grants::Grants;
 use super::provenance::{decode, Standing};
 use super::rules::{normalize_host, HostRules, Matched, Rule};
 use crate::audit::{self, AuditDecision, AuditEntry};
@@ -49,12 +50,37 @@ enum Verdict {
 
 pub struct Gate {
     rules: HostRules,
+    /// Hosts a chat allowed with "Always for this host".
+    grants: Grants,
     db: Arc<Database>,
 }
 
 impl Gate {
     pub fn new(rules: HostRules, db: Arc<Database>) -> Gate {
-        Gate { rules, db }
+        Gate {
+            rules,
+            grants: Grants::new(db.clone()),
+            db,
+        }
+    }
+
+    /// The config's rule for `host`, else the rule this session stored, if any.
+    fn rule_for(&self, session: &str, host: &str) -> Option<Matched> {
+        if let Some(matched) = self.rules.lookup(host) {
+            return Some(matched);
+        }
+        match self.grants.allows(session, host) {
+            Ok(true) => Some(Matched {
+                key: host.to_string(),
+                rule: Rule::Allow,
+                origin: "the rule stored for this chat",
+            }),
+            Ok(false) => None,
+            Err(e) => {
+                tracing::warn!("reading the stored egress rules: {e}");
+                None
+            }
+        }
     }
 
     pub fn rules(&self) -> &HostRules {
@@ -66,7 +92,7 @@ impl Gate {
     pub async fn admit(&self, hop: &Hop<'_>, ctx: &ToolContext) -> Result<Admission, Refusal> {
         let started = Instant::now();
         let host = normalize_host(hop.url.host_str().unwrap_or(""));
-        let matched = self.rules.lookup(&host);
+        let matched = self.rule_for(&ctx.session, &host);
         let verdict = self.verdict(hop, &host, matched.as_ref(), ctx);
         let (outcome, reason) = match verdict {
             Verdict::Pass(why) => (Ok(Admission::Allowed), why),
@@ -80,6 +106,7 @@ impl Gate {
                     tool: hop.tool.to_string(),
                     command: describe_request(hop.url),
                     reason: why.clone(),
+                    always: matched.is_none().then(|| host.clone()),
                 };
                 match ctx.approver.approve(&request).await {
                     Approval::Approved => (Ok(Admission::Approved), format!("approved: {why}")),

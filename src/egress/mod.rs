@@ -17,12 +17,16 @@
 //!   composed URL on an allowed host that redirects elsewhere therefore asks again.
 //! - With nobody to approve, `ask` is a refusal whose reason names the config key to change.
 //!   Every decision is written to the audit log (tool `egress`) before the request is made.
+//! - In Telegram, an approval for a host without a rule also offers "Always for this host",
+//!   which stores a per-chat rule ([`grants`]); `warden egress list|rm` shows and revokes them.
 
 mod gate;
+pub mod grants;
 pub mod links;
 pub mod provenance;
 pub mod rules;
 
 pub use gate::{describe_request, Admission, Gate, Hop, Refusal};
+pub use grants::{Grant, Grants};
 pub use provenance::{PageKind, Provenance, Source, Standing};
 pub use rules::{HostRules, Matched, Rule};
