@@ -23,6 +23,25 @@ const NOT_THE_USER: &[&str] = &[
     "[Heartbeat check",
 ];
 
+/// How a Telegram reply quotes the message it answers (`channels::telegram::inputs`): the
+/// quoted text may be the bot's own earlier answer, written by the model, so only what follows
+/// the quote is the user's.
+const QUOTE_START: &str = "(In reply to an earlier message: «";
+const QUOTE_END: &str = "»)\n\n";
+
+/// The part of a user message's text the user wrote.
+fn users_own(text: &str) -> Option<&str> {
+    if NOT_THE_USER.iter().any(|p| text.starts_with(p)) {
+        return None;
+    }
+    if text.starts_with(QUOTE_START) {
+        // The last end marker: a quote containing one costs the user's URLs an approval,
+        // never the other way round.
+        return text.rfind(QUOTE_END).map(|i| &text[i + QUOTE_END.len()..]);
+    }
+    Some(text)
+}
+
 /// Where a URL was seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -86,14 +105,14 @@ impl Provenance {
     }
 
     /// The URLs in the user's own messages of `history` (text blocks of user messages; not
-    /// tool results, summaries or scheduled prompts).
+    /// tool results, summaries, scheduled prompts or the quoted message of a reply).
     pub fn from_history(history: &[Message]) -> Provenance {
         let provenance = Provenance::new();
         for message in history.iter().filter(|m| m.role == Role::User) {
             for block in &message.content {
                 if let ContentBlock::Text { text } = block {
-                    if !NOT_THE_USER.iter().any(|p| text.starts_with(p)) {
-                        provenance.add_user_text(text);
+                    if let Some(own) = users_own(text) {
+                        provenance.add_user_text(own);
                     }
                 }
             }
@@ -243,6 +262,10 @@ mod tests {
                 "[Summary of the earlier conversation, written when…]\n\nhttps://sum.example/",
             ),
             Message::user("[Scheduled job #3 \"x\" …]\n\nhttps://cron.example/"),
+            Message::user(
+                "(In reply to an earlier message: «see https://quoted.example/ »)\n\n\
+                 and https://reply.example/",
+            ),
         ];
         let p = Provenance::from_history(&history);
         assert_eq!(p.source(&url("https://docs.rs/serde")), Some(Source::User));
@@ -257,11 +280,13 @@ mod tests {
             p.source(&url("https://docs.rs/serde/1.0")).is_none(),
             "no prefixes"
         );
+        assert_eq!(p.source(&url("https://reply.example/")), Some(Source::User));
         for not_the_user in [
             "https://model.example/composed",
             "https://tool.example/result",
             "https://sum.example/",
             "https://cron.example/",
+            "https://quoted.example/",
         ] {
             assert_eq!(
                 p.standing(&url(not_the_user)),
