@@ -6,6 +6,7 @@
 use crate::agent::{Agent, SystemPrompt};
 use crate::config::{home_dir, Config};
 use crate::db::Database;
+use crate::egress::{Gate, HostRules};
 use crate::memory::compaction::{self, Compactor};
 use crate::memory::sessions::SessionStore;
 use crate::memory::workspace::{self, ConventionFiles};
@@ -21,7 +22,7 @@ use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
 use crate::tools::skill::SkillTool;
-use crate::tools::web_fetch::WebFetch;
+use crate::tools::web_fetch::{self, Names, WebFetch};
 use crate::tools::{files, ToolSet};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -111,8 +112,16 @@ impl App {
         for tool in files::tools(paths.clone(), Some(memory.write_hook())) {
             tools.add(tool);
         }
+        let gate = Gate::new(
+            HostRules::parse(&config.egress.hosts).map_err(anyhow::Error::msg)?,
+            db.clone(),
+        );
+        let names = Names {
+            fixed: web_fetch::parse_fixed(&config.egress.resolve).map_err(anyhow::Error::msg)?,
+            ..Names::system()
+        };
         tools.add(Arc::new(
-            WebFetch::new(Vec::new()).context("building the HTTP client")?,
+            WebFetch::new(Arc::new(gate), names).context("building the HTTP client")?,
         ));
         tools.add(Arc::new(MemorySearch::new(memory.clone())));
         tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));

@@ -71,6 +71,21 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub memory: MemoryConfig,
     pub skills: SkillsConfig,
+    pub egress: EgressConfig,
+}
+
+/// `[egress]`: what warden's own process may fetch (`web_fetch`; see `crate::egress`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Host rules: an exact name, `*.suffix` or `*`, each `"allow"`, `"ask"` or `"deny"`. A
+    /// host without a rule is fetched without asking only for a URL that appeared verbatim in
+    /// the user's messages or in a page fetched in the same run.
+    pub hosts: BTreeMap<String, String>,
+    /// Fixed addresses for exact names (`"wiki.lan" = "192.168.1.5"`, `"docs.test" =
+    /// "127.0.0.1:8080"`): LAN services and tests. The only way `web_fetch` reaches a private
+    /// or loopback address, and only under that name.
+    pub resolve: BTreeMap<String, String>,
 }
 
 /// `[skills]`: skill folders the agent may run in the sandbox (see `crate::skills`).
@@ -348,6 +363,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             memory: MemoryConfig::default(),
             skills: SkillsConfig::default(),
+            egress: EgressConfig::default(),
         }
     }
 }
@@ -455,6 +471,8 @@ impl Config {
             .validate()
             .and_then(|()| config.check_durations())
             .and_then(|()| crate::skills::egress::parse_hosts(&config.skills.hosts).map(|_| ()))
+            .and_then(|()| crate::egress::HostRules::parse(&config.egress.hosts).map(|_| ()))
+            .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,
@@ -700,6 +718,31 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("api.example.test"), "{err}");
+    }
+
+    #[test]
+    fn egress_entries_are_checked_and_name_their_key() {
+        let config = Config::parse(
+            "[egress.hosts]\n\"docs.rs\" = \"allow\"\n\"*.example.com\" = \"ask\"\n\
+             \"pastebin.com\" = \"deny\"\n[egress.resolve]\n\"docs.test\" = \"127.0.0.1:8080\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(config.egress.hosts.len(), 3);
+        assert_eq!(config.egress.resolve.len(), 1);
+        for (text, key) in [
+            ("[egress.hosts]\n\"docs.rs\" = \"always\"\n", "docs.rs"),
+            ("[egress.hosts]\n\"a.*.com\" = \"allow\"\n", "a.*.com"),
+            (
+                "[egress.resolve]\n\"docs.test\" = \"nowhere\"\n",
+                "docs.test",
+            ),
+        ] {
+            let err = Config::parse(text, Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{err}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         crate::gateway::store::SESSION_COLUMN,
     ),
     ("skills", crate::skills::grants::SCHEMA),
+    ("egress_grants", crate::egress::grants::SCHEMA),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -12,11 +12,12 @@ use support::fake_llm::{FakeLlm, Turn};
 use warden::agent::{Agent, AgentEvent, RunControl, RunEnd, RunRequest, SystemPrompt};
 use warden::audit;
 use warden::db::Database;
+use warden::egress::{self, HostRules};
 use warden::llm::ContentBlock;
 use warden::memory::sessions::SessionStore;
 use warden::policy::PathPolicy;
 use warden::tools::approval::NoApprover;
-use warden::tools::web_fetch::WebFetch;
+use warden::tools::web_fetch::{Names, WebFetch};
 use warden::tools::{files, Tool, ToolContext, ToolOutput, ToolSet};
 
 struct Harness {
@@ -56,7 +57,10 @@ fn harness(llm: &FakeLlm, extra: Vec<Arc<dyn Tool>>, max_iterations: u32) -> Har
     for tool in files::tools(paths.clone(), None) {
         tools.add(tool);
     }
-    tools.add(Arc::new(WebFetch::new(Vec::new()).unwrap()));
+    let gate = egress::Gate::new(HostRules::default(), db.clone());
+    tools.add(Arc::new(
+        WebFetch::new(Arc::new(gate), Names::system()).unwrap(),
+    ));
     for tool in extra {
         tools.add(tool);
     }

@@ -49,6 +49,7 @@ impl Tool for Guarded {
             tool: "guarded".into(),
             command: format!("touch {name} <&>"),
             reason: "the test tool always asks".into(),
+            always: None,
         };
         match ctx.approver.approve(&request).await {
             Approval::Approved => {

@@ -12,9 +12,11 @@ pub use control::RunControl;
 pub use prompt::{PromptSection, SystemPrompt};
 
 use crate::audit::AuditDecision;
+use crate::egress::Provenance;
 use crate::llm::{ChatRequest, ContentBlock, LlmError, Message, Provider, Role, StreamEvent};
 use crate::memory::compaction::{CallSite, Compactor};
 use crate::memory::sessions::SessionStore;
+use crate::taint::Taint;
 use crate::tools::approval::Approver;
 use crate::tools::{ToolContext, ToolSet};
 use serde::{Deserialize, Serialize};
@@ -174,6 +176,10 @@ impl Agent {
             cancel: control.cancel_token(),
             approver,
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
+            // What the model sees (the history and this message) decides both: URLs the user
+            // wrote may be fetched without asking; untrusted content already there taints.
+            taint: Taint::from_history(&history),
+            provenance: Provenance::from_history(&history),
         };
         let stream_events = events.clone();
         let sink = move |event: StreamEvent| {

@@ -57,6 +57,28 @@ enum Command {
         #[command(subcommand)]
         command: SkillCommand,
     },
+    /// Hosts web_fetch may reach: the config's rules and the hosts chats allowed for good.
+    Egress {
+        #[command(subcommand)]
+        command: EgressCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EgressCommand {
+    /// The `[egress.hosts]` rules and the hosts allowed with "Always for this host".
+    List {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a host allowed from a chat (in every chat, or only in --session).
+    Rm {
+        host: String,
+        /// Only this chat's rule (`telegram:42`).
+        #[arg(long)]
+        session: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -345,6 +367,16 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 },
             };
             cli::skill::run(&config, action)
+        }
+        Command::Egress { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                EgressCommand::List { json } => cli::egress::Action::List { json },
+                EgressCommand::Rm { host, session } => {
+                    cli::egress::Action::Remove { host, session }
+                }
+            };
+            cli::egress::run(&config, action)
         }
         Command::Bot => warden::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),

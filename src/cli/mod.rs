@@ -4,6 +4,7 @@
 pub mod agent_worker;
 pub mod cron;
 pub mod doctor;
+pub mod egress;
 pub mod exec;
 pub mod front;
 pub mod hook;

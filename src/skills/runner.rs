@@ -335,6 +335,7 @@ impl SkillRunner {
                         .collect::<Vec<_>>()
                         .join("\n"),
                     reason: verdict.reason.clone(),
+                    always: None,
                 };
                 match request.approver.approve(&ask).await {
                     Approval::Approved => Ok(true),

@@ -12,6 +12,10 @@ pub struct ApprovalRequest {
     pub command: String,
     /// Why the policy asks.
     pub reason: String,
+    /// An egress approval for a host without a rule: the host an "Always for this host"
+    /// answer would allow from now on in this chat (channels that cannot store it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -168,6 +168,7 @@ impl Tool for BashTool {
                     tool: "bash".into(),
                     command: describe(&verdict),
                     reason: verdict.reason.clone(),
+                    always: None,
                 };
                 match ctx.approver.approve(&request).await {
                     Approval::Approved => true,

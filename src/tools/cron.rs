@@ -273,8 +273,6 @@ mod tests {
     use super::*;
     use crate::db::Database;
     use crate::scheduler::{Limits, TestClock};
-    use crate::tools::approval::NoApprover;
-    use tokio_util::sync::CancellationToken;
 
     fn tool() -> CronTool {
         let clock = Arc::new(TestClock::new(
@@ -292,12 +290,7 @@ mod tests {
     }
 
     fn ctx() -> ToolContext {
-        ToolContext {
-            session: "telegram:42".into(),
-            cancel: CancellationToken::new(),
-            approver: Arc::new(NoApprover),
-            progress: Arc::new(|_| {}),
-        }
+        ToolContext::detached("telegram:42")
     }
 
     #[tokio::test]

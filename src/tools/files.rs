@@ -19,6 +19,9 @@ const MAX_LINE_CHARS: usize = 2000;
 /// Files larger than this are not loaded whole by `read` without a limit, nor by `edit`.
 const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
+/// The workspace folder where files from others land (Telegram documents).
+pub const UNTRUSTED_DIR: &str = "attachments";
+
 /// Called after a successful write or edit (the memory index re-syncs memory files).
 pub type WriteHook = Arc<dyn Fn(&std::path::Path) + Send + Sync>;
 
@@ -105,10 +108,16 @@ impl Tool for ReadTool {
         }
     }
 
-    async fn run(&self, input: &Value, _ctx: &ToolContext) -> ToolOutput {
+    async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
         let result = (|| {
             let path = string_arg(input, "path")?;
             let checked = check(&self.paths, path, Access::Read)?;
+            // What others sent (Telegram documents) is untrusted: reading it taints the run.
+            if let Ok(inside) = checked.strip_prefix(self.paths.workspace()) {
+                if inside.starts_with(UNTRUSTED_DIR) {
+                    ctx.taint.add(inside.display().to_string());
+                }
+            }
             let offset = input
                 .get("offset")
                 .and_then(Value::as_u64)

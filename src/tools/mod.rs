@@ -13,7 +13,9 @@ pub mod web_fetch;
 
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;
+use crate::egress::Provenance;
 use crate::llm::ToolSpec;
+use crate::taint::Taint;
 use approval::Approver;
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -86,6 +88,25 @@ pub struct ToolContext {
     /// Decides `ask` commands (terminal prompt, Telegram buttons, or nobody → deny).
     pub approver: Arc<dyn Approver>,
     pub progress: ProgressFn,
+    /// Untrusted content this run has read (shared by the run's calls).
+    pub taint: Taint,
+    /// URLs this run may request without the model having composed them.
+    pub provenance: Provenance,
+}
+
+impl ToolContext {
+    /// A context outside an agent run: nobody to approve, never cancelled, no progress shown,
+    /// an untainted run that knows no URLs.
+    pub fn detached(session: impl Into<String>) -> ToolContext {
+        ToolContext {
+            session: session.into(),
+            cancel: CancellationToken::new(),
+            approver: Arc::new(approval::NoApprover),
+            progress: Arc::new(|_| {}),
+            taint: Taint::new(),
+            provenance: Provenance::new(),
+        }
+    }
 }
 
 #[async_trait]

@@ -91,6 +91,10 @@ impl Tool for SkillTool {
             })
             .await;
         let output = report.output.as_ref();
+        if output.is_some() {
+            // A skill's output is whatever the program (and the sites it reached) produced.
+            ctx.taint.add(format!("the skill {name}"));
+        }
         ToolOutput {
             content: report.render(),
             is_error: output.is_none_or(|o| o.timed_out || o.cancelled),

@@ -1,11 +1,14 @@
 //! Approvals over Telegram: an `ask` command is posted verbatim with Approve / Deny buttons;
 //! the agent waits for a press by an allowed user. No answer within the timeout, a stopped
 //! run, a shutdown or a failure to post the request all mean deny. Afterwards the request
-//! message is edited to show what was decided (and the buttons disappear).
+//! message is edited to show what was decided (and the buttons disappear). An egress approval
+//! for a host without a rule also offers "Always for HOST", which approves and stores a rule
+//! for the chat (`warden egress list|rm`).
 
 use super::access::Access;
 use super::api::{describe, Telegram};
 use super::format::escape;
+use crate::egress::Grants;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -27,6 +30,8 @@ pub struct Approvals {
     pending: Mutex<HashMap<u64, Pending>>,
     timeout: Duration,
     closing: CancellationToken,
+    /// Where "Always for this host" is stored; `None`: the button is not offered.
+    grants: Option<Grants>,
 }
 
 struct Pending {
@@ -35,8 +40,24 @@ struct Pending {
 }
 
 enum Decision {
-    Approved { by: String },
-    Denied { by: String },
+    Approved {
+        by: String,
+    },
+    /// Approved, and the host allowed from now on in this chat.
+    Always {
+        by: String,
+    },
+    Denied {
+        by: String,
+    },
+}
+
+/// A button's meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    Approve,
+    Deny,
+    Always,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -49,7 +70,14 @@ impl Approvals {
             pending: Mutex::new(HashMap::new()),
             timeout,
             closing: CancellationToken::new(),
+            grants: None,
         }
+    }
+
+    /// Offer "Always for this host" on egress approvals, storing the answers in `grants`.
+    pub fn with_grants(mut self, grants: Grants) -> Approvals {
+        self.grants = Some(grants);
+        self
     }
 
     /// Shutdown: every waiting request is denied now, and new ones at once.
@@ -71,24 +99,20 @@ impl Approvals {
                 );
                 "You are not allowed to approve commands here."
             }
-            Some((id, approve)) => {
+            Some((id, answer)) => {
                 let chat_id = query.message.as_ref().map(|m| m.chat().id.0);
                 let mut pending = lock(&self.pending);
                 match pending.get(&id) {
                     Some(p) if Some(p.chat_id) == chat_id => {
                         let by = query.from.first_name.clone();
                         let p = pending.remove(&id).expect("checked above");
-                        let decision = if approve {
-                            Decision::Approved { by }
-                        } else {
-                            Decision::Denied { by }
+                        let (decision, reply) = match answer {
+                            Answer::Approve => (Decision::Approved { by }, "Approved."),
+                            Answer::Always => (Decision::Always { by }, "Approved, always."),
+                            Answer::Deny => (Decision::Denied { by }, "Denied."),
                         };
                         let _ = p.answer.send(decision);
-                        if approve {
-                            "Approved."
-                        } else {
-                            "Denied."
-                        }
+                        reply
                     }
                     Some(_) => "This request belongs to another chat.",
                     None => "This request is no longer waiting.",
@@ -123,16 +147,17 @@ impl Approvals {
     }
 }
 
-/// `ap:<id>:y` / `ap:<id>:n` (callback data is limited to 64 bytes).
-fn parse_data(data: &str) -> Option<(u64, bool)> {
+/// `ap:<id>:y` / `ap:<id>:n` / `ap:<id>:a` (callback data is limited to 64 bytes).
+fn parse_data(data: &str) -> Option<(u64, Answer)> {
     let rest = data.strip_prefix("ap:")?;
     let (id, verdict) = rest.split_once(':')?;
-    let approve = match verdict {
-        "y" => true,
-        "n" => false,
+    let answer = match verdict {
+        "y" => Answer::Approve,
+        "n" => Answer::Deny,
+        "a" => Answer::Always,
         _ => return None,
     };
-    Some((id.parse().ok()?, approve))
+    Some((id.parse().ok()?, answer))
 }
 
 /// The approver for one run in one chat.
@@ -167,10 +192,21 @@ impl Approver for ChatApprover {
             );
         }
         let (id, answer) = self.approvals.register(self.chat_id);
-        let keyboard = InlineKeyboardMarkup::new([[
+        let always = request
+            .always
+            .as_deref()
+            .zip(self.approvals.grants.as_ref());
+        let mut rows = vec![vec![
             InlineKeyboardButton::callback("✅ Approve", format!("ap:{id}:y")),
             InlineKeyboardButton::callback("❌ Deny", format!("ap:{id}:n")),
-        ]]);
+        ]];
+        if let Some((host, _)) = always {
+            rows.push(vec![InlineKeyboardButton::callback(
+                format!("♾ Always for {host}"),
+                format!("ap:{id}:a"),
+            )]);
+        }
+        let keyboard = InlineKeyboardMarkup::new(rows);
         let sent = self
             .tg
             .send_html(self.chat_id, self.reply_to, &html, Some(keyboard))
@@ -188,6 +224,34 @@ impl Approver for ChatApprover {
                 Ok(Decision::Approved { by }) => {
                     (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
                 }
+                Ok(Decision::Always { by }) => match always {
+                    Some((host, grants)) => {
+                        let stored =
+                            grants.allow(&request.session, host, &format!("{by} in Telegram"));
+                        let note = match stored {
+                            Ok(()) => format!(
+                                "✅ Approved by {}; {} is allowed from now on in this chat \
+                                 (<code>warden egress rm {}</code> revokes it).",
+                                escape(&by),
+                                escape(host),
+                                escape(host)
+                            ),
+                            Err(e) => {
+                                tracing::error!("storing an egress rule: {e}");
+                                format!(
+                                    "✅ Approved by {} this once; the rule could not be stored.",
+                                    escape(&by)
+                                )
+                            }
+                        };
+                        (Approval::Approved, note)
+                    }
+                    // Not offered for this request: a forged press approves nothing.
+                    None => (
+                        Approval::Denied("an answer that was not offered".into()),
+                        "❌ Not approved.".into(),
+                    ),
+                },
                 Ok(Decision::Denied { by }) => (
                     Approval::Denied(format!("denied by {by} in Telegram")),
                     format!("❌ Denied by {}.", escape(&by)),
@@ -228,9 +292,10 @@ mod tests {
     fn callback_data_round_trips_and_rejects_garbage() {
         assert_eq!(
             parse_data("ap:18446744073709551615:y"),
-            Some((u64::MAX, true))
+            Some((u64::MAX, Answer::Approve))
         );
-        assert_eq!(parse_data("ap:7:n"), Some((7, false)));
+        assert_eq!(parse_data("ap:7:n"), Some((7, Answer::Deny)));
+        assert_eq!(parse_data("ap:7:a"), Some((7, Answer::Always)));
         assert_eq!(parse_data("ap:7:maybe"), None);
         assert_eq!(parse_data("xx:7:y"), None);
         assert!(format!("ap:{}:y", u64::MAX).len() <= 64);
@@ -243,6 +308,7 @@ mod tests {
             tool: "bash".into(),
             command: "rm -r 'a <b>' && echo &".into(),
             reason: "rm -r deletes a directory tree".into(),
+            always: None,
         });
         assert!(html.contains("<pre>rm -r 'a &lt;b&gt;' &amp;&amp; echo &amp;</pre>"));
     }

@@ -31,6 +31,7 @@ pub use inputs::safe_file_name;
 
 use crate::bot::BotApp;
 use crate::config::TelegramConfig;
+use crate::egress::Grants;
 use crate::gateway::{Gateway, GatewaySettings};
 use access::Access;
 use anyhow::Context;
@@ -100,9 +101,10 @@ impl TelegramBot {
         if let Err(e) = log.prune() {
             tracing::warn!("pruning old updates: {e}");
         }
-        let approvals = Arc::new(Approvals::new(Duration::from_secs(
-            config.approval_timeout_secs.max(1),
-        )));
+        let approvals = Arc::new(
+            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1)))
+                .with_grants(Grants::new(app.db.clone())),
+        );
         let channel = Arc::new(TelegramChannel::new(tg.clone(), approvals.clone()));
         let gateway = Gateway::new(
             app.agent.clone(),

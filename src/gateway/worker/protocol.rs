@@ -124,6 +124,7 @@ mod tests {
                     tool: "bash".into(),
                     command: "rm -r old\nrm x".into(),
                     reason: "deletes files".into(),
+                    always: None,
                 },
             },
             FromWorker::Done {

@@ -1,0 +1,231 @@
+//! Taint: whether a run has untrusted content in its context, and from where. A run is tainted
+//! from the moment a web page, a skill's output, a file from `attachments/` or an image the
+//! user sent enters the conversation — in this run, or earlier in the session's history that
+//! the model still sees. From then on the model may be following someone else's instructions,
+//! so what it does that persists or leaves (egress, memory files, cron jobs) is explained, and
+//! later gated, with [`Taint::why`].
+//!
+//! One [`Taint`] per run, shared by every tool call of the run through the `ToolContext`.
+
+use crate::llm::{ContentBlock, Message, Role};
+use std::sync::{Arc, Mutex};
+
+/// Sources remembered per run (more are counted, not listed).
+const MAX_SOURCES: usize = 8;
+
+#[derive(Clone, Debug, Default)]
+pub struct Taint {
+    inner: Arc<Mutex<Sources>>,
+}
+
+#[derive(Debug, Default)]
+struct Sources {
+    listed: Vec<String>,
+    more: usize,
+}
+
+impl Taint {
+    /// An untainted run.
+    pub fn new() -> Taint {
+        Taint::default()
+    }
+
+    /// Untrusted content entered the run: `source` says what, for the user
+    /// (`web_fetch https://example.com/`, `the skill weather`, `attachments/report.pdf`).
+    pub fn add(&self, source: impl Into<String>) {
+        let source = source.into();
+        let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if s.listed.contains(&source) {
+            return;
+        }
+        if s.listed.len() < MAX_SOURCES {
+            s.listed.push(source);
+        } else {
+            s.more += 1;
+        }
+    }
+
+    pub fn is_tainted(&self) -> bool {
+        let s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        !s.listed.is_empty()
+    }
+
+    /// The sources, in the order they arrived (the first [`MAX_SOURCES`]).
+    pub fn sources(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .listed
+            .clone()
+    }
+
+    /// "this run read untrusted content from: …", or `None` for an untainted run.
+    pub fn why(&self) -> Option<String> {
+        let s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if s.listed.is_empty() {
+            return None;
+        }
+        let more = match s.more {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        Some(format!(
+            "this run read untrusted content from: {}{more}",
+            s.listed.join(", ")
+        ))
+    }
+
+    /// The taint a run starts with: untrusted content already in the history it sends the
+    /// model (earlier `web_fetch` and `skill` calls that returned a result, `read`s of
+    /// `attachments/`, images the user sent, including in this run's own message).
+    pub fn from_history(history: &[Message]) -> Taint {
+        let taint = Taint::new();
+        // Only calls whose result reached the model (a refusal carries nothing in).
+        let delivered: std::collections::HashSet<&str> = history
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    is_error: false,
+                    ..
+                } => Some(tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        for message in history {
+            for block in &message.content {
+                match block {
+                    ContentBlock::ToolUse {
+                        id, name, input, ..
+                    } if message.role == Role::Assistant && delivered.contains(id.as_str()) => {
+                        if let Some(source) = source_of_call(name, input) {
+                            taint.add(format!("{source} (earlier in this conversation)"));
+                        }
+                    }
+                    ContentBlock::Image { .. } if message.role == Role::User => {
+                        taint.add("an image sent in the chat");
+                    }
+                    _ => {}
+                }
+            }
+        }
+        taint
+    }
+}
+
+/// Whether a tool call brings untrusted content into the context, as far as its input tells
+/// (a `read` of any path with an `attachments` component counts: over-tainting is safe).
+fn source_of_call(name: &str, input: &serde_json::Value) -> Option<String> {
+    let field = |k: &str| input.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    match name {
+        "web_fetch" => Some(format!("web_fetch {}", field("url"))),
+        "skill" => Some(format!("the skill {}", field("name"))),
+        "read" => {
+            let path = field("path");
+            std::path::Path::new(path)
+                .components()
+                .any(|c| c.as_os_str() == "attachments")
+                .then(|| path.to_string())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_run_starts_clean_and_lists_its_sources_once() {
+        let taint = Taint::new();
+        assert!(!taint.is_tainted());
+        assert_eq!(taint.why(), None);
+        taint.add("web_fetch https://a.example/");
+        taint.add("web_fetch https://a.example/");
+        let shared = taint.clone();
+        shared.add("the skill weather");
+        assert!(taint.is_tainted());
+        assert_eq!(
+            taint.why().unwrap(),
+            "this run read untrusted content from: web_fetch https://a.example/, the skill weather"
+        );
+        for i in 0..20 {
+            taint.add(format!("s{i}"));
+        }
+        assert_eq!(taint.sources().len(), MAX_SOURCES);
+        assert!(taint.why().unwrap().ends_with("and 14 more"));
+    }
+
+    #[test]
+    fn history_with_untrusted_content_taints_the_run() {
+        let clean = vec![
+            Message::user("hello https://a.example/"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "1".into(),
+                    name: "read".into(),
+                    input: json!({"path": "MEMORY.md"}),
+                }],
+            },
+        ];
+        assert!(!Taint::from_history(&clean).is_tainted());
+
+        let mut fetched = clean.clone();
+        fetched.push(Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "9".into(),
+                name: "web_fetch".into(),
+                input: json!({"url": "https://refused.example/"}),
+            }],
+        });
+        fetched.push(Message::tool_results(vec![ContentBlock::tool_result(
+            "9",
+            "Denied: …",
+            true,
+        )]));
+        assert!(
+            !Taint::from_history(&fetched).is_tainted(),
+            "a refused fetch brought nothing in"
+        );
+        fetched.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::ToolUse {
+                    id: "2".into(),
+                    name: "web_fetch".into(),
+                    input: json!({"url": "https://b.example/"}),
+                },
+                ContentBlock::ToolUse {
+                    id: "3".into(),
+                    name: "read".into(),
+                    input: json!({"path": "./attachments/x.pdf"}),
+                },
+            ],
+        });
+        fetched.push(Message::tool_results(vec![
+            ContentBlock::tool_result("2", "page", false),
+            ContentBlock::tool_result("3", "pdf text", false),
+        ]));
+        let taint = Taint::from_history(&fetched);
+        assert_eq!(
+            taint.sources(),
+            vec![
+                "web_fetch https://b.example/ (earlier in this conversation)",
+                "./attachments/x.pdf (earlier in this conversation)"
+            ]
+        );
+
+        let photo = vec![Message {
+            role: Role::User,
+            content: vec![ContentBlock::Image {
+                media_type: "image/jpeg".into(),
+                data_base64: String::new(),
+            }],
+        }];
+        assert!(Taint::from_history(&photo).is_tainted());
+    }
+}
