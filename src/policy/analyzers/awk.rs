@@ -123,9 +123,20 @@ enum Token {
 fn lex(text: &str) -> Result<Vec<Token>, String> {
     let chars: Vec<char> = text.chars().collect();
     let mut tokens: Vec<Token> = Vec::new();
+    // For each open parenthesis: whether it holds the condition of if/while/for, after whose
+    // `)` awk reads a `/` as a regular expression.
+    let mut parens: Vec<bool> = Vec::new();
+    // The last `)` closed such a condition.
+    let mut closed_condition = false;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
+        // Only the token right after a condition's `)` is affected (blanks do not count).
+        if !matches!(c, ' ' | '\t' | '/')
+            && !matches!(tokens.last(), Some(Token::Op(o)) if o == ")")
+        {
+            closed_condition = false;
+        }
         match c {
             ' ' | '\t' | '\r' => i += 1,
             '\\' if chars.get(i + 1) == Some(&'\n') => i += 2,
@@ -164,6 +175,13 @@ fn lex(text: &str) -> Result<Vec<Token>, String> {
                 i += 1;
                 tokens.push(Token::Str(value));
             }
+            '/' if ambiguous_slash(tokens.last(), closed_condition) => {
+                return Err(
+                    "a `/` here is a division to some awks and starts a regular \
+                            expression in others; add parentheses or spaces that make it one"
+                        .into(),
+                )
+            }
             '/' if regex_may_start(tokens.last()) => {
                 i += 1;
                 let mut in_class = false;
@@ -182,6 +200,13 @@ fn lex(text: &str) -> Result<Vec<Token>, String> {
                             i += 1;
                         }
                         Some('/') if !in_class => break,
+                        // busybox and the one true awk end the regex here, gawk and mawk do
+                        // not: what one reads as code the other reads as pattern.
+                        Some('/') => {
+                            return Err("a `/` inside a bracket of a regular expression ends \
+                                        it in some awks and not in others; write `\\/`"
+                                .into())
+                        }
                         Some(_) => i += 1,
                     }
                 }
@@ -215,8 +240,19 @@ fn lex(text: &str) -> Result<Vec<Token>, String> {
                     tokens.push(Token::Op(op.to_string()));
                     i += 2;
                 } else if "{}()[],<>|!~+-*/%^?:=$&".contains(c) {
+                    if c == '(' {
+                        let condition = matches!(
+                            tokens.last(),
+                            Some(Token::Name(n)) if matches!(n.as_str(), "if" | "while" | "for")
+                        );
+                        parens.push(condition);
+                    }
                     tokens.push(Token::Op(c.to_string()));
                     i += 1;
+                    if c == ')' {
+                        closed_condition = parens.pop().unwrap_or(false);
+                        continue;
+                    }
                 } else {
                     return Err(format!("unexpected character {c:?}"));
                 }
@@ -224,6 +260,18 @@ fn lex(text: &str) -> Result<Vec<Token>, String> {
         }
     }
     Ok(tokens)
+}
+
+/// Positions where awks disagree on `/`: after a postfix `++`/`--`, after `getline`, `length`
+/// or `$`, and after the `)` of an if/while/for condition (a regex there, a division to a lexer
+/// that only looks at the previous token).
+fn ambiguous_slash(previous: Option<&Token>, closed_condition: bool) -> bool {
+    match previous {
+        Some(Token::Op(op)) if op == ")" => closed_condition,
+        Some(Token::Op(op)) => matches!(op.as_str(), "++" | "--" | "$"),
+        Some(Token::Name(name)) => matches!(name.as_str(), "getline" | "length"),
+        _ => false,
+    }
 }
 
 /// A `/` starts a regular expression unless it follows something that ends an operand (then it
@@ -270,6 +318,15 @@ pub fn check_program(text: &str) -> Result<Vec<(String, Access)>, String> {
         match token {
             Token::Name(name) if name == "system" => {
                 return Err("system() runs a shell command".into())
+            }
+            // Setting ARGV/ARGC makes awk read files the policy never saw; SYMTAB and FUNCTAB
+            // reach variables and functions by computed names.
+            Token::Name(name)
+                if matches!(name.as_str(), "ARGV" | "ARGC" | "SYMTAB" | "FUNCTAB") =>
+            {
+                return Err(format!(
+                    "{name} is not allowed (it changes which files awk reads)"
+                ))
             }
             Token::Name(name) if name == "print" || name == "printf" => printing = Some(depth),
             Token::Name(name) if name == "getline" => reading = true,
@@ -326,6 +383,9 @@ mod tests {
             "# a comment with system( in it\n{ print }",
             "{ print \"x\" > \"/dev/stderr\" }",
             "{ a = 4 / 2 / 1 }",
+            "{ print ($1 + $2) / 2 }",
+            "{ if (x) print $1 / 2 }",
+            "$1 ~ /a\\/b[x]/",
             "{ print $NF }",
         ] {
             assert_eq!(check_program(text), Ok(vec![]), "{text}");
@@ -367,6 +427,16 @@ mod tests {
             ("@include \"x.awk\"", "@"),
             ("{ print \"unclosed }", "not closed"),
             ("$1 ~ /unclosed", "not closed"),
+            (
+                "BEGIN { ARGV[1] = \"/etc/shadow\"; ARGC = 2 } { print }",
+                "ARGV",
+            ),
+            ("/[/; system(\"id\") #]/", "bracket"),
+            (
+                "{ i++ / \"a/; system(\"id\"); x=\"/ }",
+                "division to some awks",
+            ),
+            ("{ if ($1) /x/ }", "division to some awks"),
         ] {
             let err = check_program(text).unwrap_err();
             assert!(err.contains(why), "{text}: {err}");
