@@ -248,8 +248,17 @@ fn has_submodules(start: &Path) -> Result<bool, Denial> {
     let Some(git_dir) = discover_git_dir(start)? else {
         return Ok(false);
     };
-    let work_tree = git_dir.parent().unwrap_or(&git_dir);
-    Ok(git_dir.join("modules").exists() || work_tree.join(".gitmodules").exists())
+    // The work tree is where `.git` was found (for a linked worktree `.git` is a file naming a
+    // git dir elsewhere, so the git dir's parent is not the work tree).
+    let work_tree = start
+        .ancestors()
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok());
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .map(|c| git_dir.join(c.trim()))
+        .unwrap_or_else(|_| git_dir.clone());
+    Ok(git_dir.join("modules").exists()
+        || common.join("modules").exists()
+        || work_tree.is_some_and(|w| w.join(".gitmodules").exists()))
 }
 
 /// Walk up from `start` as git does: the first `.git` directory or `gitdir:` file wins.
