@@ -148,6 +148,12 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("cp -r src src2", Allow, "allowed: cp"),
     ("mv src renamed", Allow, "allowed: mv"),
     ("cp -r src out", Allow, "allowed: cp"),
+    // Onto an existing file: the file is replaced; what a directory there would receive is
+    // still checked by name (an earlier command of the line could make it one).
+    ("cp notes.txt src/main.rs", Allow, "allowed: cp"),
+    ("mv notes.txt src/main.rs", Allow, "allowed: mv"),
+    ("cp -r repo-copy notes.txt", Deny, ".git/"),
+    ("rm notes.txt; mkdir notes.txt; cp -r attrs notes.txt", Deny, ".gitattributes"),
     ("echo '* filter=x' > .gitattributes", Deny, ".gitattributes"),
     (
         "echo '* diff=x' >> src/.gitattributes",

@@ -37,6 +37,10 @@ pub fn check(
         .take_while(|a| a.as_str() != "--")
         .any(|a| a.len() >= 4 && "--parents".starts_with(a.as_str()));
     let dest = paths.check(cwd, dest, Access::Write)?;
+    // A file there now (`cp a b` onto an existing b): the copy replaces it. An earlier command
+    // of the line could still make it a directory, so what would land beneath is checked by
+    // name, as the path cannot be resolved through a file.
+    let dest_is_file = std::fs::symlink_metadata(&dest).is_ok_and(|m| !m.is_dir());
     for source in sources {
         if source == "-" || source.is_empty() {
             continue;
@@ -56,7 +60,12 @@ pub fn check(
         })? {
             // `cp -r SRC DEST` creates DEST/SRC/… when DEST is a directory, DEST/… when it is
             // not (or no longer is, when an earlier command removed it): check both.
-            let mut places = vec![name.join(&rel), rel.clone()];
+            let beneath = if rel.as_os_str().is_empty() {
+                name.clone()
+            } else {
+                name.join(&rel)
+            };
+            let mut places = vec![beneath, rel.clone()];
             if parents {
                 let written: PathBuf = Path::new(source.as_str())
                     .components()
@@ -69,7 +78,12 @@ pub fn check(
                 if text.is_empty() {
                     continue;
                 }
-                paths.check(&dest, &text, Access::Write).map_err(|d| {
+                let checked = if dest_is_file && !created.as_os_str().is_empty() {
+                    paths.check_new_beneath(&dest, &created).map(drop)
+                } else {
+                    paths.check(&dest, &text, Access::Write).map(drop)
+                };
+                checked.map_err(|d| {
                     Denial::new(format!(
                         "{program}: copying {source} would create {}: {}",
                         dest.join(&created).display(),

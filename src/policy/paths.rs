@@ -223,6 +223,40 @@ impl PathPolicy {
     }
 }
 
+impl PathPolicy {
+    /// Check a path that does not exist yet beneath `base`, an already checked (resolved,
+    /// writable) path: `tail` is plain names, so nothing in it can be a symlink and the path is
+    /// `base/tail` as written. Used where `base` is not a directory now but an earlier command
+    /// of the same line may make it one.
+    pub fn check_new_beneath(&self, base: &Path, tail: &Path) -> Result<PathBuf, Denial> {
+        if tail
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_)))
+        {
+            return Err(Denial::new(format!(
+                "{}: only plain names may follow {}",
+                tail.display(),
+                base.display()
+            )));
+        }
+        let full = base.join(tail);
+        let Some(root) = self.write_roots.iter().find(|r| full.starts_with(r)) else {
+            return Err(Denial::new(format!(
+                "writing {} is not allowed: it is outside {}",
+                full.display(),
+                self.workspace_label
+            )));
+        };
+        if let Some(reason) = protected_reason(root, &full) {
+            return Err(Denial::new(format!(
+                "writing {} is not allowed: {reason}",
+                full.display()
+            )));
+        }
+        Ok(full)
+    }
+}
+
 /// Paths bash would treat specially, or devices with a clearer reason than "outside".
 fn special_path_reason(path: &str) -> Option<String> {
     let net = ["/dev/tcp/", "/dev/udp/"];
