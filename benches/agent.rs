@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use warden::agent::{Agent, RunControl, RunRequest, SystemPrompt};
+use warden::config::TrustConfig;
 use warden::db::Database;
 use warden::llm::{
     ChatRequest, ChatResponse, ContentBlock, EventSink, LlmError, Provider, StopReason, Usage,
 };
 use warden::memory::sessions::SessionStore;
+use warden::persistence::PromptFiles;
 use warden::policy::PathPolicy;
 use warden::tools::approval::NoApprover;
 use warden::tools::{files, ToolSet};
@@ -72,7 +74,9 @@ fn bench_agent(c: &mut Criterion) {
     let db = Database::open(&dir.path().join("warden.db")).unwrap();
     let paths = Arc::new(PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap());
     let mut tools = ToolSet::new(db.clone(), ws.join(".warden/outputs"));
-    for tool in files::tools(paths.clone(), None) {
+    let prompt_files =
+        Arc::new(PromptFiles::new(paths.workspace(), &TrustConfig::default()).unwrap());
+    for tool in files::tools(paths.clone(), prompt_files, None) {
         tools.add(tool);
     }
     let prompt = SystemPrompt::new(paths.workspace(), tools.names());

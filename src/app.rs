@@ -3,7 +3,7 @@
 //! entry point (`run`, `chat`, `bot`) builds the same [`App`], so the security wiring exists in
 //! exactly one place.
 
-use crate::agent::{Agent, SystemPrompt};
+use crate::agent::{Agent, JobsFn, Persistence, SystemPrompt};
 use crate::config::{home_dir, Config};
 use crate::db::Database;
 use crate::egress::{Gate, HostRules};
@@ -11,6 +11,7 @@ use crate::memory::compaction::{self, Compactor};
 use crate::memory::sessions::SessionStore;
 use crate::memory::workspace::{self, ConventionFiles};
 use crate::memory::MemoryIndex;
+use crate::persistence::{JobState, PromptFiles};
 use crate::policy::{PathPolicy, Policy};
 use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::JailSpec;
@@ -100,6 +101,9 @@ impl App {
             spec,
             false,
         ));
+        let prompt_files = Arc::new(
+            PromptFiles::new(paths.workspace(), &config.trust).map_err(anyhow::Error::msg)?,
+        );
         let outputs = workspace.join(".warden/outputs");
         let mut tools = ToolSet::new(db.clone(), outputs.clone());
         tools.add(Arc::new(BashTool::new(
@@ -108,8 +112,13 @@ impl App {
             sandboxes.clone(),
             std::time::Duration::from_secs(config.sandbox.timeout_secs),
             outputs,
+            prompt_files.clone(),
         )));
-        for tool in files::tools(paths.clone(), Some(memory.write_hook())) {
+        for tool in files::tools(
+            paths.clone(),
+            prompt_files.clone(),
+            Some(memory.write_hook()),
+        ) {
             tools.add(tool);
         }
         let gate = Gate::new(
@@ -148,7 +157,11 @@ impl App {
             config.llm.max_iterations,
         )
         .with_compactor(Arc::new(compactor))
-        .with_timezone(scheduler.tz);
+        .with_timezone(scheduler.tz)
+        .with_persistence(Persistence {
+            files: prompt_files,
+            jobs: job_states(jobs.clone(), scheduler.tz),
+        });
         Ok(App {
             config,
             db,
@@ -167,6 +180,31 @@ impl App {
     pub async fn shutdown(&self) {
         self.sandboxes.shutdown().await;
     }
+}
+
+/// The cron jobs as the end-of-run summary compares them: a job's line changes with its
+/// definition, not with its runs.
+fn job_states(jobs: Arc<JobManager>, tz: chrono_tz::Tz) -> JobsFn {
+    Arc::new(move || match jobs.list() {
+        Ok(list) => list
+            .into_iter()
+            .map(|job| JobState {
+                id: job.id,
+                line: format!(
+                    "#{} {:?} {} → {}: {}",
+                    job.id,
+                    job.name,
+                    job.schedule.describe(tz),
+                    job.target.describe(),
+                    crate::redact::redact(&job.prompt.chars().take(80).collect::<String>())
+                ),
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!("listing cron jobs for the run summary: {e}");
+            Vec::new()
+        }
+    })
 }
 
 /// Create the workspace (private to the user) and return its canonical path.

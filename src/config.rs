@@ -72,6 +72,32 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub skills: SkillsConfig,
     pub egress: EgressConfig,
+    pub trust: TrustConfig,
+}
+
+/// `[trust]`: the workspace files that steer the agent, and where untrusted files land (see
+/// `crate::persistence`). Paths are relative to the workspace; `dir/**` is a whole folder.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrustConfig {
+    /// Files that tell the agent how to behave: every model write to them asks, with a diff.
+    pub instruction_files: Vec<String>,
+    /// Memory that feeds later prompts: written freely, except after the run read untrusted
+    /// content, when writes ask.
+    pub memory_files: Vec<String>,
+    /// Where files from others land: reading from them marks the run as untrusted.
+    pub untrusted_paths: Vec<String>,
+}
+
+impl Default for TrustConfig {
+    fn default() -> Self {
+        let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        TrustConfig {
+            instruction_files: strings(&["AGENTS.md", "SOUL.md", "TOOLS.md"]),
+            memory_files: strings(&["MEMORY.md", "USER.md", "HEARTBEAT.md", "memory/**"]),
+            untrusted_paths: strings(&["attachments"]),
+        }
+    }
 }
 
 /// `[egress]`: what warden's own process may fetch (`web_fetch`; see `crate::egress`).
@@ -364,6 +390,7 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             skills: SkillsConfig::default(),
             egress: EgressConfig::default(),
+            trust: TrustConfig::default(),
         }
     }
 }
@@ -473,6 +500,7 @@ impl Config {
             .and_then(|()| crate::skills::egress::parse_hosts(&config.skills.hosts).map(|_| ()))
             .and_then(|()| crate::egress::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
+            .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,

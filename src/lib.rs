@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod llm;
 pub mod memory;
+pub mod persistence;
 pub mod policy;
 pub mod redact;
 pub mod sandbox;

@@ -45,6 +45,16 @@ impl Taint {
         }
     }
 
+    /// A separate copy with `more` sources added: what the run would be if it went on to read
+    /// them (the shared taint is left as it is).
+    pub fn with(&self, more: &[String]) -> Taint {
+        let copy = Taint::new();
+        for source in self.sources().into_iter().chain(more.iter().cloned()) {
+            copy.add(source);
+        }
+        copy
+    }
+
     pub fn is_tainted(&self) -> bool {
         let s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         !s.listed.is_empty()
@@ -76,9 +86,10 @@ impl Taint {
     }
 
     /// The taint a run starts with: untrusted content already in the history it sends the
-    /// model (earlier `web_fetch` and `skill` calls that returned a result, `read`s of
-    /// `attachments/`, images the user sent, including in this run's own message).
-    pub fn from_history(history: &[Message]) -> Taint {
+    /// model (earlier `web_fetch` and `skill` calls that returned a result, `read`s and bash
+    /// lines naming an `untrusted` folder, images, documents and forwarded messages the user
+    /// sent, including in this run's own message).
+    pub fn from_history(history: &[Message], untrusted: &[String]) -> Taint {
         let taint = Taint::new();
         // Only calls whose result reached the model (a refusal carries nothing in).
         let delivered: std::collections::HashSet<&str> = history
@@ -99,12 +110,20 @@ impl Taint {
                     ContentBlock::ToolUse {
                         id, name, input, ..
                     } if message.role == Role::Assistant && delivered.contains(id.as_str()) => {
-                        if let Some(source) = source_of_call(name, input) {
+                        if let Some(source) = source_of_call(name, input, untrusted) {
                             taint.add(format!("{source} (earlier in this conversation)"));
                         }
                     }
                     ContentBlock::Image { .. } if message.role == Role::User => {
                         taint.add("an image sent in the chat");
+                    }
+                    ContentBlock::Text { text } if message.role == Role::User => {
+                        if text.contains(FORWARDED_MARK) {
+                            taint.add("a forwarded message");
+                        }
+                        if text.contains(DOCUMENT_MARK) {
+                            taint.add("a document sent in the chat");
+                        }
                     }
                     _ => {}
                 }
@@ -114,9 +133,15 @@ impl Taint {
     }
 }
 
+/// How the channels introduce what others wrote: a forwarded message, a document's note.
+/// A user who types them only taints their own run (the safe direction).
+pub const FORWARDED_MARK: &str = "[Forwarded message";
+pub const DOCUMENT_MARK: &str = "[The user sent a file";
+
 /// Whether a tool call brings untrusted content into the context, as far as its input tells
-/// (a `read` of any path with an `attachments` component counts: over-tainting is safe).
-fn source_of_call(name: &str, input: &serde_json::Value) -> Option<String> {
+/// (a `read` of any path with an untrusted folder's name as a component, a bash line that
+/// mentions one: over-tainting is safe).
+fn source_of_call(name: &str, input: &serde_json::Value, untrusted: &[String]) -> Option<String> {
     let field = |k: &str| input.get(k).and_then(|v| v.as_str()).unwrap_or("");
     match name {
         "web_fetch" => Some(format!("web_fetch {}", field("url"))),
@@ -125,8 +150,15 @@ fn source_of_call(name: &str, input: &serde_json::Value) -> Option<String> {
             let path = field("path");
             std::path::Path::new(path)
                 .components()
-                .any(|c| c.as_os_str() == "attachments")
+                .any(|c| untrusted.iter().any(|u| c.as_os_str() == u.as_str()))
                 .then(|| path.to_string())
+        }
+        "bash" => {
+            let command = field("command");
+            untrusted
+                .iter()
+                .any(|u| command.contains(u.as_str()))
+                .then(|| format!("bash `{command}`"))
         }
         _ => None,
     }
@@ -158,6 +190,10 @@ mod tests {
         assert!(taint.why().unwrap().ends_with("and 14 more"));
     }
 
+    fn untrusted() -> Vec<String> {
+        vec!["attachments".into()]
+    }
+
     #[test]
     fn history_with_untrusted_content_taints_the_run() {
         let clean = vec![
@@ -171,7 +207,7 @@ mod tests {
                 }],
             },
         ];
-        assert!(!Taint::from_history(&clean).is_tainted());
+        assert!(!Taint::from_history(&clean, &untrusted()).is_tainted());
 
         let mut fetched = clean.clone();
         fetched.push(Message {
@@ -188,7 +224,7 @@ mod tests {
             true,
         )]));
         assert!(
-            !Taint::from_history(&fetched).is_tainted(),
+            !Taint::from_history(&fetched, &untrusted()).is_tainted(),
             "a refused fetch brought nothing in"
         );
         fetched.push(Message {
@@ -210,7 +246,7 @@ mod tests {
             ContentBlock::tool_result("2", "page", false),
             ContentBlock::tool_result("3", "pdf text", false),
         ]));
-        let taint = Taint::from_history(&fetched);
+        let taint = Taint::from_history(&fetched, &untrusted());
         assert_eq!(
             taint.sources(),
             vec![
@@ -226,6 +262,24 @@ mod tests {
                 data_base64: String::new(),
             }],
         }];
-        assert!(Taint::from_history(&photo).is_tainted());
+        assert!(Taint::from_history(&photo, &untrusted()).is_tainted());
+
+        let forwarded = vec![Message::user(format!("{FORWARDED_MARK} from Eve]\nhi"))];
+        assert_eq!(
+            Taint::from_history(&forwarded, &untrusted()).sources(),
+            ["a forwarded message"]
+        );
+        let bash = vec![
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "4".into(),
+                    name: "bash".into(),
+                    input: json!({"command": "head attachments/x.csv"}),
+                }],
+            },
+            Message::tool_results(vec![ContentBlock::tool_result("4", "a,b", false)]),
+        ];
+        assert!(Taint::from_history(&bash, &untrusted()).is_tainted());
     }
 }

@@ -11,10 +11,12 @@ use std::time::Duration;
 use support::fake_llm::{FakeLlm, Turn};
 use warden::agent::{Agent, AgentEvent, RunControl, RunEnd, RunRequest, SystemPrompt};
 use warden::audit;
+use warden::config::TrustConfig;
 use warden::db::Database;
 use warden::egress::{self, HostRules};
 use warden::llm::ContentBlock;
 use warden::memory::sessions::SessionStore;
+use warden::persistence::PromptFiles;
 use warden::policy::PathPolicy;
 use warden::tools::approval::NoApprover;
 use warden::tools::web_fetch::{Names, WebFetch};
@@ -54,7 +56,9 @@ fn harness(llm: &FakeLlm, extra: Vec<Arc<dyn Tool>>, max_iterations: u32) -> Har
     let db = Database::open_in_memory().unwrap();
     let paths = Arc::new(PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap());
     let mut tools = ToolSet::new(db.clone(), ws.join(".warden/outputs"));
-    for tool in files::tools(paths.clone(), None) {
+    let prompt_files =
+        Arc::new(PromptFiles::new(paths.workspace(), &TrustConfig::default()).unwrap());
+    for tool in files::tools(paths.clone(), prompt_files, None) {
         tools.add(tool);
     }
     let gate = egress::Gate::new(HostRules::default(), db.clone());
@@ -387,6 +391,7 @@ fn bash_harness(llm: &FakeLlm) -> Harness {
         pool,
         Duration::from_secs(60),
         ws.join(".warden/outputs"),
+        Arc::new(PromptFiles::new(paths.workspace(), &TrustConfig::default()).unwrap()),
     )));
     let prompt = SystemPrompt::new(paths.workspace(), tools.names());
     let agent = Agent::new(

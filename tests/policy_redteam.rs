@@ -153,7 +153,11 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("cp notes.txt src/main.rs", Allow, "allowed: cp"),
     ("mv notes.txt src/main.rs", Allow, "allowed: mv"),
     ("cp -r repo-copy notes.txt", Deny, ".git/"),
-    ("rm notes.txt; mkdir notes.txt; cp -r attrs notes.txt", Deny, ".gitattributes"),
+    (
+        "rm notes.txt; mkdir notes.txt; cp -r attrs notes.txt",
+        Deny,
+        ".gitattributes",
+    ),
     ("echo '* filter=x' > .gitattributes", Deny, ".gitattributes"),
     (
         "echo '* diff=x' >> src/.gitattributes",

@@ -50,6 +50,7 @@ impl Tool for Guarded {
             command: format!("touch {name} <&>"),
             reason: "the test tool always asks".into(),
             always: None,
+            detail: None,
         };
         match ctx.approver.approve(&request).await {
             Approval::Approved => {

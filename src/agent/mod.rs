@@ -16,6 +16,7 @@ use crate::egress::Provenance;
 use crate::llm::{ChatRequest, ContentBlock, LlmError, Message, Provider, Role, StreamEvent};
 use crate::memory::compaction::{CallSite, Compactor};
 use crate::memory::sessions::SessionStore;
+use crate::persistence::{JobState, PromptFiles, Snapshot};
 use crate::taint::Taint;
 use crate::tools::approval::Approver;
 use crate::tools::{ToolContext, ToolSet};
@@ -76,6 +77,45 @@ pub struct RunOutcome {
     pub unconsumed_steer: Vec<String>,
     /// Token usage of the last model call (for compaction decisions).
     pub last_input_tokens: u64,
+    /// What the run changed that later runs will see (prompt-feeding files, cron jobs), one
+    /// line each, for the summary the user gets at the end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub persisted: Vec<String>,
+}
+
+impl RunOutcome {
+    /// The answer followed by the summary of what the run made persist, if anything.
+    pub fn text_with_summary(&self) -> String {
+        match persisted_summary(&self.persisted) {
+            Some(summary) => format!("{}\n\n{summary}", self.text),
+            None => self.text.clone(),
+        }
+    }
+}
+
+/// The one short summary of what a run changed for later runs, or `None` when it changed
+/// nothing.
+pub fn persisted_summary(lines: &[String]) -> Option<String> {
+    (!lines.is_empty()).then(|| {
+        format!(
+            "📝 This run changed what later runs see:\n{}",
+            lines
+                .iter()
+                .map(|l| format!("• {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })
+}
+
+/// The cron jobs as the summary compares them.
+pub type JobsFn = Arc<dyn Fn() -> Vec<JobState> + Send + Sync>;
+
+/// What the agent watches for the end-of-run summary, and how it tells untrusted input.
+#[derive(Clone)]
+pub struct Persistence {
+    pub files: Arc<PromptFiles>,
+    pub jobs: JobsFn,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +136,7 @@ pub struct Agent {
     /// The zone the prompt's date and time are shown in (the scheduler's, so "at 9" means the
     /// same to the model and to the cron tool); `None`: the system's local zone.
     timezone: Option<chrono_tz::Tz>,
+    persistence: Option<Persistence>,
 }
 
 /// One run's inputs.
@@ -124,7 +165,15 @@ impl Agent {
             max_iterations: max_iterations.max(1),
             compactor: None,
             timezone: None,
+            persistence: None,
         }
+    }
+
+    /// Summarize, at the end of each run, what it changed of `persistence`'s files and jobs;
+    /// the files' untrusted folders taint a run whose history read them.
+    pub fn with_persistence(mut self, persistence: Persistence) -> Agent {
+        self.persistence = Some(persistence);
+        self
     }
 
     pub fn with_timezone(mut self, timezone: chrono_tz::Tz) -> Agent {
@@ -155,6 +204,24 @@ impl Agent {
 
     /// Run one user message to the end of the model's turn.
     pub async fn run(&self, request: RunRequest) -> Result<RunOutcome, AgentError> {
+        let watch = self.persistence.as_ref();
+        let before = watch.map(|p| Snapshot::take(&p.files, (p.jobs)()));
+        let session = request.session.clone();
+        let result = self.run_turn(request).await;
+        let (Some(watch), Some(before)) = (watch, before) else {
+            return result;
+        };
+        let changes = before.changes(&Snapshot::take(&watch.files, (watch.jobs)()));
+        if !changes.is_empty() {
+            tracing::info!(%session, "the run changed: {}", changes.join("; "));
+        }
+        result.map(|outcome| RunOutcome {
+            persisted: changes,
+            ..outcome
+        })
+    }
+
+    async fn run_turn(&self, request: RunRequest) -> Result<RunOutcome, AgentError> {
         let RunRequest {
             session,
             input,
@@ -178,7 +245,7 @@ impl Agent {
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
             // What the model sees (the history and this message) decides both: URLs the user
             // wrote may be fetched without asking; untrusted content already there taints.
-            taint: Taint::from_history(&history),
+            taint: Taint::from_history(&history, &self.untrusted_folders()),
             provenance: Provenance::from_history(&history),
         };
         let stream_events = events.clone();
@@ -243,6 +310,7 @@ impl Agent {
                     iterations,
                     unconsumed_steer: control.take_steer(),
                     last_input_tokens,
+                    persisted: Vec::new(),
                 });
             }
 
@@ -314,7 +382,15 @@ impl Agent {
             iterations,
             unconsumed_steer: control.take_steer(),
             last_input_tokens,
+            persisted: Vec::new(),
         })
+    }
+
+    fn untrusted_folders(&self) -> Vec<String> {
+        match &self.persistence {
+            Some(p) => p.files.untrusted_folders(),
+            None => crate::config::TrustConfig::default().untrusted_paths,
+        }
     }
 
     fn aborted(
@@ -348,6 +424,7 @@ impl Agent {
             iterations,
             unconsumed_steer: Vec::new(),
             last_input_tokens,
+            persisted: Vec::new(),
         })
     }
 }

@@ -2,7 +2,7 @@
 //! stderr) and `warden chat` (a REPL that streams text, shows each tool call with its decision,
 //! asks y/n for `ask` commands, and aborts a run on Ctrl-C).
 
-use crate::agent::{AgentEvent, EventFn, RunControl, RunEnd, RunRequest};
+use crate::agent::{persisted_summary, AgentEvent, EventFn, RunControl, RunEnd, RunRequest};
 use crate::app::App;
 use crate::audit::AuditDecision;
 use crate::llm::ContentBlock;
@@ -71,6 +71,10 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
     app.shutdown().await;
     let outcome = outcome?;
     println!("{}", outcome.text);
+    // The answer stays alone on stdout (scripts read it); the summary is for the person.
+    if let Some(summary) = persisted_summary(&outcome.persisted) {
+        eprintln!("{summary}");
+    }
     Ok(match outcome.end {
         RunEnd::Answered => 0,
         RunEnd::IterationLimit => 3,
@@ -115,6 +119,9 @@ impl Approver for TerminalApprover {
         eprintln!("\n[approval needed] {}", request.reason);
         for line in request.command.lines() {
             eprintln!("    {line}");
+        }
+        if let Some(detail) = &request.detail {
+            eprintln!("{detail}");
         }
         eprint!("Run it? [y/N] ");
         let answer = self.lines.lock().await.recv().await.unwrap_or_default();
@@ -171,8 +178,16 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
             .await;
         ctrl_c.abort();
         match result {
-            Ok(outcome) if outcome.end == RunEnd::Answered => println!(),
-            Ok(outcome) => println!("\n{}", outcome.text),
+            Ok(outcome) => {
+                if outcome.end == RunEnd::Answered {
+                    println!();
+                } else {
+                    println!("\n{}", outcome.text);
+                }
+                if let Some(summary) = persisted_summary(&outcome.persisted) {
+                    eprintln!("{summary}");
+                }
+            }
             Err(e) => eprintln!("\nerror: {e}"),
         }
     }

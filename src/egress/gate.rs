@@ -107,6 +107,7 @@ impl Gate {
                     command: describe_request(hop.url),
                     reason: why.clone(),
                     always: matched.is_none().then(|| host.clone()),
+                    detail: None,
                 };
                 match ctx.approver.approve(&request).await {
                     Approval::Approved => (Ok(Admission::Approved), format!("approved: {why}")),

@@ -144,11 +144,16 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
                 });
                 return;
             }
-            RunEnd::Aborted => (RunStatus::Stopped, outcome.text, Vec::new()),
-            RunEnd::Answered => (RunStatus::Answered, outcome.text, outcome.unconsumed_steer),
+            // The answer carries the summary of what the run changed for later runs.
+            RunEnd::Aborted => (RunStatus::Stopped, outcome.text_with_summary(), Vec::new()),
+            RunEnd::Answered => (
+                RunStatus::Answered,
+                outcome.text_with_summary(),
+                outcome.unconsumed_steer,
+            ),
             RunEnd::IterationLimit => (
                 RunStatus::IterationLimit,
-                outcome.text,
+                outcome.text_with_summary(),
                 outcome.unconsumed_steer,
             ),
         },

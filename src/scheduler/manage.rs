@@ -52,6 +52,18 @@ impl JobManager {
         Ok(stored)
     }
 
+    /// Check `request` without adding it: how it would be scheduled and where it would
+    /// answer (`every 1h → telegram:42`), for an approval.
+    pub fn describe(&self, request: JobRequest, tz: chrono_tz::Tz) -> Result<String, JobError> {
+        let job = validate(request, self.clock.now(), &self.limits)?;
+        Ok(format!(
+            "{:?} {} → {}",
+            job.name,
+            job.schedule.describe(tz),
+            job.target.describe()
+        ))
+    }
+
     pub fn list(&self) -> Result<Vec<Job>, JobError> {
         self.store.list().map_err(store_error)
     }

@@ -336,6 +336,7 @@ impl SkillRunner {
                         .join("\n"),
                     reason: verdict.reason.clone(),
                     always: None,
+                    detail: None,
                 };
                 match request.approver.approve(&ask).await {
                     Approval::Approved => Ok(true),

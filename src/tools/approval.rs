@@ -1,6 +1,8 @@
 //! Approvals for `ask` decisions. The channel supplies the approver: the terminal asks y/n,
 //! Telegram sends Approve / Deny buttons; with nobody to ask, the answer is no.
 
+use super::ToolOutput;
+use crate::audit::AuditDecision;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,10 @@ pub struct ApprovalRequest {
     /// answer would allow from now on in this chat (channels that cannot store it ignore it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always: Option<String>,
+    /// What the change would do, when it is known (a unified diff of the file a write
+    /// replaces); shown after the reason, cut where a channel's message limit requires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,5 +43,20 @@ pub struct NoApprover;
 impl Approver for NoApprover {
     async fn approve(&self, _request: &ApprovalRequest) -> Approval {
         Approval::Denied("approval is required and there is no one to ask in this channel".into())
+    }
+}
+
+/// Ask `request`'s question of `approver`: `Ok` when approved; a refusal comes back as the
+/// tool's result, saying who refused and why approval was needed, audited as rejected.
+pub async fn ask(approver: &dyn Approver, request: &ApprovalRequest) -> Result<(), ToolOutput> {
+    match approver.approve(request).await {
+        Approval::Approved => Ok(()),
+        Approval::Denied(why) => Err(ToolOutput {
+            content: format!("Not run: {why}. (Approval was needed: {})", request.reason),
+            is_error: true,
+            decision: AuditDecision::Rejected,
+            reason: format!("{why}; {}", request.reason),
+            exit_code: None,
+        }),
     }
 }

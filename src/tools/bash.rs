@@ -2,11 +2,12 @@
 //! goes to the channel's approver; the allowed IR is re-verified independently and then run by
 //! the executor in the session's sandbox. The string itself never reaches a shell.
 
-use super::approval::{Approval, ApprovalRequest};
+use super::approval::{self, ApprovalRequest};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
 use crate::exec::{run_script, ExecOptions, RunOutput};
 use crate::llm::ToolSpec;
+use crate::persistence::PromptFiles;
 use crate::policy::{invariant, Checker, Decision, Policy, Verdict};
 use crate::sandbox::pool::SandboxPool;
 use async_trait::async_trait;
@@ -23,6 +24,8 @@ pub struct BashTool {
     timeout: Duration,
     /// Where the full text of large outputs is saved (inside the workspace).
     save_dir: PathBuf,
+    /// Writes to the files that feed the prompt ask (instructions always, memory when tainted).
+    prompt_files: Arc<PromptFiles>,
 }
 
 impl BashTool {
@@ -32,6 +35,7 @@ impl BashTool {
         sandboxes: Arc<SandboxPool>,
         timeout: Duration,
         save_dir: PathBuf,
+        prompt_files: Arc<PromptFiles>,
     ) -> BashTool {
         BashTool {
             policy,
@@ -39,6 +43,7 @@ impl BashTool {
             sandboxes,
             timeout,
             save_dir,
+            prompt_files,
         }
     }
 
@@ -159,34 +164,41 @@ impl Tool for BashTool {
                 Err(e) => return ToolOutput::error(format!("the sandbox is not available: {e}")),
             }
         }
-        let approved = match verdict.decision {
-            Decision::Deny => return ToolOutput::denied(verdict.reason),
-            Decision::Allow => false,
-            Decision::Ask => {
+        if verdict.decision == Decision::Deny {
+            return ToolOutput::denied(verdict.reason);
+        }
+        // A line that reads untrusted files taints the run from here on, and already for its
+        // own writes (`cat attachments/x >> MEMORY.md`).
+        let untrusted = self.prompt_files.untrusted_in_script(&verdict.script);
+        let touched = self.prompt_files.touched_by_script(&verdict.script);
+        let persists = self
+            .prompt_files
+            .why_ask(&touched, &ctx.taint.with(&untrusted));
+        let reason = match (verdict.decision, persists) {
+            (Decision::Ask, Some(why)) => Some(format!("{}; {why}", verdict.reason)),
+            (Decision::Ask, None) => Some(verdict.reason.clone()),
+            (_, why) => why,
+        };
+        let approved = match reason {
+            None => false,
+            Some(reason) => {
                 let request = ApprovalRequest {
                     session: ctx.session.clone(),
                     tool: "bash".into(),
                     command: describe(&verdict),
-                    reason: verdict.reason.clone(),
+                    reason,
                     always: None,
+                    detail: None,
                 };
-                match ctx.approver.approve(&request).await {
-                    Approval::Approved => true,
-                    Approval::Denied(why) => {
-                        return ToolOutput {
-                            content: format!(
-                                "Not run: {why}. (The policy asks for approval: {})",
-                                verdict.reason
-                            ),
-                            is_error: true,
-                            decision: AuditDecision::Rejected,
-                            reason: format!("{why}; {}", verdict.reason),
-                            exit_code: None,
-                        }
-                    }
+                if let Err(refused) = approval::ask(ctx.approver.as_ref(), &request).await {
+                    return refused;
                 }
+                true
             }
         };
+        for source in untrusted {
+            ctx.taint.add(source);
+        }
         // Defense in depth: re-resolve every path of the IR before anything runs.
         if let Err(violation) = invariant::verify(&verdict, &self.policy, &paths, &[]) {
             tracing::error!(%command, %violation, "policy invariant violated; refusing to run");

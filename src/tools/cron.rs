@@ -6,6 +6,7 @@
 //! allowed users, one person's agent cannot list, read, run or remove another's jobs. A person
 //! at the terminal (the machine's owner, who has `warden cron` anyway) sees them all.
 
+use super::approval::{self, ApprovalRequest};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::llm::ToolSpec;
 use crate::scheduler::{Job, JobError, JobManager, JobRequest, Target};
@@ -28,7 +29,7 @@ impl CronTool {
         CronTool { jobs, tz }
     }
 
-    fn add(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
+    async fn add(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
         let target = match text(input, "session").unwrap_or("current") {
             "current" => Target::Session(ctx.session.clone()),
             "new" => Target::Fresh {
@@ -57,6 +58,27 @@ impl CronTool {
             delete_after_run,
             created_by: ctx.session.clone(),
         };
+        // A job repeats its prompt later, in runs that may not be tainted: an injection that
+        // schedules itself would outlive the page it came from.
+        if let Some(tainted) = ctx.taint.why() {
+            let schedule = match self.jobs.describe(request.clone(), self.tz) {
+                Ok(schedule) => schedule,
+                Err(e) => return ToolOutput::error(e.to_string()),
+            };
+            let ask = ApprovalRequest {
+                session: ctx.session.clone(),
+                tool: "cron".into(),
+                command: format!("cron add {schedule}"),
+                reason: format!(
+                    "a cron job runs its prompt again later, and {tainted}; the prompt is below"
+                ),
+                always: None,
+                detail: Some(request.prompt.clone()),
+            };
+            if let Err(refused) = approval::ask(ctx.approver.as_ref(), &ask).await {
+                return refused;
+            }
+        }
         match self.jobs.add(request) {
             Ok(job) => ToolOutput::ok(format!(
                 "Scheduled {}. When it runs, the prompt is given to you as a new message and \
@@ -235,7 +257,7 @@ impl Tool for CronTool {
 
     async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
         match text(input, "action").unwrap_or("") {
-            "add" => self.add(input, ctx),
+            "add" => self.add(input, ctx).await,
             "list" => self.list(&ctx.session),
             "status" => self.status(input, &ctx.session),
             "remove" => match self

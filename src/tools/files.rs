@@ -3,9 +3,11 @@
 //! is then opened beneath its root without following symlinks, so a link swapped in after the
 //! check cannot redirect a read or a write.
 
+use super::approval::{self, ApprovalRequest};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::beneath;
 use crate::llm::ToolSpec;
+use crate::persistence::{self, PromptFiles};
 use crate::policy::{Access, PathPolicy};
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -19,28 +21,68 @@ const MAX_LINE_CHARS: usize = 2000;
 /// Files larger than this are not loaded whole by `read` without a limit, nor by `edit`.
 const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
-/// The workspace folder where files from others land (Telegram documents).
-pub const UNTRUSTED_DIR: &str = "attachments";
-
 /// Called after a successful write or edit (the memory index re-syncs memory files).
 pub type WriteHook = Arc<dyn Fn(&std::path::Path) + Send + Sync>;
 
-/// The four file tools over one path policy.
-pub fn tools(paths: Arc<PathPolicy>, on_write: Option<WriteHook>) -> Vec<Arc<dyn Tool>> {
+/// The four file tools over one path policy; writes to the files that feed the prompt are
+/// gated by `prompt_files`.
+pub fn tools(
+    paths: Arc<PathPolicy>,
+    prompt_files: Arc<PromptFiles>,
+    on_write: Option<WriteHook>,
+) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(ReadTool {
             paths: paths.clone(),
+            prompt_files: prompt_files.clone(),
         }),
         Arc::new(WriteTool {
             paths: paths.clone(),
+            prompt_files: prompt_files.clone(),
             on_write: on_write.clone(),
         }),
         Arc::new(EditTool {
             paths: paths.clone(),
+            prompt_files,
             on_write,
         }),
         Arc::new(ListDirTool { paths }),
     ]
+}
+
+/// Ask before a write that changes a prompt-feeding file when [`PromptFiles::why_ask`] says
+/// so, showing the diff; `Ok` when no approval is needed or it was given.
+async fn approve_change(
+    prompt_files: &PromptFiles,
+    ctx: &ToolContext,
+    tool: &str,
+    checked: &std::path::Path,
+    old: impl FnOnce() -> Result<String, ToolOutput>,
+    new: &str,
+) -> Result<(), ToolOutput> {
+    let touched = prompt_files.touched_by(checked);
+    let Some(why) = prompt_files.why_ask(&touched, &ctx.taint) else {
+        return Ok(());
+    };
+    let old = old()?;
+    let name = prompt_files.name(checked);
+    let request = ApprovalRequest {
+        session: ctx.session.clone(),
+        tool: tool.into(),
+        command: format!("{tool} {name}"),
+        reason: why,
+        always: None,
+        detail: Some(persistence::diff(&name, &old, new)),
+    };
+    approval::ask(ctx.approver.as_ref(), &request).await
+}
+
+/// The file's text before a write (empty when it does not exist yet).
+fn current_text(paths: &PathPolicy, checked: &std::path::Path) -> Result<String, ToolOutput> {
+    match std::fs::symlink_metadata(checked) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        _ => read_text(paths, checked, MAX_FILE_BYTES),
+    }
 }
 
 fn string_arg<'a>(input: &'a Value, key: &str) -> Result<&'a str, ToolOutput> {
@@ -86,6 +128,7 @@ fn read_text(
 
 struct ReadTool {
     paths: Arc<PathPolicy>,
+    prompt_files: Arc<PromptFiles>,
 }
 
 #[async_trait]
@@ -113,10 +156,8 @@ impl Tool for ReadTool {
             let path = string_arg(input, "path")?;
             let checked = check(&self.paths, path, Access::Read)?;
             // What others sent (Telegram documents) is untrusted: reading it taints the run.
-            if let Ok(inside) = checked.strip_prefix(self.paths.workspace()) {
-                if inside.starts_with(UNTRUSTED_DIR) {
-                    ctx.taint.add(inside.display().to_string());
-                }
+            if self.prompt_files.is_untrusted(&checked) {
+                ctx.taint.add(self.prompt_files.name(&checked));
             }
             let offset = input
                 .get("offset")
@@ -155,6 +196,7 @@ impl Tool for ReadTool {
 
 struct WriteTool {
     paths: Arc<PathPolicy>,
+    prompt_files: Arc<PromptFiles>,
     on_write: Option<WriteHook>,
 }
 
@@ -177,11 +219,23 @@ impl Tool for WriteTool {
         }
     }
 
-    async fn run(&self, input: &Value, _ctx: &ToolContext) -> ToolOutput {
-        let result = (|| {
+    async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
+        let (path, content, checked) = match (|| {
             let path = string_arg(input, "path")?;
             let content = string_arg(input, "content")?;
             let checked = check(&self.paths, path, Access::Write)?;
+            Ok((path, content, checked))
+        })() {
+            Ok(args) => args,
+            Err(e) => return e,
+        };
+        let old = || current_text(&self.paths, &checked);
+        if let Err(refused) =
+            approve_change(&self.prompt_files, ctx, "write", &checked, old, content).await
+        {
+            return refused;
+        }
+        let result = (|| {
             if let Some(parent) = checked.parent() {
                 beneath::create_dirs(&self.paths, parent).map_err(|e| {
                     ToolOutput::error(format!("creating {}: {e}", parent.display()))
@@ -203,6 +257,7 @@ impl Tool for WriteTool {
 
 struct EditTool {
     paths: Arc<PathPolicy>,
+    prompt_files: Arc<PromptFiles>,
     on_write: Option<WriteHook>,
 }
 
@@ -227,8 +282,8 @@ impl Tool for EditTool {
         }
     }
 
-    async fn run(&self, input: &Value, _ctx: &ToolContext) -> ToolOutput {
-        let result = (|| {
+    async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
+        let prepared = (|| {
             let path = string_arg(input, "path")?;
             let old = string_arg(input, "old_string")?;
             let new = string_arg(input, "new_string")?;
@@ -258,6 +313,25 @@ impl Tool for EditTool {
                 )))
                 }
             };
+            Ok((path, checked, text, updated, count))
+        })();
+        let (path, checked, text, updated, count) = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => return e,
+        };
+        if let Err(refused) = approve_change(
+            &self.prompt_files,
+            ctx,
+            "edit",
+            &checked,
+            || Ok(text),
+            &updated,
+        )
+        .await
+        {
+            return refused;
+        }
+        let result = (|| {
             beneath::replace(&self.paths, &checked, updated.as_bytes())
                 .map_err(|e| ToolOutput::error(format!("{path}: {e}")))?;
             if let Some(hook) = &self.on_write {

@@ -171,12 +171,43 @@ pub struct ChatApprover {
 }
 
 fn request_html(request: &ApprovalRequest) -> String {
-    format!(
+    let html = format!(
         "🔐 <b>Approval needed</b> ({tool})\n<pre>{command}</pre>\n{reason}",
         tool = escape(&request.tool),
         command = escape(&request.command),
         reason = escape(&request.reason),
-    )
+    );
+    let Some(detail) = &request.detail else {
+        return html;
+    };
+    // The command must be shown whole (or not asked at all); the detail (a diff) is cut at a
+    // line to what is left of the message.
+    let budget = MAX_SHOWN.saturating_sub(html.chars().count() + "\n<pre></pre>".len());
+    format!("{html}\n<pre>{}</pre>", escaped_lines(detail, budget))
+}
+
+/// `text` HTML-escaped, whole lines only, at most `budget` characters, with a note of what was
+/// left out. Cut before escaping, so no entity is ever split.
+fn escaped_lines(text: &str, budget: usize) -> String {
+    const NOTE_ROOM: usize = 40;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for (shown, line) in lines.iter().enumerate() {
+        let escaped = escape(line) + "\n";
+        let room = if shown + 1 == lines.len() {
+            budget
+        } else {
+            budget.saturating_sub(NOTE_ROOM)
+        };
+        if used + escaped.chars().count() > room {
+            out.push_str(&format!("… {} more lines not shown", lines.len() - shown));
+            return out;
+        }
+        used += escaped.chars().count();
+        out.push_str(&escaped);
+    }
+    out
 }
 
 #[async_trait]
@@ -289,6 +320,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_long_diff_is_cut_at_a_line_and_never_inside_an_entity() {
+        let detail: String = (0..2000).map(|i| format!("+line {i} <&>\n")).collect();
+        let html = request_html(&ApprovalRequest {
+            session: "telegram:1".into(),
+            tool: "write".into(),
+            command: "write AGENTS.md".into(),
+            reason: "AGENTS.md tells the agent how to behave".into(),
+            always: None,
+            detail: Some(detail),
+        });
+        assert!(html.chars().count() <= MAX_SHOWN, "{}", html.len());
+        assert!(html.contains("+line 0 &lt;&amp;&gt;\n"), "{html}");
+        assert!(html.contains("more lines not shown</pre>"), "{html}");
+        let body = html.split("<pre>").nth(2).unwrap();
+        for line in body.lines() {
+            assert!(
+                line.starts_with("+line ") && line.ends_with("&lt;&amp;&gt;")
+                    || line.starts_with('…'),
+                "{line}"
+            );
+        }
+        let short = request_html(&ApprovalRequest {
+            detail: Some("-a\n+b\n".into()),
+            ..ApprovalRequest {
+                session: "telegram:1".into(),
+                tool: "edit".into(),
+                command: "edit SOUL.md".into(),
+                reason: "r".into(),
+                always: None,
+                detail: None,
+            }
+        });
+        assert!(short.ends_with("<pre>-a\n+b\n</pre>"), "{short}");
+    }
+
+    #[test]
     fn callback_data_round_trips_and_rejects_garbage() {
         assert_eq!(
             parse_data("ap:18446744073709551615:y"),
@@ -309,6 +376,7 @@ mod tests {
             command: "rm -r 'a <b>' && echo &".into(),
             reason: "rm -r deletes a directory tree".into(),
             always: None,
+            detail: None,
         });
         assert!(html.contains("<pre>rm -r 'a &lt;b&gt;' &amp;&amp; echo &amp;</pre>"));
     }

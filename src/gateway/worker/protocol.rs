@@ -125,6 +125,7 @@ mod tests {
                     command: "rm -r old\nrm x".into(),
                     reason: "deletes files".into(),
                     always: None,
+                    detail: None,
                 },
             },
             FromWorker::Done {
@@ -135,6 +136,7 @@ mod tests {
                     iterations: 2,
                     unconsumed_steer: vec!["late".into()],
                     last_input_tokens: 10,
+                    persisted: vec!["AGENTS.md: +1 −0".into()],
                 }),
             },
             FromWorker::Done {

@@ -1,0 +1,420 @@
+//! Which workspace files steer the agent, and whether a write to them must be approved.
+//!
+//! Paths arrive checked and resolved (symlinks followed, absolute), from the file tools or from
+//! the bash policy's IR, so `echo x > link-to-AGENTS.md` is a write to `AGENTS.md`. A write to a
+//! directory that holds such a file (`tar -x` or `git checkout` in the workspace root, `rm -r
+//! memory`) may change it too, and counts as touching it.
+
+use crate::config::TrustConfig;
+use crate::policy::ir::{OpenMode, RedirectTarget, Script};
+use crate::policy::Access;
+use crate::taint::Taint;
+use std::path::{Component, Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Tells the agent how to behave (AGENTS.md): every change asks.
+    Instructions,
+    /// Remembered facts that feed later prompts (MEMORY.md): changes ask in a tainted run.
+    Memory,
+}
+
+/// A prompt-feeding file a write may change: `name` is relative to the workspace (`memory/**`
+/// for a whole folder).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Touched {
+    pub kind: Kind,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Entry {
+    File(PathBuf),
+    /// `dir/**`: everything beneath `dir`.
+    Tree(PathBuf),
+}
+
+impl Entry {
+    fn parse(key: &str, text: &str) -> Result<Entry, String> {
+        let bad = |why: &str| Err(format!("[trust] {key}: {text:?} {why}"));
+        let (path, tree) = match text.strip_suffix("/**") {
+            Some(dir) => (dir, true),
+            None => (text, false),
+        };
+        if path.is_empty() {
+            return bad("is empty");
+        }
+        if path.contains('*') || path.contains('?') || path.contains('[') {
+            return bad("may use a pattern only as a trailing /** (a whole folder)");
+        }
+        let path = Path::new(path);
+        if !path.components().all(|c| matches!(c, Component::Normal(_))) {
+            return bad("must be a plain path relative to the workspace (no /, . or ..)");
+        }
+        Ok(if tree {
+            Entry::Tree(path.to_path_buf())
+        } else {
+            Entry::File(path.to_path_buf())
+        })
+    }
+
+    /// What writing `rel` (relative to the workspace; empty for the workspace itself) may
+    /// change of this entry.
+    fn touched_by(&self, rel: &Path) -> Option<String> {
+        match self {
+            Entry::File(file) => file.starts_with(rel).then(|| file.display().to_string()),
+            Entry::Tree(dir) if rel.starts_with(dir) && rel != dir => {
+                Some(rel.display().to_string())
+            }
+            Entry::Tree(dir) => dir
+                .starts_with(rel)
+                .then(|| format!("{}/**", dir.display())),
+        }
+    }
+
+    /// The files of this entry that exist under `workspace`, relative to it.
+    fn existing(&self, workspace: &Path, limit: usize, out: &mut Vec<PathBuf>) {
+        match self {
+            Entry::File(file) => {
+                if std::fs::symlink_metadata(workspace.join(file)).is_ok_and(|m| m.is_file()) {
+                    out.push(file.clone());
+                }
+            }
+            Entry::Tree(dir) => {
+                let mut stack = vec![dir.clone()];
+                while let Some(rel) = stack.pop() {
+                    let Ok(entries) = std::fs::read_dir(workspace.join(&rel)) else {
+                        continue;
+                    };
+                    for entry in entries.flatten() {
+                        if out.len() >= limit {
+                            return;
+                        }
+                        let child = rel.join(entry.file_name());
+                        match entry.file_type() {
+                            Ok(t) if t.is_dir() => stack.push(child),
+                            Ok(t) if t.is_file() => out.push(child),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The prompt-feeding files of one workspace, and its untrusted folders.
+#[derive(Clone, Debug)]
+pub struct PromptFiles {
+    workspace: PathBuf,
+    instructions: Vec<Entry>,
+    memory: Vec<Entry>,
+    untrusted: Vec<PathBuf>,
+}
+
+impl PromptFiles {
+    /// `workspace` is canonical (the path validator's).
+    pub fn new(workspace: &Path, config: &TrustConfig) -> Result<PromptFiles, String> {
+        let parse = |key: &str, list: &[String]| -> Result<Vec<Entry>, String> {
+            list.iter().map(|t| Entry::parse(key, t)).collect()
+        };
+        let untrusted = parse("untrusted_paths", &config.untrusted_paths)?
+            .into_iter()
+            .map(|e| match e {
+                Entry::File(p) | Entry::Tree(p) => p,
+            })
+            .collect();
+        Ok(PromptFiles {
+            workspace: workspace.to_path_buf(),
+            instructions: parse("instruction_files", &config.instruction_files)?,
+            memory: parse("memory_files", &config.memory_files)?,
+            untrusted,
+        })
+    }
+
+    /// Validate `[trust]` when the config is loaded.
+    pub fn check_config(config: &TrustConfig) -> Result<(), String> {
+        PromptFiles::new(Path::new("/"), config).map(drop)
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The prompt-feeding files a write to (or removal of) `path` may change.
+    pub fn touched_by(&self, path: &Path) -> Vec<Touched> {
+        let Ok(rel) = path.strip_prefix(&self.workspace) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (kind, entries) in [
+            (Kind::Instructions, &self.instructions),
+            (Kind::Memory, &self.memory),
+        ] {
+            for entry in entries {
+                if let Some(name) = entry.touched_by(rel) {
+                    out.push(Touched { kind, name });
+                }
+            }
+        }
+        out
+    }
+
+    /// Everything a checked bash line may change of them: each path it writes or removes and
+    /// each file it redirects output to.
+    pub fn touched_by_script(&self, script: &Script) -> Vec<Touched> {
+        let mut out: Vec<Touched> = written(script)
+            .flat_map(|path| self.touched_by(path))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Whether `path` (checked, absolute) is in an untrusted folder: its contents came from
+    /// someone else.
+    pub fn is_untrusted(&self, path: &Path) -> bool {
+        path.strip_prefix(&self.workspace)
+            .is_ok_and(|rel| self.untrusted.iter().any(|u| rel.starts_with(u)))
+    }
+
+    /// The untrusted folders, relative to the workspace.
+    pub fn untrusted_folders(&self) -> Vec<String> {
+        self.untrusted
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+
+    /// The untrusted files a checked bash line opens, as the user would name them.
+    pub fn untrusted_in_script(&self, script: &Script) -> Vec<String> {
+        let mut out: Vec<String> = script
+            .commands()
+            .flat_map(|c| {
+                let redirected = c.redirects.iter().filter_map(|r| match &r.target {
+                    RedirectTarget::File { path, .. } => Some(path.as_path()),
+                    _ => None,
+                });
+                c.paths.iter().map(|p| p.path.as_path()).chain(redirected)
+            })
+            .filter(|p| self.is_untrusted(p))
+            .map(|p| self.name(p))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// `path` relative to the workspace when it is inside it.
+    pub fn name(&self, path: &Path) -> String {
+        path.strip_prefix(&self.workspace)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| path.display().to_string())
+    }
+
+    /// Why changing `touched` needs the user's approval in a run with `taint`, or `None` when
+    /// it does not.
+    pub fn why_ask(&self, touched: &[Touched], taint: &Taint) -> Option<String> {
+        let names = |kind: Kind| -> Vec<&str> {
+            touched
+                .iter()
+                .filter(|t| t.kind == kind)
+                .map(|t| t.name.as_str())
+                .collect()
+        };
+        let mut why = Vec::new();
+        let instructions = names(Kind::Instructions);
+        if !instructions.is_empty() {
+            why.push(format!(
+                "{} {} the agent how to behave in every later run: a change always needs your \
+                 approval",
+                instructions.join(", "),
+                if instructions.len() == 1 {
+                    "tells"
+                } else {
+                    "tell"
+                }
+            ));
+        }
+        let memory = names(Kind::Memory);
+        if let (false, Some(tainted)) = (memory.is_empty(), taint.why()) {
+            why.push(format!(
+                "{} {} every later prompt, and {tainted}",
+                memory.join(", "),
+                if memory.len() == 1 { "feeds" } else { "feed" }
+            ));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// The prompt-feeding files that exist now, relative to the workspace (at most `limit`).
+    pub fn existing(&self, limit: usize) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in self.instructions.iter().chain(&self.memory) {
+            entry.existing(&self.workspace, limit, &mut out);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Every path a checked line writes or removes, redirections included.
+fn written(script: &Script) -> impl Iterator<Item = &Path> {
+    script.commands().flat_map(|c| {
+        let paths = c
+            .paths
+            .iter()
+            .filter(|p| p.access != Access::Read)
+            .map(|p| p.path.as_path());
+        let redirected = c.redirects.iter().filter_map(|r| match &r.target {
+            RedirectTarget::File { path, mode } if *mode != OpenMode::Read => Some(path.as_path()),
+            _ => None,
+        });
+        paths.chain(redirected)
+    })
+}
+
+/// A unified diff of one file for an approval (`old` empty for a new file).
+pub fn diff(name: &str, old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(2)
+        .header(name, name)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Checker, PathPolicy, Policy};
+    use std::sync::Arc;
+
+    fn files(ws: &Path) -> PromptFiles {
+        PromptFiles::new(ws, &TrustConfig::default()).unwrap()
+    }
+
+    fn names(touched: &[Touched]) -> Vec<(Kind, &str)> {
+        touched.iter().map(|t| (t.kind, t.name.as_str())).collect()
+    }
+
+    #[test]
+    fn files_folders_and_the_directories_holding_them_are_touched() {
+        let ws = Path::new("/ws");
+        let f = files(ws);
+        assert_eq!(
+            names(&f.touched_by(Path::new("/ws/AGENTS.md"))),
+            [(Kind::Instructions, "AGENTS.md")]
+        );
+        assert_eq!(
+            names(&f.touched_by(Path::new("/ws/memory/2026-11-25.md"))),
+            [(Kind::Memory, "memory/2026-11-25.md")]
+        );
+        assert_eq!(
+            names(&f.touched_by(Path::new("/ws/memory"))),
+            [(Kind::Memory, "memory/**")]
+        );
+        // The workspace itself holds them all.
+        let all = f.touched_by(Path::new("/ws"));
+        assert_eq!(all.len(), 7, "{all:?}");
+        for other in [
+            "/ws/notes.md",
+            "/ws/agents.md",
+            "/ws/AGENTS.md.bak",
+            "/elsewhere/AGENTS.md",
+        ] {
+            assert!(f.touched_by(Path::new(other)).is_empty(), "{other}");
+        }
+        assert!(f.is_untrusted(Path::new("/ws/attachments/a.pdf")));
+        assert!(!f.is_untrusted(Path::new("/ws/attachments-old/a.pdf")));
+    }
+
+    #[test]
+    fn only_instructions_ask_in_a_clean_run() {
+        let f = files(Path::new("/ws"));
+        let taint = Taint::new();
+        let memory = f.touched_by(Path::new("/ws/MEMORY.md"));
+        assert_eq!(f.why_ask(&memory, &taint), None);
+        let agents = f.touched_by(Path::new("/ws/AGENTS.md"));
+        let why = f.why_ask(&agents, &taint).unwrap();
+        assert!(
+            why.starts_with("AGENTS.md tells the agent how to behave"),
+            "{why}"
+        );
+        taint.add("web_fetch https://page.example/");
+        let why = f.why_ask(&memory, &taint).unwrap();
+        assert_eq!(
+            why,
+            "MEMORY.md feeds every later prompt, and this run read untrusted content from: \
+             web_fetch https://page.example/"
+        );
+    }
+
+    #[test]
+    fn config_entries_are_checked() {
+        let bad = |key: &str, text: &str| {
+            let mut config = TrustConfig::default();
+            match key {
+                "instruction_files" => config.instruction_files = vec![text.into()],
+                _ => config.memory_files = vec![text.into()],
+            }
+            PromptFiles::check_config(&config).unwrap_err()
+        };
+        assert!(bad("instruction_files", "/etc/AGENTS.md").contains("relative"));
+        assert!(bad("memory_files", "../MEMORY.md").contains("relative"));
+        assert!(bad("memory_files", "notes/*.md").contains("trailing /**"));
+        assert!(bad("memory_files", "").contains("empty"));
+        assert!(PromptFiles::check_config(&TrustConfig::default()).is_ok());
+    }
+
+    #[test]
+    fn every_write_of_a_checked_line_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::write(ws.join("AGENTS.md"), "be nice\n").unwrap();
+        std::fs::create_dir(ws.join("memory")).unwrap();
+        std::fs::create_dir(ws.join("attachments")).unwrap();
+        std::fs::write(ws.join("attachments/doc.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", ws.join("rules")).unwrap();
+        let policy = Arc::new(Policy::load(None).unwrap());
+        let paths = PathPolicy::new(&ws, &[], &[], &ws).unwrap();
+        let mut checker = Checker::new(policy, paths);
+        let f = files(&ws);
+        let mut touched = |line: &str| {
+            let verdict = checker.check(line);
+            assert_ne!(
+                verdict.decision,
+                crate::policy::Decision::Deny,
+                "{line}: {}",
+                verdict.reason
+            );
+            f.touched_by_script(&verdict.script)
+                .into_iter()
+                .map(|t| t.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(touched("echo hi > AGENTS.md"), ["AGENTS.md"]);
+        assert_eq!(touched("echo hi >> rules"), ["AGENTS.md"]);
+        assert_eq!(touched("sed -i s/nice/evil/ AGENTS.md"), ["AGENTS.md"]);
+        assert_eq!(touched("cp attachments/doc.txt AGENTS.md"), ["AGENTS.md"]);
+        assert_eq!(
+            touched("ls; if true; then echo x > SOUL.md; fi"),
+            ["SOUL.md"]
+        );
+        assert_eq!(touched("echo note >> memory/today.md"), ["memory/today.md"]);
+        assert!(touched("cp attachments/doc.txt .").contains(&"AGENTS.md".to_string()));
+        assert!(touched("echo hi > notes.md; cat AGENTS.md").is_empty());
+        let verdict = checker.check("cat attachments/doc.txt | wc -l");
+        assert_eq!(
+            f.untrusted_in_script(&verdict.script),
+            ["attachments/doc.txt"]
+        );
+    }
+
+    #[test]
+    fn the_diff_shows_the_change() {
+        let d = diff("AGENTS.md", "a\nb\n", "a\nc\n");
+        assert!(d.contains("-b\n") && d.contains("+c\n"), "{d}");
+        assert!(d.starts_with("--- AGENTS.md"), "{d}");
+    }
+}
