@@ -14,8 +14,7 @@ use support::fake_llm::{FakeLlm, Request, Turn};
 use support::fake_telegram::{FakeTelegram, Sent};
 use support::fake_web::FakeWeb;
 use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
-use warden::audit;
-use warden::db::Database;
+use support::warden_run::{audit_rows, warden};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CANARY: &str = "canary-b07c4e";
@@ -100,40 +99,16 @@ async fn start() -> Setup {
 
 impl Setup {
     fn approvals(&self) -> Vec<Sent> {
-        self.tg
-            .messages_to(OWNER)
-            .into_iter()
-            .filter(|m| m.visible.starts_with("🔐 Approval needed"))
-            .collect()
+        self.tg.approvals_to(OWNER)
     }
 
     /// The `n`-th approval request (from 1).
     async fn approval(&self, n: usize) -> Sent {
-        self.tg
-            .wait_until("an approval request", WAIT, |t| {
-                t.messages_to(OWNER)
-                    .iter()
-                    .filter(|m| m.visible.starts_with("🔐 Approval needed") && m.keyboard.is_some())
-                    .count()
-                    >= 1
-                    && t.messages_to(OWNER)
-                        .iter()
-                        .filter(|m| m.visible.starts_with("🔐 Approval needed"))
-                        .count()
-                        >= n
-            })
-            .await;
-        self.approvals()[n - 1].clone()
+        self.tg.approval(OWNER, n, WAIT).await
     }
 
     fn press(&self, request: &Sent, row: usize, index: usize) {
-        let data = request.keyboard.as_ref().unwrap()["inline_keyboard"][row][index]
-            ["callback_data"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        self.tg
-            .push_callback(OWNER, OWNER, request.message_id, &data);
+        self.tg.press(OWNER, request, row, index);
     }
 
     /// The `n`-th answer (from 1).
@@ -153,24 +128,8 @@ impl Setup {
 
     /// The egress audit rows: (decision, input).
     fn audit(&self) -> Vec<(String, Value)> {
-        let db = Database::open(&self.home.path().join(".warden/warden.db")).unwrap();
-        audit::recent(&db, 100)
-            .unwrap()
-            .into_iter()
-            .filter(|r| r.tool == "egress")
-            .map(|r| (r.decision, serde_json::from_str(&r.input).unwrap()))
-            .collect()
+        audit_rows(self.home.path(), "egress")
     }
-}
-
-fn warden(home: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,49 +9,15 @@ mod support;
 
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
 use support::fake_llm::{FakeLlm, Turn};
 use support::fake_web::FakeWeb;
-use warden::audit;
-use warden::db::Database;
+use support::warden_run::{audit_rows, warden_run, write_config};
 
 const CANARY: &str = "canary-5d1e0b";
 
-/// `warden run PROMPT` with HOME in `home`, the model at `llm`.
-async fn warden_run(home: &Path, llm: &FakeLlm, prompt: &str) -> Output {
-    let home = home.to_path_buf();
-    let base = llm.base_url();
-    let prompt = prompt.to_string();
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_warden"))
-            .env_clear()
-            .env("HOME", &home)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("ANTHROPIC_BASE_URL", base)
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("RUST_LOG", "warden=debug")
-            .args(["run", &prompt])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn write_config(home: &Path, toml: &str) {
-    std::fs::create_dir_all(home.join(".warden")).unwrap();
-    std::fs::write(home.join(".warden/config.toml"), toml).unwrap();
-}
-
 /// The egress rows of the audit log: (decision, input).
 fn egress_audit(home: &Path) -> Vec<(String, Value)> {
-    let db = Database::open(&home.join(".warden/warden.db")).unwrap();
-    audit::recent(&db, 100)
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.tool == "egress")
-        .map(|r| (r.decision, serde_json::from_str(&r.input).unwrap()))
-        .collect()
+    audit_rows(home, "egress")
 }
 
 fn fetch(url: &str) -> Turn {

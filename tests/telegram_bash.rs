@@ -87,12 +87,7 @@ impl Setup {
     }
 
     async fn press(&self, request: &Sent, index: usize) {
-        let data = request.keyboard.as_ref().unwrap()["inline_keyboard"][0][index]["callback_data"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        self.tg
-            .push_callback(OWNER, OWNER, request.message_id, &data);
+        self.tg.press(OWNER, request, 0, index);
     }
 
     async fn answer(&self, n: usize) -> String {

@@ -60,6 +60,7 @@ impl CronTool {
         };
         // A job repeats its prompt later, in runs that may not be tainted: an injection that
         // schedules itself would outlive the page it came from.
+        let approved = ctx.taint.is_tainted();
         if let Some(tainted) = ctx.taint.why() {
             let schedule = match self.jobs.describe(request.clone(), self.tz) {
                 Ok(schedule) => schedule,
@@ -84,7 +85,8 @@ impl CronTool {
                 "Scheduled {}. When it runs, the prompt is given to you as a new message and \
                  your answer is sent to the chat.",
                 job.summary(self.tz)
-            )),
+            ))
+            .approved_if(approved),
             Err(e) => ToolOutput::error(e.to_string()),
         }
     }

@@ -51,7 +51,7 @@ pub fn tools(
 }
 
 /// Ask before a write that changes a prompt-feeding file when [`PromptFiles::why_ask`] says
-/// so, showing the diff; `Ok` when no approval is needed or it was given.
+/// so, showing the diff; `Ok(asked)` when no approval is needed or it was given.
 async fn approve_change(
     prompt_files: &PromptFiles,
     ctx: &ToolContext,
@@ -59,10 +59,10 @@ async fn approve_change(
     checked: &std::path::Path,
     old: impl FnOnce() -> Result<String, ToolOutput>,
     new: &str,
-) -> Result<(), ToolOutput> {
+) -> Result<bool, ToolOutput> {
     let touched = prompt_files.touched_by(checked);
     let Some(why) = prompt_files.why_ask(&touched, &ctx.taint) else {
-        return Ok(());
+        return Ok(false);
     };
     let old = old()?;
     let name = prompt_files.name(checked);
@@ -74,7 +74,8 @@ async fn approve_change(
         always: None,
         detail: Some(persistence::diff(&name, &old, new)),
     };
-    approval::ask(ctx.approver.as_ref(), &request).await
+    approval::ask(ctx.approver.as_ref(), &request).await?;
+    Ok(true)
 }
 
 /// The file's text before a write (empty when it does not exist yet).
@@ -230,11 +231,11 @@ impl Tool for WriteTool {
             Err(e) => return e,
         };
         let old = || current_text(&self.paths, &checked);
-        if let Err(refused) =
-            approve_change(&self.prompt_files, ctx, "write", &checked, old, content).await
-        {
-            return refused;
-        }
+        let approved =
+            match approve_change(&self.prompt_files, ctx, "write", &checked, old, content).await {
+                Ok(approved) => approved,
+                Err(refused) => return refused,
+            };
         let result = (|| {
             if let Some(parent) = checked.parent() {
                 beneath::create_dirs(&self.paths, parent).map_err(|e| {
@@ -251,7 +252,7 @@ impl Tool for WriteTool {
                 content.len()
             )))
         })();
-        result.unwrap_or_else(|e| e)
+        result.unwrap_or_else(|e| e).approved_if(approved)
     }
 }
 
@@ -319,18 +320,18 @@ impl Tool for EditTool {
             Ok(prepared) => prepared,
             Err(e) => return e,
         };
-        if let Err(refused) = approve_change(
+        let asked = approve_change(
             &self.prompt_files,
             ctx,
             "edit",
             &checked,
             || Ok(text),
             &updated,
-        )
-        .await
-        {
-            return refused;
-        }
+        );
+        let approved = match asked.await {
+            Ok(approved) => approved,
+            Err(refused) => return refused,
+        };
         let result = (|| {
             beneath::replace(&self.paths, &checked, updated.as_bytes())
                 .map_err(|e| ToolOutput::error(format!("{path}: {e}")))?;
@@ -341,7 +342,7 @@ impl Tool for EditTool {
                 "replaced {count} occurrence(s) in {path}"
             )))
         })();
-        result.unwrap_or_else(|e| e)
+        result.unwrap_or_else(|e| e).approved_if(approved)
     }
 }
 

@@ -62,6 +62,15 @@ impl ToolOutput {
         }
     }
 
+    /// The same result, audited as approved by the user when it went through (the call
+    /// needed an approval and got it).
+    pub fn approved_if(mut self, approved: bool) -> ToolOutput {
+        if approved && self.decision == AuditDecision::Allow {
+            self.decision = AuditDecision::Approved;
+        }
+        self
+    }
+
     /// A failure that is not a policy decision (bad input, I/O).
     pub fn error(message: impl Into<String>) -> ToolOutput {
         let message = message.into();

@@ -261,6 +261,32 @@ impl FakeTelegram {
         }
     }
 
+    /// warden's approval requests in `chat_id`, oldest first.
+    pub fn approvals_to(&self, chat_id: i64) -> Vec<Sent> {
+        self.messages_to(chat_id)
+            .into_iter()
+            .filter(|m| m.visible.starts_with("🔐 Approval needed"))
+            .collect()
+    }
+
+    /// Wait for the `n`-th approval request in `chat_id` (from 1) and return it.
+    pub async fn approval(&self, chat_id: i64, n: usize, timeout: Duration) -> Sent {
+        let what = format!("approval request #{n}");
+        self.wait_until(&what, timeout, |t| t.approvals_to(chat_id).len() >= n)
+            .await;
+        self.approvals_to(chat_id)[n - 1].clone()
+    }
+
+    /// `from` presses the button at (`row`, `index`) of the bot's message `request`.
+    pub fn press(&self, from: i64, request: &Sent, row: usize, index: usize) {
+        let data = request.keyboard.as_ref().expect("buttons")["inline_keyboard"][row][index]
+            ["callback_data"]
+            .as_str()
+            .expect("callback data")
+            .to_string();
+        self.push_callback(from, request.chat_id, request.message_id, &data);
+    }
+
     /// Wait for the bot's `n`-th call of `method` (counting from 1).
     pub async fn wait_for_calls(&self, method: &str, n: usize, timeout: Duration) {
         let what = format!("{n} {method} calls");

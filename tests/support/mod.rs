@@ -15,3 +15,4 @@ pub mod procs;
 pub mod refused;
 pub mod skills;
 pub mod warden_bot;
+pub mod warden_run;

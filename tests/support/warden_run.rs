@@ -1,0 +1,63 @@
+//! The real `warden` binary with HOME in a temporary folder: `warden run` against a scripted
+//! model, other subcommands, the config file, and the audit log it leaves.
+
+use super::fake_llm::FakeLlm;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use warden::audit;
+use warden::db::Database;
+
+/// `warden run PROMPT` with HOME in `home`, the model at `llm` (nobody to approve).
+pub async fn warden_run(home: &Path, llm: &FakeLlm, prompt: &str) -> Output {
+    let home = home.to_path_buf();
+    let base = llm.base_url();
+    let prompt = prompt.to_string();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_warden"))
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("ANTHROPIC_BASE_URL", base)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("RUST_LOG", "warden=debug")
+            .args(["run", &prompt])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// `warden ARGS…` with HOME in `home`.
+pub fn warden(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Write `~/.warden/config.toml`.
+pub fn write_config(home: &Path, toml: &str) {
+    std::fs::create_dir_all(home.join(".warden")).unwrap();
+    std::fs::write(home.join(".warden/config.toml"), toml).unwrap();
+}
+
+/// The default workspace under `home`.
+pub fn workspace(home: &Path) -> PathBuf {
+    home.join(".warden/workspace")
+}
+
+/// The audit rows of `tool` (oldest first): (decision, input as JSON).
+pub fn audit_rows(home: &Path, tool: &str) -> Vec<(String, Value)> {
+    let db = Database::open(&home.join(".warden/warden.db")).unwrap();
+    audit::recent(&db, 500)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.tool == tool)
+        .map(|r| (r.decision, serde_json::from_str(&r.input).unwrap()))
+        .collect()
+}
