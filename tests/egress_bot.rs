@@ -8,7 +8,6 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::path::Path;
 use std::time::Duration;
 use support::fake_llm::{FakeLlm, Request, Turn};
 use support::fake_telegram::{FakeTelegram, Sent};
