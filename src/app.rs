@@ -121,10 +121,12 @@ impl App {
         ) {
             tools.add(tool);
         }
-        let gate = Gate::new(
-            HostRules::parse(&config.egress.hosts).map_err(anyhow::Error::msg)?,
-            db.clone(),
-        );
+        // The policy file's host rules, with the config's replacing them host by host.
+        let mut hosts = policy.egress_hosts().clone();
+        hosts.extend(config.egress.hosts.clone());
+        let rules = HostRules::parse(&hosts)
+            .map_err(|e| anyhow::anyhow!("{e} (in the config or the policy file)"))?;
+        let gate = Gate::new(rules, db.clone());
         let names = Names {
             fixed: web_fetch::parse_fixed(&config.egress.resolve).map_err(anyhow::Error::msg)?,
             ..Names::system()
@@ -188,16 +190,24 @@ fn job_states(jobs: Arc<JobManager>, tz: chrono_tz::Tz) -> JobsFn {
     Arc::new(move || match jobs.list() {
         Ok(list) => list
             .into_iter()
-            .map(|job| JobState {
-                id: job.id,
-                line: format!(
-                    "#{} {:?} {} → {}: {}",
-                    job.id,
-                    job.name,
-                    job.schedule.describe(tz),
-                    job.target.describe(),
-                    crate::redact::redact(&job.prompt.chars().take(80).collect::<String>())
-                ),
+            .map(|job| {
+                let prompt: String = job.prompt.chars().take(80).collect();
+                // A job named after its prompt (the default) is not named twice.
+                let name = if job.prompt.starts_with(&job.name) {
+                    String::new()
+                } else {
+                    format!(" {:?}", job.name)
+                };
+                JobState {
+                    id: job.id,
+                    line: format!(
+                        "#{}{name} {} → {}: {}",
+                        job.id,
+                        job.schedule.describe(tz),
+                        job.target.describe(),
+                        crate::redact::redact(&prompt)
+                    ),
+                }
             })
             .collect(),
         Err(e) => {

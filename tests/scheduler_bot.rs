@@ -88,9 +88,17 @@ async fn a_reminder_set_by_the_agent_arrives_in_the_chat_after_the_users_run() {
     tg.push_text(OWNER, OWNER, "tell me a long story");
     tg.wait_until("the reminder arrives", WAIT, |t| answers(t).len() >= 3)
         .await;
+    // The first answer ends with the summary of the job the run added.
+    let shown = visible(&tg);
+    let (answer, summary) = shown[0].split_once("\n\n").unwrap_or((&shown[0], ""));
+    assert!(
+        summary.starts_with("📝 This run changed what later runs see:\n• cron job added: #1 at ")
+            && summary.ends_with(" → telegram:4242: Remind the user to stretch."),
+        "{summary}"
+    );
     assert_eq!(
-        visible(&tg),
-        vec![
+        [answer, &shown[1], &shown[2]],
+        [
             "OK, I will remind you.",
             "Once upon a time.",
             "Time to stretch!"

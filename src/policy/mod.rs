@@ -130,6 +130,7 @@ pub struct Policy {
     settings: Settings,
     read_roots: Vec<PathBuf>,
     write_roots: Vec<PathBuf>,
+    egress_hosts: BTreeMap<String, String>,
 }
 
 impl Policy {
@@ -170,6 +171,7 @@ impl Policy {
             settings: Settings::from_file(&Default::default(), None),
             read_roots: Vec::new(),
             write_roots: Vec::new(),
+            egress_hosts: BTreeMap::new(),
         });
         policy.settings = Settings::from_file(&file.settings, Some(&policy.settings));
         policy
@@ -180,6 +182,7 @@ impl Policy {
             .extend(file.paths.write.iter().map(|p| paths::expand_home(p)));
         // A user entry replaces the default entry for that program as a whole.
         policy.programs.extend(file.programs);
+        policy.egress_hosts.extend(file.egress.hosts);
         policy
     }
 
@@ -210,6 +213,12 @@ impl Policy {
     /// Extra writable roots from the policy file.
     pub fn write_roots(&self) -> &[PathBuf] {
         &self.write_roots
+    }
+
+    /// `[egress.hosts]` of the policy file: host rules for `web_fetch`, which the config's
+    /// entries for the same host replace.
+    pub fn egress_hosts(&self) -> &BTreeMap<String, String> {
+        &self.egress_hosts
     }
 
     /// A checker for commands in `workspace`, with `~` expanding to `home`.

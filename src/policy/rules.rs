@@ -26,12 +26,23 @@ pub struct PolicyFile {
     pub paths: PathsFile,
     #[serde(default)]
     pub programs: BTreeMap<String, ProgramRule>,
+    /// `[egress.hosts]`: host rules for warden's own fetches, under the config's (checked
+    /// where the fetch tools are built, `crate::egress::HostRules`).
+    #[serde(default)]
+    pub egress: EgressFile,
     /// `warden policy test`'s workspace for the tests below (ignored by the checker).
     #[serde(default)]
     pub fixture: super::fixture::FixtureSpec,
     /// Expectations checked by `warden policy test` (ignored by the checker).
     #[serde(default)]
     pub tests: Vec<super::suite::TestCase>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressFile {
+    #[serde(default)]
+    pub hosts: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
