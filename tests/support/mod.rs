@@ -16,3 +16,4 @@ pub mod refused;
 pub mod skills;
 pub mod warden_bot;
 pub mod warden_run;
+pub mod web_bot;

@@ -115,9 +115,17 @@ fn script(
         },
     };
     // The script's arguments mean what the script decides: each is checked as a read, the
-    // strict choice for words the policy cannot interpret.
-    for arg in rest.iter().filter(|a| !a.starts_with('-')) {
-        analysis.paths.push((arg.clone(), Access::Read));
+    // strict choice for words the policy cannot interpret — and so is the value of a
+    // `--name=VALUE` option (argparse and getopt_long read it as the option's value).
+    for arg in rest {
+        let value = match arg.strip_prefix("--") {
+            Some(option) => option.split_once('=').map(|(_, v)| v),
+            None if arg.starts_with('-') => None,
+            None => Some(arg.as_str()),
+        };
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            analysis.paths.push((value.to_string(), Access::Read));
+        }
     }
     Ok((analysis, what))
 }
@@ -176,6 +184,10 @@ mod tests {
         assert_eq!(run.runs_code.as_deref(), Some("runs tool.py"));
         let paths: Vec<&str> = run.paths.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["tool.py", "data.csv"]);
+        // The fuzzer's finding: `--=link_secret` carried a path past the check.
+        let valued = analyze(&rule, "python3", &words("t --=link --out=o.csv --flag=")).unwrap();
+        let paths: Vec<&str> = valued.paths.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["t", "link", "o.csv"]);
 
         for cmd in [
             "-Bm pytest -x tests",

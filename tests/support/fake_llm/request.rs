@@ -45,6 +45,30 @@ impl Request {
     pub fn messages(&self) -> &[Value] {
         self.body["messages"].as_array().map_or(&[], Vec::as_slice)
     }
+    /// The prompt of the run under way (Anthropic wire: the newest user message with text
+    /// that is not tool results) and the number of tool-result messages after it (the step
+    /// the run is at).
+    pub fn prompt_and_step(&self) -> (String, usize) {
+        let is_results = |m: &Value| {
+            m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+        };
+        let has_text = |m: &Value| {
+            m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "text"))
+        };
+        let messages = self.messages();
+        let Some(at) = messages
+            .iter()
+            .rposition(|m| m["role"] == "user" && has_text(m) && !is_results(m))
+        else {
+            return (String::new(), 0);
+        };
+        let step = messages[at + 1..].iter().filter(|m| is_results(m)).count();
+        (text_of(&messages[at]["content"]), step)
+    }
     /// The system prompt (Anthropic `system`, or OpenAI's system message).
     pub fn system(&self) -> Option<String> {
         match self.wire() {
