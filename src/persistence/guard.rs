@@ -73,13 +73,23 @@ impl Entry {
     }
 
     /// The files of this entry that exist under `workspace`, relative to it.
+    /// Symlinks are not followed anywhere on the way (a `memory` that links to `~/.ssh` is not
+    /// walked): warden reads these files itself, outside the jail.
     fn existing(&self, workspace: &Path, limit: usize, out: &mut Vec<PathBuf>) {
+        let real = |rel: &Path, want_dir: bool| {
+            let mut at = workspace.to_path_buf();
+            rel.components().all(|c| {
+                at.push(c);
+                std::fs::symlink_metadata(&at).is_ok_and(|m| !m.file_type().is_symlink())
+            }) && std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir() == want_dir)
+        };
         match self {
             Entry::File(file) => {
-                if std::fs::symlink_metadata(workspace.join(file)).is_ok_and(|m| m.is_file()) {
+                if real(file, false) {
                     out.push(file.clone());
                 }
             }
+            Entry::Tree(dir) if !real(dir, true) => {}
             Entry::Tree(dir) => {
                 let mut stack = vec![dir.clone()];
                 while let Some(rel) = stack.pop() {
@@ -409,6 +419,21 @@ mod tests {
             f.untrusted_in_script(&verdict.script),
             ["attachments/doc.txt"]
         );
+    }
+
+    #[test]
+    fn existing_files_are_found_without_following_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("id_ed25519"), "key").unwrap();
+        std::fs::write(ws.join("AGENTS.md"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.join("id_ed25519"), ws.join("SOUL.md")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("memory")).unwrap();
+        let f = files(&ws);
+        assert_eq!(f.existing(100), [PathBuf::from("AGENTS.md")]);
     }
 
     #[test]

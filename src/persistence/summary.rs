@@ -141,6 +141,12 @@ mod tests {
         std::fs::write(ws.join("USER.md"), "gone\n").unwrap();
         std::fs::create_dir(ws.join("memory")).unwrap();
         std::fs::write(ws.join("notes.md"), "not watched\n").unwrap();
+        // Neither a linked file nor a linked folder is read: warden reads outside the jail.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("id_ed25519"), "key\n").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("id_ed25519"), ws.join("TOOLS.md")).unwrap();
+        std::fs::create_dir(ws.join("memory/inner")).ok();
+        std::os::unix::fs::symlink(outside.path(), ws.join("memory/inner/keys")).unwrap();
         let files = PromptFiles::new(&ws, &TrustConfig::default()).unwrap();
         let job = |id, line: &str| JobState {
             id,
