@@ -138,3 +138,16 @@ fn git_and_python_work_inside() {
         assert_eq!(r.stdout.trim(), "[\"repo\"]");
     }
 }
+
+#[test]
+fn node_and_npm_start_inside() {
+    // node reads /etc/ssl/openssl.cnf at start: without it every npm command died at once.
+    if !std::path::Path::new("/usr/bin/npm").exists() {
+        eprintln!("skipped: /usr/bin/npm is not installed");
+        return;
+    }
+    let env = Env::new();
+    let r = env.jail(&["sh", "-c", "npm --version >/dev/null && npm list"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("(empty)"), "{r:?}");
+}

@@ -223,6 +223,36 @@ fn is_warden(path: &str) -> bool {
         .is_some_and(|n| n.starts_with("warden"))
 }
 
+/// The programs a script's `#!` line runs: its interpreter and, through `env`, the one `env`
+/// looks up (`#!/usr/bin/env node` gives `env` and `node`). Empty for a binary.
+fn script_interpreters(path: &Path) -> BTreeSet<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let Some(line) = head[..read].strip_prefix(b"#!") else {
+        return BTreeSet::new();
+    };
+    let line = String::from_utf8_lossy(line.split(|b| *b == b'\n').next().unwrap_or_default());
+    let mut words = line.split_whitespace();
+    let mut names = BTreeSet::new();
+    let base = |word: &str| {
+        Path::new(word)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    if let Some(interpreter) = words.next().and_then(base) {
+        if interpreter == "env" {
+            if let Some(target) = words.find(|w| !w.starts_with('-')).and_then(base) {
+                names.insert(target);
+            }
+        }
+        names.insert(interpreter);
+    }
+    names
+}
+
 /// The path as the kernel walks it: component by component, a symlink resolved where it
 /// stands, so `link/..` is the link target's parent (not the lexical `.`).
 fn physical(path: &Path) -> PathBuf {
@@ -284,6 +314,9 @@ fn judge_log(
     // Which processes are jailed: those that executed a program that is not warden, and
     // everything they started.
     let mut jailed: BTreeMap<u32, PathBuf> = BTreeMap::new();
+    // A program that is a script (npm is `#!/usr/bin/env node`) runs its interpreter in the
+    // same process: that exec is the program itself, not another one.
+    let mut interpreters: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
     let mut failures = Vec::new();
     for call in &calls {
         let inherited = jailed.get(&call.pid).cloned();
@@ -311,21 +344,22 @@ fn judge_log(
                     }
                     _ => name,
                 };
-                match inherited {
-                    None if call.result == "0" => {
-                        jailed.insert(call.pid, cwd_of(&name));
-                        if !programs.contains(&name) {
-                            failures.push(format!(
-                                "ran {path}, neither a program of the IR nor one the policy allows"
-                            ));
-                        }
-                    }
-                    Some(_) if !programs.contains(&name) => {
+                let known = programs.contains(&name)
+                    || interpreters
+                        .get(&call.pid)
+                        .is_some_and(|names| names.contains(&name));
+                if inherited.is_none() && call.result == "0" {
+                    jailed.insert(call.pid, cwd_of(&name));
+                }
+                if inherited.is_some() || call.result == "0" {
+                    if !known {
                         failures.push(format!(
                             "ran {path}, neither a program of the IR nor one the policy allows"
                         ));
                     }
-                    _ => {}
+                    if call.result == "0" {
+                        interpreters.insert(call.pid, script_interpreters(Path::new(&path)));
+                    }
                 }
             }
             "clone" | "clone3" | "fork" | "vfork" => {
@@ -446,5 +480,43 @@ mod tests {
             first_string("AT_FDCWD, \"a\\\"b\\x41\", O_RDONLY").unwrap(),
             "a\"bA"
         );
+    }
+
+    #[test]
+    fn a_scripts_interpreter_is_the_program_itself_and_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let npm = root.join("npm");
+        std::fs::write(&npm, "#!/usr/bin/env node\nrequire('x')\n").unwrap();
+        std::fs::write(root.join("awk"), [0x7f, b'E', b'L', b'F']).unwrap();
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(script_interpreters(&npm), names(&["env", "node"]));
+        assert!(script_interpreters(&root.join("awk")).is_empty());
+        let allowed = names(&["npm"]);
+        let exec = |pid: u32, path: &str, result: &str| {
+            format!("{pid} execve(\"{path}\", [\"x\"], 0x1 /* 3 vars */) = {result}\n")
+        };
+        let npm = npm.display().to_string();
+        // env looks node up along PATH, in the process npm's exec started.
+        let itself = exec(101, &npm, "0")
+            + &exec(
+                101,
+                "/usr/local/bin/node",
+                "-1 ENOENT (No such file or directory)",
+            )
+            + &exec(101, "/usr/bin/node", "0");
+        assert_eq!(
+            judge_log(&itself, &Script::default(), &root, &allowed),
+            Ok(())
+        );
+        // Once node runs, a child of it starting node again is another program.
+        let child = itself + "101 vfork() = 102\n" + &exec(102, "/usr/bin/node", "0");
+        let found = judge_log(&child, &Script::default(), &root, &allowed).unwrap_err();
+        assert!(found.contains("ran /usr/bin/node"), "{found}");
+        // Nor does a binary program's process get to start it.
+        let binary = exec(103, &root.join("awk").display().to_string(), "0")
+            + &exec(103, "/usr/bin/node", "0");
+        let allowed = names(&["awk"]);
+        assert!(judge_log(&binary, &Script::default(), &root, &allowed).is_err());
     }
 }

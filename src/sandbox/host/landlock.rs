@@ -59,6 +59,7 @@ const ETC_FILES: &[&str] = &[
     "/etc/services",
     "/etc/locale.alias",
     "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/perl",
     "/etc/terminfo",
