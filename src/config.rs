@@ -126,6 +126,10 @@ pub struct SkillsConfig {
     /// an address without a port): for tests and LAN services. The only way a skill's traffic
     /// reaches a private or loopback address, and only under that exact name.
     pub hosts: BTreeMap<String, String>,
+    /// Secrets the egress proxy adds to route requests (`{secret:NAME}` in a manifest's
+    /// headers); `WARDEN_SECRET_NAME` in warden's environment also provides one. Never given
+    /// to a skill itself.
+    pub secrets: BTreeMap<String, Secret>,
 }
 
 impl Default for SkillsConfig {
@@ -134,6 +138,7 @@ impl Default for SkillsConfig {
             enabled: true,
             bundled: true,
             hosts: BTreeMap::new(),
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -606,6 +611,7 @@ impl Config {
             &self.telegram.token,
         ]
         .into_iter()
+        .chain(self.skills.secrets.values())
         .filter(|s| !s.is_empty())
         .collect()
     }

@@ -79,6 +79,9 @@ pub struct JailSpec {
     pub limits: Limits,
     /// When set, the only network destination the jail may reach (an egress proxy in warden).
     pub egress_proxy: Option<SocketAddr>,
+    /// The network namespace the host jail's processes join with an egress proxy: only
+    /// loopback, on which only the proxy listens (`host::netns`). Required with a proxy.
+    pub network_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 impl JailSpec {
@@ -91,6 +94,7 @@ impl JailSpec {
             env: Vec::new(),
             limits: Limits::default(),
             egress_proxy: None,
+            network_namespace: None,
         }
     }
 }

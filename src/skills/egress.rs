@@ -16,10 +16,23 @@
 //!    origin form with `Host` set to the checked name and `Connection: close`, so one
 //!    connection carries one checked request.
 //!
+//! Every request must carry the run's token — as the password of `Proxy-Authorization` for
+//! proxy requests, as the first path segment of a route request — so no other local process can
+//! borrow the proxy. On the host backend the jail reaches the proxy inside a network namespace
+//! where nothing else listens (`sandbox::host::netns`).
+//!
+//! Domains with method/path rules are served over plain HTTP only (inside a CONNECT tunnel the
+//! request cannot be seen). Routes (`routes.rs`) are origin-form requests to the proxy itself,
+//! `/<token>/<route>/path`: the proxy checks their rules, adds the route's headers (secrets the
+//! skill never sees) and calls the upstream itself, over TLS for `https` routes. A forwarded
+//! request carries exactly its `Content-Length` of body; nothing after it reaches upstream.
+//!
 //! Every decision is recorded as an [`EgressEvent`] for the run's report and audit row.
 
 use crate::skills::manifest::{parse_domain, Domain};
+use crate::skills::routes::{HttpRules, Route};
 use crate::tools::web_fetch::forbidden_reason;
+use base64::Engine;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -88,6 +101,18 @@ pub fn parse_hosts(
 pub struct EgressRules {
     pub domains: Vec<Domain>,
     pub hosts: BTreeMap<String, HostTarget>,
+    /// Method/path rules by declared domain name.
+    pub rules: BTreeMap<String, HttpRules>,
+    pub routes: Vec<Route>,
+    /// The run's token; the proxy refuses everything while it is empty.
+    pub token: String,
+}
+
+/// A fresh random token for one run.
+pub fn new_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One decision of the proxy.
@@ -111,7 +136,17 @@ pub struct EgressProxy {
 impl EgressProxy {
     /// Listen on 127.0.0.1 (an ephemeral port) and serve until stopped.
     pub async fn start(rules: EgressRules) -> std::io::Result<EgressProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        EgressProxy::serve_on(listener, rules)
+    }
+
+    /// Serve on a listener made elsewhere (inside a jail's network namespace).
+    pub fn serve_on(
+        listener: std::net::TcpListener,
+        rules: EgressRules,
+    ) -> std::io::Result<EgressProxy> {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
         let addr = listener.local_addr()?;
         let events = Arc::new(Mutex::new(Vec::new()));
         let cancel = CancellationToken::new();
@@ -192,32 +227,88 @@ async fn serve(
 }
 
 /// A parsed request head.
-struct Head {
+struct Request {
     method: String,
-    host: String,
-    port: u16,
-    /// For plain HTTP: the head to send upstream.
-    upstream_head: Option<Vec<u8>>,
+    target: String,
+    headers: Vec<(String, Vec<u8>)>,
     /// Bytes the client sent after the head.
     rest: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// What a request becomes once checked.
+enum Plan {
+    /// CONNECT: a byte tunnel.
+    Tunnel { host: String, port: u16 },
+    /// One request sent upstream with exactly `body_len` bytes of body.
+    Forward {
+        host: String,
+        port: u16,
+        /// A route's upstream, which need not be a declared domain.
+        route: bool,
+        tls: bool,
+        head: Vec<u8>,
+        body_len: u64,
+        /// `GET /path` for the record (no query: it may carry data).
+        what: String,
+    },
+}
+
+/// A refused request: the status the client sees and why.
+struct Refusal {
+    status: u16,
+    target: String,
+    why: String,
+}
+
+fn refusal(status: u16, target: impl Into<String>, why: impl Into<String>) -> Refusal {
+    Refusal {
+        status,
+        target: target.into(),
+        why: why.into(),
+    }
 }
 
 /// Serve one client connection, reporting its decision through `record` (nothing for a
 /// client that sent no request at all).
 async fn handle(mut client: TcpStream, rules: &EgressRules, record: impl FnOnce(EgressEvent)) {
-    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
-        Ok(Ok(Some(head))) => head,
+    let request = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
+        Ok(Ok(Some(request))) => request,
         Ok(Ok(None)) | Err(_) => return,
         Ok(Err(why)) => {
-            respond(&mut client, 400, "Bad Request", &why).await;
+            respond(&mut client, 400, &why).await;
             return record(refused("?".into(), why));
         }
     };
-    let target = format!("{}:{}", head.host, head.port);
-    let addr = match decide(rules, &head.host, head.port).await {
+    let (target, plan) = match plan(rules, &request) {
+        Ok(planned) => planned,
+        Err(r) => {
+            respond(&mut client, r.status, &r.why).await;
+            return record(refused(r.target, r.why));
+        }
+    };
+    let (host, port, route) = match &plan {
+        Plan::Tunnel { host, port } => (host, *port, false),
+        Plan::Forward {
+            host, port, route, ..
+        } => (host, *port, *route),
+    };
+    let addr = match route {
+        true => resolve(rules, host, port).await,
+        false => decide(rules, host, port).await,
+    };
+    let addr = match addr {
         Ok(addr) => addr,
         Err(why) => {
-            respond(&mut client, 403, "Forbidden", &why).await;
+            respond(&mut client, 403, &why).await;
             return record(refused(target, why));
         }
     };
@@ -225,35 +316,360 @@ async fn handle(mut client: TcpStream, rules: &EgressRules, record: impl FnOnce(
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             let why = format!("connecting to {addr} failed: {e}");
-            respond(&mut client, 502, "Bad Gateway", &why).await;
+            respond(&mut client, 502, &why).await;
             return record(refused(target, why));
         }
         Err(_) => {
             let why = format!("connecting to {addr} timed out");
-            respond(&mut client, 504, "Gateway Timeout", &why).await;
+            respond(&mut client, 504, &why).await;
             return record(refused(target, why));
         }
+    };
+    let detail = match &plan {
+        Plan::Tunnel { .. } => format!("CONNECT via {addr}"),
+        Plan::Forward { what, .. } => format!("{what} via {addr}"),
     };
     record(EgressEvent {
         target,
         allowed: true,
-        detail: format!("{} via {addr}", head.method),
+        detail,
     });
-    let _ = relay(client, upstream, head).await;
+    match plan {
+        Plan::Tunnel { .. } => {
+            let _ = tunnel(client, upstream, &request.rest).await;
+        }
+        Plan::Forward {
+            host,
+            tls: true,
+            head,
+            body_len,
+            ..
+        } => match tls_connect(&host, upstream).await {
+            Ok(upstream) => {
+                let _ = forward(client, upstream, &head, &request.rest, body_len).await;
+            }
+            Err(why) => respond(&mut client, 502, &why).await,
+        },
+        Plan::Forward { head, body_len, .. } => {
+            let _ = forward(client, upstream, &head, &request.rest, body_len).await;
+        }
+    }
 }
 
-async fn relay(mut client: TcpStream, mut upstream: TcpStream, head: Head) -> std::io::Result<()> {
-    match &head.upstream_head {
-        None => {
-            client
-                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                .await?
-        }
-        Some(bytes) => upstream.write_all(bytes).await?,
+/// Check a request against the run's token, domains, rules and routes.
+fn plan(rules: &EgressRules, request: &Request) -> Result<(String, Plan), Refusal> {
+    if request.target.starts_with('/') {
+        return plan_route(rules, request);
     }
-    upstream.write_all(&head.rest).await?;
+    let target = request.target.as_str();
+    if !proxy_token_matches(rules, request.header("proxy-authorization")) {
+        return Err(refusal(
+            407,
+            target,
+            "this proxy serves one skill run; the request lacks its token (Proxy-Authorization)",
+        ));
+    }
+    if request.method == "CONNECT" {
+        let (host, port) = authority(target).map_err(|why| refusal(400, target, why))?;
+        let label = format!("{host}:{port}");
+        if rules.rules.get(&host).is_some_and(|r| !r.is_empty()) {
+            return Err(refusal(
+                403,
+                label,
+                format!(
+                    "{host} has method/path rules, which warden cannot check inside an encrypted \
+                     tunnel; the skill must use plain HTTP or a route"
+                ),
+            ));
+        }
+        return Ok((label, Plan::Tunnel { host, port }));
+    }
+    let method = request.method.as_str();
+    let url = url::Url::parse(target).map_err(|_| {
+        refusal(
+            400,
+            "?",
+            format!("{method} {target}: a proxy request needs an absolute http:// URL"),
+        )
+    })?;
+    if url.scheme() != "http" {
+        return Err(refusal(
+            400,
+            "?",
+            format!(
+                "{}: only http:// is forwarded; https goes through CONNECT",
+                url.scheme()
+            ),
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refusal(400, "?", "URLs with credentials are not forwarded"));
+    }
+    let host = match url.host() {
+        Some(url::Host::Domain(d)) => normalize(d),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        None => return Err(refusal(400, "?", "the URL has no host")),
+    };
+    let port = url.port_or_known_default().unwrap_or(80);
+    let label = format!("{host}:{port}");
+    // The parsed URL's path (dot segments resolved) is both what is checked and what is sent.
+    let path = url.path();
+    if let Some(domain_rules) = rules.rules.get(&host) {
+        domain_rules
+            .check(method, path)
+            .map_err(|why| refusal(403, label.clone(), format!("{host}: {why}")))?;
+    }
+    let mut origin = path.to_string();
+    if let Some(query) = url.query() {
+        origin.push('?');
+        origin.push_str(query);
+    }
+    let host_header = match port {
+        80 => host.clone(),
+        _ => label.clone(),
+    };
+    let body_len = body_length(request).map_err(|(status, why)| refusal(status, &label, why))?;
+    let head = upstream_head(request, &origin, &host_header, &[], body_len);
+    Ok((
+        label,
+        Plan::Forward {
+            host,
+            port,
+            route: false,
+            tls: false,
+            head,
+            body_len,
+            what: format!("{method} {path}"),
+        },
+    ))
+}
+
+/// `/<token>/<route>/path?query`: a request the proxy makes for the skill.
+fn plan_route(rules: &EgressRules, request: &Request) -> Result<(String, Plan), Refusal> {
+    let method = request.method.as_str();
+    let unmatched = || {
+        refusal(
+            403,
+            "route",
+            "not a route of this run (requests to the proxy itself are /<run token>/<route>/…)",
+        )
+    };
+    let rest = &request.target[1..];
+    let (token, rest) = rest.split_once('/').ok_or_else(unmatched)?;
+    if rules.token.is_empty() || !same(token, &rules.token) {
+        return Err(unmatched());
+    }
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (name, rest) = rest.split_at(split);
+    let route = rules
+        .routes
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| {
+            refusal(
+                404,
+                format!("route {name}"),
+                format!("no route {name:?} was declared"),
+            )
+        })?;
+    let label = format!(
+        "route {name} ({}:{})",
+        route.domain.name,
+        route.domain.port.unwrap_or(443)
+    );
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    let path = if path.is_empty() { "/" } else { path };
+    route
+        .rules
+        .check(method, path)
+        .map_err(|why| refusal(403, label.clone(), format!("route {name}: {why}")))?;
+    let mut origin = format!("{}{path}", route.base_path);
+    if let Some(query) = query {
+        origin.push('?');
+        origin.push_str(query);
+    }
+    let port = route
+        .domain
+        .port
+        .unwrap_or(if route.tls { 443 } else { 80 });
+    let default_port = if route.tls { 443 } else { 80 };
+    let host_header = match port == default_port {
+        true => route.domain.name.clone(),
+        false => format!("{}:{port}", route.domain.name),
+    };
+    let body_len = body_length(request).map_err(|(status, why)| refusal(status, &label, why))?;
+    let head = upstream_head(request, &origin, &host_header, &route.headers, body_len);
+    Ok((
+        label,
+        Plan::Forward {
+            host: route.domain.name.clone(),
+            port,
+            route: true,
+            tls: route.tls,
+            head,
+            body_len,
+            what: format!("{method} {path}"),
+        },
+    ))
+}
+
+/// Whether `Proxy-Authorization: Basic base64(user:TOKEN)` carries this run's token.
+fn proxy_token_matches(rules: &EgressRules, header: Option<&[u8]>) -> bool {
+    let Some(value) = header.and_then(|h| std::str::from_utf8(h).ok()) else {
+        return false;
+    };
+    let Some(encoded) = value.trim().strip_prefix("Basic ") else {
+        return false;
+    };
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
+        return false;
+    };
+    let decoded = String::from_utf8_lossy(&decoded);
+    let password = decoded.split_once(':').map_or("", |(_, p)| p);
+    !rules.token.is_empty() && same(password, &rules.token)
+}
+
+/// Equal, in time independent of where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// The body's length from `Content-Length`; chunked bodies are refused (their end would have
+/// to be parsed to keep a second request from riding along).
+fn body_length(request: &Request) -> Result<u64, (u16, String)> {
+    if request.header("transfer-encoding").is_some() {
+        return Err((
+            411,
+            "chunked request bodies are not forwarded; send a Content-Length".into(),
+        ));
+    }
+    let lengths: Vec<&[u8]> = request
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    match lengths.as_slice() {
+        [] => Ok(0),
+        [one] => std::str::from_utf8(one)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| (400, "an invalid Content-Length".to_string())),
+        _ => Err((400, "more than one Content-Length".into())),
+    }
+}
+
+/// The head sent upstream: origin form, the checked `Host`, the client's end-to-end headers
+/// (never its `Proxy-*`, framing, or any header `added` sets), `added`, and `Connection: close`.
+fn upstream_head(
+    request: &Request,
+    origin: &str,
+    host: &str,
+    added: &[(String, crate::config::Secret)],
+    body_len: u64,
+) -> Vec<u8> {
+    let mut head = format!("{} {origin} HTTP/1.1\r\nHost: {host}\r\n", request.method).into_bytes();
+    for (name, value) in &request.headers {
+        let lower = name.to_ascii_lowercase();
+        let dropped = lower.starts_with("proxy-")
+            || matches!(
+                lower.as_str(),
+                "host"
+                    | "connection"
+                    | "keep-alive"
+                    | "upgrade"
+                    | "te"
+                    | "trailer"
+                    | "content-length"
+                    | "transfer-encoding"
+            )
+            || added.iter().any(|(a, _)| a.eq_ignore_ascii_case(name));
+        if !dropped {
+            head.extend_from_slice(name.as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(value);
+            head.extend_from_slice(b"\r\n");
+        }
+    }
+    for (name, value) in added {
+        head.extend_from_slice(format!("{name}: {}\r\n", value.expose()).as_bytes());
+    }
+    if body_len > 0 || request.header("content-length").is_some() {
+        head.extend_from_slice(format!("Content-Length: {body_len}\r\n").as_bytes());
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    head
+}
+
+async fn tunnel(
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    rest: &[u8],
+) -> std::io::Result<()> {
+    client
+        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        .await?;
+    upstream.write_all(rest).await?;
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
+}
+
+/// Send the head and exactly `body_len` bytes of body, then relay the response to the client.
+async fn forward<S>(
+    client: TcpStream,
+    mut upstream: S,
+    head: &[u8],
+    rest: &[u8],
+    body_len: u64,
+) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    upstream.write_all(head).await?;
+    let early = rest
+        .len()
+        .min(usize::try_from(body_len).unwrap_or(usize::MAX));
+    upstream.write_all(&rest[..early]).await?;
+    let (mut from_client, mut to_client) = client.into_split();
+    let remaining = body_len - early as u64;
+    if remaining > 0 {
+        let mut body = (&mut from_client).take(remaining);
+        tokio::io::copy(&mut body, &mut upstream).await?;
+    }
+    upstream.flush().await?;
+    tokio::io::copy(&mut upstream, &mut to_client).await?;
+    to_client.shutdown().await
+}
+
+/// TLS to a route's upstream, verified against the bundled web PKI roots.
+async fn tls_connect(
+    host: &str,
+    upstream: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    use tokio_rustls::rustls;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host}: not a TLS server name: {e}"))?;
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, upstream)
+        .await
+        .map_err(|e| format!("TLS with {host} failed: {e}"))
 }
 
 fn refused(target: String, why: String) -> EgressEvent {
@@ -285,6 +701,11 @@ async fn decide(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr
             "port {port} of {host} is not declared (allowed: {allowed})"
         ));
     }
+    resolve(rules, host, port).await
+}
+
+/// `[skills] hosts`, or a lookup whose every address is public.
+async fn resolve(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr, String> {
     if let Some(target) = rules.hosts.get(host) {
         return Ok(target.addr(port));
     }
@@ -313,7 +734,7 @@ fn check_resolved(host: &str, addrs: &[SocketAddr]) -> Result<SocketAddr, String
 }
 
 /// Read and parse the request head; `Ok(None)` when the client closed without sending one.
-async fn read_head(client: &mut TcpStream) -> Result<Option<Head>, String> {
+async fn read_head(client: &mut TcpStream) -> Result<Option<Request>, String> {
     let mut buf = Vec::with_capacity(1024);
     let end = loop {
         if let Some(pos) = find_head_end(&buf) {
@@ -343,70 +764,15 @@ async fn read_head(client: &mut TcpStream) -> Result<Option<Head>, String> {
         Ok(httparse::Status::Partial) => return Err("an incomplete request head".into()),
         Err(e) => return Err(format!("not an HTTP request: {e}")),
     }
-    let method = request.method.unwrap_or_default().to_string();
-    let target = request.path.unwrap_or_default();
-    let rest = buf[end..].to_vec();
-    if method == "CONNECT" {
-        let (host, port) = authority(target)?;
-        return Ok(Some(Head {
-            method,
-            host,
-            port,
-            upstream_head: None,
-            rest,
-        }));
-    }
-    let url = url::Url::parse(target)
-        .map_err(|_| format!("{method} {target}: a proxy request needs an absolute http:// URL"))?;
-    if url.scheme() != "http" {
-        return Err(format!(
-            "{}: only http:// is forwarded; https goes through CONNECT",
-            url.scheme()
-        ));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("URLs with credentials are not forwarded".into());
-    }
-    let host = match url.host() {
-        Some(url::Host::Domain(d)) => normalize(d),
-        Some(url::Host::Ipv4(ip)) => ip.to_string(),
-        Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        None => return Err("the URL has no host".into()),
-    };
-    let port = url.port_or_known_default().unwrap_or(80);
-    let mut origin = url.path().to_string();
-    if let Some(query) = url.query() {
-        origin.push('?');
-        origin.push_str(query);
-    }
-    let host_header = if port == 80 {
-        host.clone()
-    } else {
-        format!("{host}:{port}")
-    };
-    let mut upstream =
-        format!("{method} {origin} HTTP/1.1\r\nHost: {host_header}\r\n").into_bytes();
-    for header in request.headers.iter() {
-        let name = header.name.to_ascii_lowercase();
-        let hop_by_hop = name.starts_with("proxy-")
-            || matches!(
-                name.as_str(),
-                "host" | "connection" | "keep-alive" | "upgrade" | "te"
-            );
-        if !hop_by_hop {
-            upstream.extend_from_slice(header.name.as_bytes());
-            upstream.extend_from_slice(b": ");
-            upstream.extend_from_slice(header.value);
-            upstream.extend_from_slice(b"\r\n");
-        }
-    }
-    upstream.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(Some(Head {
-        method,
-        host,
-        port,
-        upstream_head: Some(upstream),
-        rest,
+    Ok(Some(Request {
+        method: request.method.unwrap_or_default().to_string(),
+        target: request.path.unwrap_or_default().to_string(),
+        headers: request
+            .headers
+            .iter()
+            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .collect(),
+        rest: buf[end..].to_vec(),
     }))
 }
 
@@ -431,10 +797,24 @@ fn normalize(host: &str) -> String {
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 
-async fn respond(client: &mut TcpStream, status: u16, text: &str, why: &str) {
+async fn respond(client: &mut TcpStream, status: u16, why: &str) {
+    let text = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        407 => "Proxy Authentication Required",
+        411 => "Length Required",
+        502 => "Bad Gateway",
+        504 => "Gateway Timeout",
+        _ => "Error",
+    };
+    let challenge = match status {
+        407 => "Proxy-Authenticate: Basic realm=\"warden\"\r\n",
+        _ => "",
+    };
     let body = format!("warden egress proxy: {why}\n");
     let response = format!(
-        "HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+        "HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n{challenge}\
          X-Warden-Egress: refused\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
@@ -486,6 +866,8 @@ mod tests {
         out
     }
 
+    const AUTH: &str = "Proxy-Authorization: Basic d2FyZGVuOnQwaw==\r\n"; // warden:t0k
+
     fn rules(allowed: SocketAddr, other: SocketAddr) -> EgressRules {
         EgressRules {
             domains: vec![parse_domain("api.example.test").unwrap()],
@@ -493,7 +875,15 @@ mod tests {
                 ("api.example.test".to_string(), HostTarget::Addr(allowed)),
                 ("other.example.test".to_string(), HostTarget::Addr(other)),
             ]),
+            token: "t0k".into(),
+            ..EgressRules::default()
         }
+    }
+
+    /// `request` with the run's token added after its first line.
+    fn authorized(request: &str) -> String {
+        let (line, rest) = request.split_once("\r\n").unwrap();
+        format!("{line}\r\n{AUTH}{rest}")
     }
 
     #[tokio::test]
@@ -504,7 +894,7 @@ mod tests {
 
         let ok = exchange(
             proxy.addr(),
-            "GET http://API.example.test./data?q=1 HTTP/1.1\r\nHost: evil\r\nProxy-Authorization: x\r\n\r\n",
+            &authorized("GET http://API.example.test./data?q=1 HTTP/1.1\r\nHost: evil\r\n\r\n"),
         )
         .await;
         assert!(
@@ -520,7 +910,7 @@ mod tests {
             "GET https://api.example.test/ HTTP/1.1\r\n\r\n",
             "GET /relative HTTP/1.1\r\n\r\n",
         ] {
-            let answer = exchange(proxy.addr(), request).await;
+            let answer = exchange(proxy.addr(), &authorized(request)).await;
             assert!(
                 answer.contains("X-Warden-Egress: refused"),
                 "{request}: {answer}"
@@ -528,7 +918,9 @@ mod tests {
         }
         let tunnel = exchange(
             proxy.addr(),
-            "CONNECT api.example.test:443 HTTP/1.1\r\n\r\nGET /tunnelled HTTP/1.1\r\n\r\n",
+            &authorized(
+                "CONNECT api.example.test:443 HTTP/1.1\r\n\r\nGET /tunnelled HTTP/1.1\r\n\r\n",
+            ),
         )
         .await;
         assert!(
@@ -551,6 +943,144 @@ mod tests {
             0,
             "the undeclared server saw a request"
         );
+    }
+
+    #[tokio::test]
+    async fn the_token_routes_and_rules_decide_and_one_request_goes_up_per_connection() {
+        let (allowed, allowed_seen) = upstream().await;
+        let (other, _) = upstream().await;
+        let mut rules = rules(allowed, other);
+        rules.rules.insert(
+            "api.example.test".into(),
+            HttpRules {
+                methods: vec!["GET".into()],
+                paths: vec!["/v1/".into()],
+            },
+        );
+        let route: crate::skills::routes::RouteSpec = toml::from_str(
+            "url = \"http://api.example.test/base\"\nmethods = [\"GET\"]\n\
+             headers = { Authorization = \"Bearer {secret:KEY}\" }",
+        )
+        .unwrap();
+        rules.routes = vec![route
+            .resolve("gh", &|_| Some(crate::config::Secret::new("sekret")))
+            .unwrap()];
+        let proxy = EgressProxy::start(rules).await.unwrap();
+        let addr = proxy.addr();
+
+        // No token, a wrong one, another run's route token: refused before any lookup.
+        for request in [
+            "GET http://api.example.test/v1/x HTTP/1.1\r\n\r\n".to_string(),
+            "GET http://api.example.test/v1/x HTTP/1.1\r\nProxy-Authorization: Basic d2FyZGVuOng=\r\n\r\n".to_string(),
+            "GET /other/gh/x HTTP/1.1\r\n\r\n".to_string(),
+        ] {
+            let answer = exchange(addr, &request).await;
+            assert!(answer.starts_with("HTTP/1.1 40"), "{request}: {answer}");
+        }
+        assert!(
+            exchange(addr, "CONNECT api.example.test:443 HTTP/1.1\r\n\r\n")
+                .await
+                .contains("407 Proxy Authentication Required")
+        );
+
+        // Domain rules: the method and the path, and no tunnel (it could not be checked).
+        let ok = exchange(
+            addr,
+            &authorized("GET http://api.example.test/v1/a HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert!(ok.contains("GET /v1/a HTTP/1.1"), "{ok}");
+        for (request, why) in [
+            (
+                "POST http://api.example.test/v1/a HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+                "method POST",
+            ),
+            ("GET http://api.example.test/v2/a HTTP/1.1\r\n\r\n", "/v1/"),
+            (
+                "GET http://api.example.test/v1/../v2 HTTP/1.1\r\n\r\n",
+                "/v1/",
+            ),
+            (
+                "CONNECT api.example.test:443 HTTP/1.1\r\n\r\n",
+                "encrypted tunnel",
+            ),
+        ] {
+            let answer = exchange(addr, &authorized(request)).await;
+            assert!(answer.contains(why), "{request}: {answer}");
+        }
+
+        // The route: the header is added (and the client's own replaced), the base path kept.
+        let routed = exchange(
+            addr,
+            "GET /t0k/gh/repos?q=1 HTTP/1.1\r\nAuthorization: mine\r\n\r\n",
+        )
+        .await;
+        assert!(routed.contains("GET /base/repos?q=1 HTTP/1.1"), "{routed}");
+        assert!(exchange(
+            addr,
+            "POST /t0k/gh/repos HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
+        )
+        .await
+        .contains("route gh: method POST is not allowed"));
+        assert!(exchange(addr, "GET /t0k/nope/x HTTP/1.1\r\n\r\n")
+            .await
+            .contains("404"));
+        // Chunked bodies are refused; a request riding after the body never goes up.
+        assert!(exchange(
+            addr,
+            "GET /t0k/gh/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        )
+        .await
+        .contains("411"));
+        let before = allowed_seen.load(Ordering::SeqCst);
+        let smuggled = exchange(
+            addr,
+            "GET /t0k/gh/a HTTP/1.1\r\nContent-Length: 0\r\n\r\nPOST /base/delete HTTP/1.1\r\n\r\n",
+        )
+        .await;
+        assert!(smuggled.contains("GET /base/a"), "{smuggled}");
+        assert!(!smuggled.contains("delete"), "{smuggled}");
+        assert_eq!(allowed_seen.load(Ordering::SeqCst), before + 1);
+        let events = proxy.stop().await;
+        assert!(
+            events
+                .iter()
+                .any(|e| e.allowed && e.target.starts_with("route gh")),
+            "{events:?}"
+        );
+        assert!(!format!("{events:?}").contains("sekret"));
+    }
+
+    #[tokio::test]
+    async fn the_header_reaches_the_upstream() {
+        // An upstream that echoes the whole head, to see the injected header arrive.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let up = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = conn.read(&mut buf).await.unwrap();
+            let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+            conn.write_all(reply.as_bytes()).await.unwrap();
+            conn.write_all(&buf[..n]).await.unwrap();
+        });
+        let route: crate::skills::routes::RouteSpec = toml::from_str(
+            "url = \"http://api.example.test\"\nheaders = { X-Key = \"k={secret:KEY}\" }",
+        )
+        .unwrap();
+        let rules = EgressRules {
+            hosts: BTreeMap::from([("api.example.test".to_string(), HostTarget::Addr(up))]),
+            routes: vec![route
+                .resolve("r", &|_| Some(crate::config::Secret::new("v4lue")))
+                .unwrap()],
+            token: "t".into(),
+            ..EgressRules::default()
+        };
+        let proxy = EgressProxy::start(rules).await.unwrap();
+        let answer = exchange(proxy.addr(), "GET /t/r/x HTTP/1.1\r\nX-Key: forged\r\n\r\n").await;
+        assert!(answer.contains("X-Key: k=v4lue\r\n"), "{answer}");
+        assert!(!answer.contains("forged"), "{answer}");
+        assert!(answer.contains("Host: api.example.test\r\n"), "{answer}");
     }
 
     #[test]

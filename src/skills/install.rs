@@ -251,6 +251,7 @@ mod tests {
             backend: crate::sandbox::Backend::Host,
             docker: Default::default(),
             hosts: Default::default(),
+            secrets: Default::default(),
             own_files: Vec::new(),
         }
     }

@@ -15,6 +15,7 @@
 //!
 //! [permissions.network]
 //! domains = ["api.example.com"]           # through warden's egress proxy only
+//! # method/path rules per domain, and routes that add secret headers: see `routes.rs`
 //!
 //! [permissions.limits]                    # never above [sandbox]'s
 //! timeout_secs = 60
@@ -26,6 +27,7 @@
 //! workspace paths, no network. Validation refuses anything outside the skill's folder and the
 //! workspace, anything above the global limits, and rules that would hand out a shell.
 
+use super::routes::{HttpRules, RouteSpec};
 use crate::policy::rules::{AnalyzerKind, ProgramRule};
 use crate::sandbox::Limits;
 use serde::Deserialize;
@@ -156,6 +158,12 @@ pub struct Network {
     /// `name` (ports 80 and 443) or `name:port`; exact names, no wildcards, no addresses.
     #[serde(default)]
     pub domains: Vec<String>,
+    /// Method and path rules per declared domain (`routes.rs`).
+    #[serde(default)]
+    pub rules: BTreeMap<String, HttpRules>,
+    /// Named upstreams the proxy calls for the skill, adding secret headers (`routes.rs`).
+    #[serde(default)]
+    pub routes: BTreeMap<String, RouteSpec>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -223,6 +231,28 @@ impl Manifest {
         }
         for domain in &p.network.domains {
             parse_domain(domain)?;
+        }
+        let declared = self.domains()?;
+        for (name, rules) in &p.network.rules {
+            let domain = parse_domain(name)?;
+            if !declared.contains(&domain) {
+                return Err(format!(
+                    "{MANIFEST_FILE}: rules for {name}, which is not in `domains`"
+                ));
+            }
+            rules.validate(&format!("rules for {name}"))?;
+        }
+        let mut envs = std::collections::BTreeSet::new();
+        for (name, route) in &p.network.routes {
+            route
+                .validate(name)
+                .map_err(|e| format!("{MANIFEST_FILE}: {e}"))?;
+            if !envs.insert(route.env_name(name)) {
+                return Err(format!(
+                    "{MANIFEST_FILE}: two routes use the variable {}",
+                    route.env_name(name)
+                ));
+            }
         }
         self.effective(bounds).map(|_| ())
     }

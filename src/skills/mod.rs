@@ -26,6 +26,7 @@ pub mod manifest;
 pub mod policy;
 pub mod prompt;
 pub mod report;
+pub mod routes;
 pub mod runner;
 pub mod settings;
 pub mod tree;

@@ -7,15 +7,16 @@
 //!    folder, so nothing can change between the check and the run;
 //! 3. check the command with the default policy widened or narrowed only by the manifest;
 //!    `ask` goes to the approver; the allowed IR is re-verified independently;
-//! 4. start the egress proxy when the skill declared domains (never on Docker: containers
-//!    have no network);
+//! 4. start the egress proxy when the skill declared domains or routes (never on Docker:
+//!    containers have no network), listening inside a network namespace of the run's own where
+//!    nothing else listens and nothing else is routed, with a token only this run knows;
 //! 5. run the checked IR in a fresh sandbox — the scratch folder as its workspace and HOME,
 //!    the copy and the granted workspace folders as its only other roots, an environment with
 //!    no secret in it, the manifest's limits — then remove the run folder;
 //! 6. audit it (`tool = "skill:NAME"`) and remember it as the skill's last run.
 
 use super::discovery::discover;
-use super::egress::{EgressProxy, EgressRules};
+use super::egress::{new_token, EgressEvent, EgressProxy, EgressRules};
 use super::grants::{GrantStatus, Grants};
 use super::policy::{self as run_policy, RunPolicy};
 use super::report::SkillReport;
@@ -27,6 +28,7 @@ use crate::exec::{run_script, ExecOptions};
 use crate::policy::{invariant, Checker, Decision, Verdict};
 use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::host::kernel::landlock_abi;
+use crate::sandbox::host::netns::JailNetwork;
 use crate::sandbox::host::{HostOptions, HostSandbox};
 use crate::sandbox::{Backend, JailSpec, Sandbox};
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
@@ -181,7 +183,9 @@ impl SkillRunner {
         let fail = |reason: String| SkillReport::error(name, reason).with_hash(&skill.hash);
         let settings = &self.settings;
         let domains = skill.manifest.domains().map_err(deny)?;
-        if !domains.is_empty() && settings.backend == Backend::Docker {
+        let network = &skill.manifest.permissions.network;
+        let needs_network = !domains.is_empty() || !network.routes.is_empty();
+        if needs_network && settings.backend == Backend::Docker {
             return Err(deny(format!(
                 "the skill {name} needs network access ({}), and the Docker backend runs \
                  containers without any network, so it cannot reach warden's egress proxy; use \
@@ -189,10 +193,29 @@ impl SkillRunner {
                 domains
                     .iter()
                     .map(|d| d.to_string())
+                    .chain(network.routes.keys().map(|r| format!("route {r}")))
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
         }
+        let routes = network
+            .routes
+            .iter()
+            .map(|(route_name, spec)| {
+                let route = spec.resolve(route_name, &|secret| settings.secret(secret))?;
+                if !route.tls && !settings.hosts.contains_key(&route.domain.name) {
+                    return Err(format!(
+                        "route {route_name} goes to {} over plain http, which would send its                          headers in clear; only a name mapped in [skills] hosts may be reached                          that way",
+                        spec.url
+                    ));
+                }
+                for (_, value) in &route.headers {
+                    crate::redact::register(value.expose());
+                }
+                Ok(route)
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(deny)?;
         let effective = skill.manifest.effective(&settings.bounds).map_err(deny)?;
         let command = match &request.invocation {
             Invocation::Command(command) => command.clone(),
@@ -236,16 +259,36 @@ impl SkillRunner {
             )));
         }
 
-        let proxy = match domains.is_empty() {
-            true => None,
-            false => Some(
-                EgressProxy::start(EgressRules {
+        let mut jail_network = match needs_network {
+            false => None,
+            true => Some(JailNetwork::create().map_err(|why| {
+                deny(format!(
+                    "the skill {name} needs network access, and on the host backend warden                      confines it to the egress proxy with a network namespace of its own, which                      cannot be made here: {why}. Without it the jail could reach any host on                      the proxy's port, so the skill is refused (the Docker backend gives                      containers no network at all)"
+                ))
+            })?),
+        };
+        let proxy = match &mut jail_network {
+            None => None,
+            Some(jail_network) => {
+                let listener = jail_network
+                    .take_listener()
+                    .ok_or_else(|| fail("the proxy's listener is gone".into()))?;
+                let rules = EgressRules {
                     domains,
                     hosts: settings.hosts.clone(),
-                })
-                .await
-                .map_err(|e| fail(format!("starting the egress proxy failed: {e}")))?,
-            ),
+                    rules: network
+                        .rules
+                        .iter()
+                        .map(|(domain, rules)| (domain.clone(), rules.clone()))
+                        .collect(),
+                    routes,
+                    token: new_token(),
+                };
+                let token = rules.token.clone();
+                let proxy = EgressProxy::serve_on(listener, rules)
+                    .map_err(|e| fail(format!("starting the egress proxy failed: {e}")))?;
+                Some((proxy, token, jail_network.namespace()))
+            }
         };
         let spec = jail_spec(
             skill,
@@ -254,7 +297,12 @@ impl SkillRunner {
             &run_dir.scratch,
             &settings.workspace,
             &effective.limits,
-            proxy.as_ref(),
+            proxy.as_ref().map(|(proxy, token, namespace)| JailEgress {
+                addr: proxy.addr(),
+                token,
+                namespace: namespace.clone(),
+                routes: &network.routes,
+            }),
         );
         let timeout = Duration::from_secs(effective.timeout_secs)
             .min(request.timeout.unwrap_or(Duration::MAX));
@@ -289,10 +337,25 @@ impl SkillRunner {
                 result
             }
         };
-        let egress = match proxy {
-            Some(proxy) => proxy.stop().await,
+        let mut egress = match proxy {
+            Some((proxy, _, _)) => proxy.stop().await,
             None => Vec::new(),
         };
+        if let Some(jail_network) = &mut jail_network {
+            // What the kernel saw go elsewhere than the proxy (it was refused or unroutable).
+            match jail_network.bypasses() {
+                Ok(bypasses) => {
+                    if let Some(what) = bypasses.describe() {
+                        egress.push(EgressEvent {
+                            target: "around the proxy".into(),
+                            allowed: false,
+                            detail: what,
+                        });
+                    }
+                }
+                Err(why) => tracing::warn!(%why, "reading the jail's network counters failed"),
+            }
+        }
         drop(run_dir);
         let output = result.map_err(|e| fail(format!("the skill could not be run: {e}")))?;
         let mut report = SkillReport {
@@ -359,7 +422,7 @@ fn jail_spec(
     scratch: &Path,
     workspace: &Path,
     limits: &crate::sandbox::Limits,
-    proxy: Option<&EgressProxy>,
+    egress: Option<JailEgress<'_>>,
 ) -> JailSpec {
     let mut spec = JailSpec::new(scratch.to_path_buf());
     spec.read_roots = std::iter::once(copy.to_path_buf())
@@ -373,14 +436,34 @@ fn jail_spec(
         ("WORKSPACE".into(), workspace.display().to_string()),
         ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
     ];
-    if let Some(proxy) = proxy {
-        let url = format!("http://{}", proxy.addr());
+    if let Some(egress) = egress {
+        // The token is this run's alone; it lets nothing but this proxy be reached.
+        let url = format!("http://warden:{}@{}", egress.token, egress.addr);
         for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             spec.env.push((name.into(), url.clone()));
         }
-        spec.egress_proxy = Some(proxy.addr());
+        // Route addresses are the proxy itself, asked directly rather than as a proxy.
+        for name in ["NO_PROXY", "no_proxy"] {
+            spec.env.push((name.into(), egress.addr.ip().to_string()));
+        }
+        for (route, route_spec) in egress.routes {
+            spec.env.push((
+                route_spec.env_name(route),
+                format!("http://{}/{}/{route}", egress.addr, egress.token),
+            ));
+        }
+        spec.egress_proxy = Some(egress.addr);
+        spec.network_namespace = Some(egress.namespace);
     }
     spec
+}
+
+/// How a jail reaches its run's egress proxy.
+struct JailEgress<'a> {
+    addr: std::net::SocketAddr,
+    token: &'a str,
+    namespace: Arc<std::os::fd::OwnedFd>,
+    routes: &'a std::collections::BTreeMap<String, super::routes::RouteSpec>,
 }
 
 /// A run's private folder: `copy/` (the skill, read-only to the jail) and `home/` (scratch).

@@ -5,7 +5,7 @@ use super::bundled;
 use super::discovery::Roots;
 use super::egress::{parse_hosts, HostTarget};
 use super::manifest::Bounds;
-use crate::config::{Config, DockerConfig};
+use crate::config::{Config, DockerConfig, Secret};
 use crate::policy::OwnFile;
 use crate::sandbox::Backend;
 use anyhow::Context;
@@ -29,6 +29,8 @@ pub struct SkillSettings {
     pub backend: Backend,
     pub docker: DockerConfig,
     pub hosts: BTreeMap<String, HostTarget>,
+    /// `[skills.secrets]`, for routes (`WARDEN_SECRET_NAME` is read at run time).
+    pub secrets: BTreeMap<String, Secret>,
     /// warden's own files (config, data directory, policy): no run's root may expose them.
     pub own_files: Vec<OwnFile>,
 }
@@ -66,8 +68,22 @@ impl SkillSettings {
             backend: config.sandbox.backend,
             docker: config.sandbox.docker.clone(),
             hosts,
+            secrets: config.skills.secrets.clone(),
             own_files: config.own_files(config.policy.as_deref()),
         })
+    }
+
+    /// A secret for a route: the config's, else `WARDEN_SECRET_NAME` from warden's environment.
+    pub fn secret(&self, name: &str) -> Option<Secret> {
+        self.secrets
+            .get(name)
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .or_else(|| {
+                std::env::var(format!("WARDEN_SECRET_{name}"))
+                    .ok()
+                    .map(Secret::new)
+            })
     }
 
     pub fn roots(&self) -> Roots {

@@ -1,5 +1,5 @@
 //! Starting one jailed process: clone, then build the jail in the child, top to bottom, in the
-//! order it is applied — session, fds, cgroup, env, rlimits, capabilities, no_new_privs,
+//! order it is applied — session, network namespace, fds, cgroup, env, rlimits, capabilities, no_new_privs,
 //! Landlock, seccomp, exec.
 //!
 //! The parent prepares everything beforehand (argv, envp, the absolute program path, the fd plan,
@@ -41,6 +41,8 @@ pub struct ChildPlan<'a> {
     pub fds: &'a FdPlan,
     /// The join file of the process's pids cgroup, when there is one.
     pub cgroup_join: Option<RawFd>,
+    /// The network namespace to join (a jail with an egress proxy).
+    pub network_namespace: Option<RawFd>,
     pub rlimits: &'a RlimitPlan,
     pub capabilities: &'a CapabilityPlan,
     /// The ruleset and the rights to grant on the process's own `/proc/<pid>`; `None` only in
@@ -54,6 +56,7 @@ pub struct ChildPlan<'a> {
 #[repr(u32)]
 pub enum Step {
     Session = 1,
+    Network,
     Fds,
     Cwd,
     Cgroup,
@@ -71,6 +74,7 @@ impl Step {
         use Step::*;
         [
             Session,
+            Network,
             Fds,
             Cwd,
             Cgroup,
@@ -89,6 +93,7 @@ impl Step {
     fn describe(self) -> &'static str {
         match self {
             Step::Session => "starting a new session (setsid)",
+            Step::Network => "joining the jail's network namespace",
             Step::Fds => "setting up file descriptors",
             Step::Cwd => "entering the working directory",
             Step::Cgroup => "joining the pids cgroup",
@@ -233,6 +238,12 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
     }
     reset_signals();
 
+    // Network: the namespace where only the egress proxy listens (needs CAP_SYS_ADMIN, so
+    // before capabilities are dropped).
+    if let Some(namespace) = plan.network_namespace {
+        super::netns::join_in_child(namespace).map_err(fail(Step::Network))?;
+    }
+
     // Fds: 0-2 and the requested 3-9; everything else closes at exec.
     plan.fds.apply_in_child().map_err(fail(Step::Fds))?;
     if libc::chdir(plan.cwd.as_ptr()) != 0 {
@@ -309,13 +320,13 @@ mod tests {
 
     #[test]
     fn steps_round_trip_through_the_report() {
-        for v in 1..=11 {
+        for v in 1..=12 {
             let step = Step::from_u32(v).unwrap();
             assert_eq!(step as u32, v);
             assert!(!step.describe().is_empty());
         }
         assert_eq!(Step::from_u32(0), None);
-        assert_eq!(Step::from_u32(12), None);
+        assert_eq!(Step::from_u32(13), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod fds;
 pub mod kernel;
 mod landlock;
 mod launcher;
+pub mod netns;
 mod process;
 mod rlimits;
 mod seccomp;
@@ -105,6 +106,12 @@ impl HostSandbox {
         }
         if spec.egress_proxy.is_some() {
             egress_confinable(&landlock_abi).map_err(SandboxError::Setup)?;
+            if spec.network_namespace.is_none() {
+                return Err(SandboxError::Setup(
+                    "an egress proxy needs the jail's own network namespace (host::netns):                      without it the jail could reach any host on the proxy's port"
+                        .into(),
+                ));
+            }
         }
         kernel::seccomp_available().map_err(|why| {
             SandboxError::Setup(format!("seccomp filters are not available: {why}"))
@@ -245,6 +252,14 @@ impl HostSandbox {
             cwd: &cwd,
             fds: &fds,
             cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
+            network_namespace: match self.spec.egress_proxy {
+                Some(_) => self
+                    .spec
+                    .network_namespace
+                    .as_ref()
+                    .map(|fd| fd.as_raw_fd()),
+                None => None,
+            },
             rlimits: &self.rlimits,
             capabilities: &self.capabilities,
             landlock: match (&ruleset, &self.landlock) {

@@ -13,7 +13,7 @@
 //! - `connect` denied: an AF_UNIX connect would reach path sockets (`/var/run/docker.sock`),
 //!   which Landlock does not control on ABI < 9;
 //! - `sendto` only without a destination address (arg4 == 0), `sendmsg` without MSG_FASTOPEN;
-//! - with an egress proxy: `connect` allowed, `socket` only AF_INET/AF_INET6 TCP (AF_UNIX
+//! - with an egress proxy: `connect` allowed, `socket` only AF_INET TCP (AF_UNIX
 //!   sockets then cannot be created at all, so the allowed `connect` cannot reach docker.sock);
 //!   Landlock limits TCP connects to the proxy's port.
 //!

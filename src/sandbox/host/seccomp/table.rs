@@ -256,7 +256,8 @@ fn rules_for(network: Network, set: &mut dyn FnMut(&'static str, Action)) {
         Network::None => set("socket", rules(unix_streams)),
         Network::EgressProxy => {
             let mut tcp = Vec::new();
-            for family in [libc::AF_INET as u32, libc::AF_INET6 as u32] {
+            // IPv4 only: the proxy listens on 127.0.0.1 in the jail's network namespace.
+            for family in [libc::AF_INET as u32] {
                 for protocol in [0, libc::IPPROTO_TCP as u32] {
                     tcp.push(vec![
                         Cond::eq32(0, family),
