@@ -18,6 +18,8 @@ pub struct Report {
     pub pidfd: Feature,
     pub user_namespaces: kernel::UserNamespaces,
     pub cgroup: Cgroup,
+    /// How a skill's network is confined to the egress proxy on the host backend.
+    pub skill_egress: Feature,
     /// Filled by the Docker backend (daemon reachable, version, runtime, image present).
     pub docker: DockerStatus,
     /// The command policy every command is checked against: loaded, or why not.
@@ -187,6 +189,21 @@ pub fn collect(config: &Config) -> Report {
         },
     };
 
+    let skill_egress = match crate::sandbox::host::netns::JailNetwork::check_available() {
+        Ok(()) => Feature {
+            available: true,
+            detail: "network namespace per run: only loopback, where only warden's egress proxy \
+             listens; per-run proxy token"
+                .into(),
+        },
+        Err(why) => Feature {
+            available: false,
+            detail: format!(
+                "none ({why}); skills that declare domains or routes are refused on the host \
+                 backend"
+            ),
+        },
+    };
     let mut warnings = Vec::new();
     if root && cgroup.pids_dir.is_none() {
         warnings.push(
@@ -243,6 +260,7 @@ pub fn collect(config: &Config) -> Report {
         pidfd,
         user_namespaces: kernel::user_namespaces(),
         cgroup,
+        skill_egress,
         docker,
         policy,
         backend,
@@ -342,6 +360,7 @@ impl Report {
                 _ => format!("none: {}", self.cgroup.detail),
             },
         );
+        line("skill egress", self.skill_egress.detail.clone());
         line("root", yes(self.root).into());
         line(
             "docker",

@@ -100,7 +100,22 @@ pub fn permission_lines(skill: &Skill, bounds: &Bounds) -> Vec<String> {
                 shown.join(", ")
             ));
         }
-        _ => lines.push("no network access at all".into()),
+        _ if skill.manifest.permissions.network.routes.is_empty() => {
+            lines.push("no network access at all".into())
+        }
+        _ => {}
+    }
+    let network = &skill.manifest.permissions.network;
+    for (domain, rules) in &network.rules {
+        if let Some(rules) = rules.describe() {
+            lines.push(format!(
+                "on {domain}: {rules}, over plain HTTP only (warden cannot check inside a TLS \
+                 tunnel)"
+            ));
+        }
+    }
+    for (name, route) in &network.routes {
+        lines.push(route.describe(name));
     }
     match skill.manifest.effective(bounds) {
         Ok(effective) => lines.push(limits_line(&effective)),
@@ -171,6 +186,12 @@ read = ["."]
 write = ["reports"]
 [permissions.network]
 domains = ["api.example.com", "files.example.com:8443"]
+[permissions.network.rules."api.example.com"]
+methods = ["GET"]
+[permissions.network.routes.gh]
+url = "https://api.github.com"
+paths = ["/repos/"]
+headers = { Authorization = "Bearer {secret:GITHUB_TOKEN}" }
 [permissions.limits]
 timeout_secs = 30
 memory_mb = 256
@@ -198,6 +219,10 @@ memory_mb = 256
         for expected in [
             "Skill \"w\" (workspace): weather",
             "run its own scripts with python3",
+            "on api.example.com: GET only, over plain HTTP only",
+            "call https://api.github.com through the route `gh` (paths under /repos/); warden \
+             adds your secret GITHUB_TOKEN to every request to api.github.com (header \
+             Authorization) without the skill seeing it",
             "run curl — the default policy denies it: a network tool",
             "never run rm",
             "run jq with its own rules",

@@ -205,7 +205,9 @@ impl SkillRunner {
                 let route = spec.resolve(route_name, &|secret| settings.secret(secret))?;
                 if !route.tls && !settings.hosts.contains_key(&route.domain.name) {
                     return Err(format!(
-                        "route {route_name} goes to {} over plain http, which would send its                          headers in clear; only a name mapped in [skills] hosts may be reached                          that way",
+                        "route {route_name} goes to {} over plain http, which would send its \
+                         headers in clear; only a name mapped in [skills] hosts may be reached \
+                         that way",
                         spec.url
                     ));
                 }
@@ -263,7 +265,11 @@ impl SkillRunner {
             false => None,
             true => Some(JailNetwork::create().map_err(|why| {
                 deny(format!(
-                    "the skill {name} needs network access, and on the host backend warden                      confines it to the egress proxy with a network namespace of its own, which                      cannot be made here: {why}. Without it the jail could reach any host on                      the proxy's port, so the skill is refused (the Docker backend gives                      containers no network at all)"
+                    "the skill {name} needs network access, and on the host backend warden \
+                     confines it to the egress proxy with a network namespace of its own, which \
+                     cannot be made here: {why}. Without it the jail could reach any host on \
+                     the proxy's port, so the skill is refused (the Docker backend gives \
+                     containers no network at all)"
                 ))
             })?),
         };

@@ -165,7 +165,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// An HTTP server on 127.0.0.1 that answers `forecast for <path>` and records every request
-/// (request line and Host) — also connections that never sent one.
+/// (request line, Host and any Authorization) — also connections that never sent one.
 pub struct Server {
     pub addr: SocketAddr,
     requests: Arc<Mutex<Vec<String>>>,
@@ -201,7 +201,15 @@ impl Server {
                         .find(|l| l.to_ascii_lowercase().starts_with("host:"))
                         .unwrap_or("")
                         .to_string();
-                    seen.lock().unwrap().push(format!("{line} | {host}"));
+                    // A key the proxy added is recorded (never echoed back to the skill).
+                    let authorization = head
+                        .lines()
+                        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+                        .map(|l| format!(" | {l}"))
+                        .unwrap_or_default();
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("{line} | {host}{authorization}"));
                     let path = line.split(' ').nth(1).unwrap_or("/").to_string();
                     let body = format!("forecast for {path}: sunny");
                     let _ = write!(
