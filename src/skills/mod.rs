@@ -22,6 +22,7 @@ pub mod egress;
 pub mod frontmatter;
 pub mod grants;
 pub mod install;
+pub mod jail;
 pub mod manifest;
 pub mod policy;
 pub mod prompt;
