@@ -1,5 +1,5 @@
 //! Network: no TCP, no unix-socket connections to anything outside; with an egress proxy, only
-//! the proxy's port. Every listener is the test's own, checked from outside for connections.
+//! the proxy, in the jail's own network namespace. Every listener is the test's own, checked from outside for connections.
 
 mod common;
 use common::*;
@@ -10,6 +10,7 @@ use std::time::Duration;
 use warden::exec::{run_script, ExecOptions};
 use warden::policy::ir::Script;
 use warden::policy::PathPolicy;
+use warden::sandbox::host::netns::JailNetwork;
 use warden::sandbox::host::HostSandbox;
 use warden::sandbox::JailSpec;
 
@@ -100,16 +101,38 @@ fn unix_socket_connect_to_the_outside_fails() {
 }
 
 #[test]
-fn egress_proxy_port_is_the_only_way_out() {
+fn an_egress_proxy_without_its_network_namespace_is_refused() {
+    // Landlock matches the proxy's port only: in warden's own namespace the jail could reach
+    // any host on that port, so the sandbox refuses to start that way.
+    let env = Env::new();
+    let (proxy, _) = listener();
+    let mut spec = JailSpec::new(env.ws.clone());
+    spec.egress_proxy = Some(proxy.local_addr().unwrap());
+    let err = HostSandbox::new(spec).err().expect("refused");
+    assert!(err.to_string().contains("network namespace"), "{err}");
+}
+
+#[test]
+fn egress_proxy_in_the_jails_namespace_is_the_only_way_out() {
     if !have_python() {
         eprintln!("skipped: /usr/bin/python3 is needed for the connect attempts");
         return;
     }
+    let mut network = match JailNetwork::create() {
+        Ok(network) => network,
+        Err(why) => {
+            eprintln!("skipped: no network namespace for the jail here: {why}");
+            return;
+        }
+    };
     let env = Env::new();
-    let (proxy, proxy_port) = listener();
+    let proxy_addr = network.proxy_addr();
+    let proxy = network.take_listener().unwrap();
+    // Another listener in warden's namespace, on the same address as the proxy's.
     let (other, other_port) = listener();
     let mut spec = JailSpec::new(env.ws.clone());
-    spec.egress_proxy = Some(proxy.local_addr().unwrap());
+    spec.egress_proxy = Some(proxy_addr);
+    spec.network_namespace = Some(network.namespace());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -118,24 +141,36 @@ fn egress_proxy_port_is_the_only_way_out() {
         let sandbox = HostSandbox::new(spec.clone()).unwrap();
         let paths = PathPolicy::new(&env.ws, &[], &[], std::path::Path::new("/root")).unwrap();
         let options = ExecOptions::capture(paths, Duration::from_secs(20));
-        let connect = |port: u16| {
+        let connect = |host: &str, port: u16| {
             Script::single(
                 vec![
                     "python3".into(),
                     "-c".into(),
                     format!(
-                        "import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); s.sendall(b'via-proxy'); print('connected')"
+                        "import socket; s = socket.create_connection(('{host}', {port}), timeout=5); s.sendall(b'via-proxy'); print('connected')"
                     ),
                 ],
                 env.ws.clone(),
             )
         };
-        let out = run_script(&sandbox, &connect(proxy_port), &options).await.unwrap();
+        let out = run_script(&sandbox, &connect("127.0.0.1", proxy_addr.port()), &options)
+            .await
+            .unwrap();
         assert_eq!(out.status, 0, "{out:?}");
         assert_eq!(out.stdout, "connected\n");
-        let out = run_script(&sandbox, &connect(other_port), &options).await.unwrap();
+        // Another port: Landlock's port rule refuses it before any packet.
+        let out = run_script(&sandbox, &connect("127.0.0.1", other_port), &options)
+            .await
+            .unwrap();
         assert_ne!(out.status, 0, "{out:?}");
         assert!(out.stderr.contains("PermissionError"), "{out:?}");
+        // The proxy's port at another address: past Landlock, refused by the namespace, where
+        // nothing else listens — and counted.
+        let out = run_script(&sandbox, &connect("127.0.0.2", proxy_addr.port()), &options)
+            .await
+            .unwrap();
+        assert_ne!(out.status, 0, "{out:?}");
+        assert!(out.stderr.contains("ConnectionRefusedError"), "{out:?}");
         // With the proxy, AF_UNIX sockets cannot be created (connect is allowed then).
         let unix = Script::single(
             vec![
@@ -148,8 +183,12 @@ fn egress_proxy_port_is_the_only_way_out() {
         let out = run_script(&sandbox, &unix, &options).await.unwrap();
         assert_ne!(out.status, 0, "{out:?}");
     });
-    proxy.set_nonblocking(false).unwrap();
     let (mut conn, _) = proxy.accept().unwrap();
     assert_eq!(read_all(&mut conn), "via-proxy");
     assert_no_tcp_connection(&other);
+    let bypasses = network.bypasses().unwrap();
+    assert!(
+        bypasses.refused == 1,
+        "the attempt around the proxy was not counted: {bypasses:?}"
+    );
 }
