@@ -10,7 +10,6 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use warden::agent::{Agent, RunControl, RunRequest, SystemPrompt};
 use warden::config::TrustConfig;
-use warden::db::Database;
 use warden::llm::{
     ChatRequest, ChatResponse, ContentBlock, EventSink, LlmError, Provider, StopReason, Usage,
 };
@@ -71,7 +70,7 @@ fn bench_agent(c: &mut Criterion) {
     for i in 0..20 {
         std::fs::write(ws.join(format!("file{i}.txt")), "x").unwrap();
     }
-    let db = Database::open(&dir.path().join("warden.db")).unwrap();
+    let db = warden::schema::open(&dir.path().join("warden.db")).unwrap();
     let paths = Arc::new(PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap());
     let mut tools = ToolSet::new(db.clone(), ws.join(".warden/outputs"));
     let prompt_files =

@@ -13,7 +13,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden::config::MemoryConfig;
-use warden::db::Database;
 use warden::memory::MemoryIndex;
 use warden::policy::PathPolicy;
 
@@ -88,7 +87,7 @@ impl Corpus {
 fn open_index(dir: &Path) -> Arc<MemoryIndex> {
     let ws = dir.join("ws");
     std::fs::create_dir_all(ws.join("memory")).unwrap();
-    let db = Database::open(&dir.join("warden.db")).unwrap();
+    let db = warden::schema::open(&dir.join("warden.db")).unwrap();
     let paths = Arc::new(PathPolicy::new(&ws, &[], &[], Path::new("/root")).unwrap());
     Arc::new(MemoryIndex::new(db, paths, &MemoryConfig::default()).unwrap())
 }

@@ -56,7 +56,7 @@ impl App {
         if !seeded.is_empty() {
             tracing::info!("workspace: created {}", seeded.join(", "));
         }
-        let db = Database::open(&config.data_dir.join("warden.db"))
+        let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
         let policy = Arc::new(Policy::load(config.policy.as_deref())?);
         let skill_settings = Arc::new(SkillSettings::prepare(&config, &workspace)?);

@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn rows_round_trip() {
-        let db = Database::open_in_memory().unwrap();
+        let db = crate::schema::open_in_memory().unwrap();
         record(
             &db,
             &AuditEntry {

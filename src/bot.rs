@@ -5,18 +5,20 @@
 //! waits for messages.
 
 use crate::app::{prepare_workspace, App};
-use crate::channels::telegram;
+use crate::channels::telegram::{self, TelegramBot, TelegramSetup};
 use crate::config::Config;
 use crate::db::Database;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
 use crate::policy::paths::{home_dir, PathPolicy};
+use crate::scheduler::daemon::{Daemon, DaemonSetup};
 use crate::scheduler::{JobManager, Settings, SystemClock};
 use anyhow::Context;
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// What the gateway needs.
 pub struct BotApp {
@@ -53,7 +55,7 @@ impl BotApp {
         let supports_images = worker.check().await.map_err(anyhow::Error::msg)?;
 
         let workspace = prepare_workspace(&config.workspace)?;
-        let db = Database::open(&config.data_dir.join("warden.db"))
+        let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
         let paths = Arc::new(
             PathPolicy::new(&workspace, &[], &[], &home_dir())
@@ -75,6 +77,28 @@ impl BotApp {
             worker: Some(worker),
             supports_images,
         })
+    }
+
+    /// What the Telegram channel needs.
+    pub fn telegram(&self) -> TelegramSetup<'_> {
+        TelegramSetup {
+            config: &self.config.telegram,
+            db: &self.db,
+            agent: self.agent.clone(),
+            paths: &self.paths,
+            supports_images: self.supports_images,
+        }
+    }
+
+    /// What the scheduler's loops need.
+    pub fn scheduler(&self) -> DaemonSetup<'_> {
+        DaemonSetup {
+            settings: &self.scheduler,
+            allowed_users: &self.config.telegram.allowed_users,
+            jobs: &self.jobs,
+            paths: &self.paths,
+            db: &self.db,
+        }
     }
 
     /// The bot with `app`'s agent in this process (tests that give the agent their own tools).
@@ -106,6 +130,41 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
         .build()?;
     runtime.block_on(async {
         let app = BotApp::build(config, config_path).await?;
-        telegram::run_bot(app).await
+        serve(app).await
     })
+}
+
+/// `warden bot`: run until SIGTERM or SIGINT.
+async fn serve(app: BotApp) -> anyhow::Result<i32> {
+    // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
+    let shutdown = CancellationToken::new();
+    let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let bot = TelegramBot::connect(app.telegram()).await?;
+    // Scheduled jobs and the heartbeat go through the same gateway as the chats.
+    let scheduler = Daemon::start(app.scheduler(), bot.gateway(), shutdown.clone());
+    eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");
+    let result = bot.run(shutdown).await;
+    scheduler.stopped(Duration::from_secs(5)).await;
+    signals.abort();
+    // The worker aborts what is left and releases its sandboxes (Docker containers).
+    if let Some(worker) = &app.worker {
+        worker.shutdown(Duration::from_secs(30)).await;
+    }
+    result.map(|_| 0)
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot watch SIGTERM: {e}");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    shutdown.cancel();
 }

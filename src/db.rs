@@ -1,31 +1,14 @@
 //! The one SQLite database (rusqlite, bundled, WAL) holding all of warden's state: sessions and
-//! messages, memory chunks, cron jobs, durable inbound runs, the audit log. Each module owns
-//! its schema and registers it in [`MIGRATIONS`]; they are applied once, in order, by name.
+//! messages, memory chunks, cron jobs, durable inbound runs, the audit log. The connection and
+//! the migration runner; each store owns its schema, and `schema.rs` lists them in order.
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// (name, SQL) applied once each, in this order.
-const MIGRATIONS: &[(&str, &str)] = &[
-    ("audit", crate::audit::SCHEMA),
-    ("sessions", crate::memory::sessions::SCHEMA),
-    (
-        "sessions_compaction",
-        crate::memory::sessions::COMPACTION_SCHEMA,
-    ),
-    ("memory_index", crate::memory::index::SCHEMA),
-    ("gateway_runs", crate::gateway::store::SCHEMA),
-    ("telegram", crate::channels::telegram::store::SCHEMA),
-    ("scheduler", crate::scheduler::store::SCHEMA),
-    ("heartbeat", crate::scheduler::heartbeat::SCHEMA),
-    (
-        "gateway_runs_session",
-        crate::gateway::store::SESSION_COLUMN,
-    ),
-    ("skills", crate::skills::grants::SCHEMA),
-    ("egress_grants", crate::egress::grants::SCHEMA),
-];
+/// A named schema change, applied once: (name, SQL). The list, in order, is
+/// `schema::MIGRATIONS`; this module knows none of the stores.
+pub type Migration = (&'static str, &'static str);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -54,7 +37,7 @@ pub struct Database {
 
 impl Database {
     /// Open (creating) `path`, private to the user: transcripts and the audit log live here.
-    pub fn open(path: &Path) -> Result<Arc<Database>, DbError> {
+    pub fn open(path: &Path, migrations: &[Migration]) -> Result<Arc<Database>, DbError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -64,15 +47,19 @@ impl Database {
         })?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        Database::init(conn, Some(path.to_path_buf()))
+        Database::init(conn, Some(path.to_path_buf()), migrations)
     }
 
     /// An in-memory database (tests, one-shot runs without a data dir).
-    pub fn open_in_memory() -> Result<Arc<Database>, DbError> {
-        Database::init(Connection::open_in_memory()?, None)
+    pub fn open_in_memory(migrations: &[Migration]) -> Result<Arc<Database>, DbError> {
+        Database::init(Connection::open_in_memory()?, None, migrations)
     }
 
-    fn init(conn: Connection, path: Option<PathBuf>) -> Result<Arc<Database>, DbError> {
+    fn init(
+        conn: Connection,
+        path: Option<PathBuf>,
+        migrations: &[Migration],
+    ) -> Result<Arc<Database>, DbError> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -83,7 +70,7 @@ impl Database {
                  applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
              );",
         )?;
-        for (name, sql) in MIGRATIONS {
+        for &(name, sql) in migrations {
             let done: bool = conn.query_row(
                 "SELECT EXISTS(SELECT 1 FROM schema_migrations WHERE name = ?1)",
                 [name],
@@ -123,18 +110,31 @@ impl Database {
 mod tests {
     use super::*;
 
+    const FIRST: &[Migration] = &[("one", "CREATE TABLE one (x INTEGER);")];
+    const BOTH: &[Migration] = &[
+        ("one", "CREATE TABLE one (x INTEGER);"),
+        ("two", "CREATE TABLE two (y INTEGER);"),
+    ];
+
     #[test]
     fn migrations_apply_once_and_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/warden.db");
-        let db = Database::open(&path).unwrap();
+        let db = Database::open(&path, FIRST).unwrap();
+        db.conn().execute("INSERT INTO one VALUES (1)", []).unwrap();
+        drop(db);
+        // Reopened with one more: the first is not applied again (its table kept its row).
+        let db = Database::open(&path, BOTH).unwrap();
         let count: i64 = db
             .conn()
             .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(count as usize, MIGRATIONS.len());
-        drop(db);
-        let db = Database::open(&path).unwrap();
+        assert_eq!(count, 2);
+        let rows: i64 = db
+            .conn()
+            .query_row("SELECT COUNT(*) FROM one", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
         let mode: String = db
             .conn()
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -143,5 +143,12 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let perms = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(perms, 0o600);
+    }
+
+    #[test]
+    fn a_failing_migration_names_itself_and_leaves_nothing() {
+        let bad: &[Migration] = &[("broken", "CREATE TABLE t (x); NOT SQL;")];
+        let err = Database::open_in_memory(bad).err().unwrap().to_string();
+        assert!(err.contains("broken"), "{err}");
     }
 }

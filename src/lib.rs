@@ -24,6 +24,7 @@ pub mod policy;
 pub mod redact;
 pub mod sandbox;
 pub mod scheduler;
+pub mod schema;
 pub mod skills;
 pub mod taint;
 pub mod tools;

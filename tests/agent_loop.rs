@@ -53,7 +53,7 @@ fn harness(llm: &FakeLlm, extra: Vec<Arc<dyn Tool>>, max_iterations: u32) -> Har
     std::fs::write(ws.join("notes.txt"), "hello\n").unwrap();
     std::fs::write(dir.path().join("outside.txt"), "precious\n").unwrap();
     std::os::unix::fs::symlink(dir.path().join("outside.txt"), ws.join("planted")).unwrap();
-    let db = Database::open_in_memory().unwrap();
+    let db = warden::schema::open_in_memory().unwrap();
     let paths = Arc::new(PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap());
     let mut tools = ToolSet::new(db.clone(), ws.join(".warden/outputs"));
     let prompt_files =
@@ -374,7 +374,7 @@ fn bash_harness(llm: &FakeLlm) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    let db = Database::open_in_memory().unwrap();
+    let db = warden::schema::open_in_memory().unwrap();
     let policy = Arc::new(Policy::embedded_default());
     let paths = PathPolicy::new(&ws, &[], &[], std::path::Path::new("/root")).unwrap();
     let config = warden::config::SandboxConfig::default();

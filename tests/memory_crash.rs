@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use support::app_config::{config, say};
 use support::fake_llm::{FakeLlm, Turn};
 use warden::app::App;
-use warden::db::Database;
 use warden::llm::{ContentBlock, Message, Role};
 use warden::memory::repair::INTERRUPTED;
 use warden::memory::sessions::SessionStore;
@@ -68,7 +67,7 @@ async fn kill_9_mid_run_loses_no_message_already_sent() {
     assert!(!status.success());
 
     // Everything said before the kill is in the database.
-    let db = Database::open(&home.path().join(".warden/warden.db")).unwrap();
+    let db = warden::schema::open(&home.path().join(".warden/warden.db")).unwrap();
     let history = SessionStore::new(db.clone())
         .load("terminal:default")
         .unwrap();

@@ -94,7 +94,7 @@ const OWNER: i64 = 42;
 fn harness(llm: &FakeLlm) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("ws")).unwrap();
-    let db = Database::open(&dir.path().join("warden.db")).unwrap();
+    let db = warden::schema::open(&dir.path().join("warden.db")).unwrap();
     let agent = Agent::new(
         Arc::from(llm.provider()),
         Arc::new(ToolSet::new(db.clone(), dir.path().join("out"))),

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use support::deliver::FakeDeliver;
 use tokio_util::sync::CancellationToken;
-use warden::db::Database;
 use warden::policy::PathPolicy;
 use warden::scheduler::active_hours::ActiveHours;
 use warden::scheduler::{Beat, Clock, Deliver, Heartbeat, HeartbeatSettings, Origin, TestClock};
@@ -57,7 +56,7 @@ impl Harness {
             )
             .unwrap(),
         );
-        let db = Database::open(&dir.path().join("warden.db")).unwrap();
+        let db = warden::schema::open(&dir.path().join("warden.db")).unwrap();
         let deliver = Arc::new(deliver);
         let settings = HeartbeatSettings {
             every: Duration::from_secs(30 * 60),

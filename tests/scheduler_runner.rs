@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use support::deliver::FakeDeliver;
 use tokio_util::sync::CancellationToken;
-use warden::db::Database;
 use warden::scheduler::runs::{Next, RunStatus};
 use warden::scheduler::{
     Clock, Deliver, JobManager, JobRequest, Limits, Origin, RetryPolicy, Runner, Target, TestClock,
@@ -43,7 +42,7 @@ impl Harness {
 
     /// (Re)open the database in `dir`: what a restart of warden does.
     fn open(dir: tempfile::TempDir, clock: Arc<TestClock>, deliver: FakeDeliver) -> Harness {
-        let db = Database::open(&dir.path().join("warden.db")).unwrap();
+        let db = warden::schema::open(&dir.path().join("warden.db")).unwrap();
         let jobs = JobManager::new(db, clock.clone(), limits());
         let deliver = Arc::new(deliver);
         let runner = Runner::new(
@@ -405,7 +404,7 @@ async fn the_loop_arms_one_timer_for_the_soonest_job_and_rearms_on_changes() {
         inner: test_clock.clone(),
         sleeps: AtomicUsize::new(0),
     });
-    let db = Database::open_in_memory().unwrap();
+    let db = warden::schema::open_in_memory().unwrap();
     let jobs = JobManager::new(db, clock.clone(), limits());
     let deliver = Arc::new(FakeDeliver::answering("done"));
     let runner = Runner::new(&jobs, deliver.clone(), RetryPolicy::default(), berlin());
@@ -459,14 +458,22 @@ async fn a_job_added_by_another_process_is_picked_up_at_the_next_rescan() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(TestClock::new(start));
     let path = dir.path().join("warden.db");
-    let bot_side = JobManager::new(Database::open(&path).unwrap(), clock.clone(), limits());
+    let bot_side = JobManager::new(
+        warden::schema::open(&path).unwrap(),
+        clock.clone(),
+        limits(),
+    );
     let deliver = Arc::new(FakeDeliver::answering("done"));
     let runner = Runner::new(&bot_side, deliver.clone(), RetryPolicy::default(), berlin());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(runner.run(shutdown.clone()));
     tokio::time::sleep(Duration::from_millis(50)).await;
     // `warden cron add` in another process: its own connection, no wake-up for this runner.
-    let cli_side = JobManager::new(Database::open(&path).unwrap(), clock.clone(), limits());
+    let cli_side = JobManager::new(
+        warden::schema::open(&path).unwrap(),
+        clock.clone(),
+        limits(),
+    );
     cli_side
         .add(JobRequest {
             at: Some("+5s".into()),

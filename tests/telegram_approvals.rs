@@ -111,7 +111,7 @@ async fn setup(approval_timeout_secs: u64) -> Setup {
         SystemPrompt::new(dir.path(), vec!["guarded".into()]),
         5,
     ));
-    let bot = TelegramBot::connect(&BotApp::in_process(&app))
+    let bot = TelegramBot::connect(BotApp::in_process(&app).telegram())
         .await
         .unwrap();
     let shutdown = CancellationToken::new();

@@ -63,7 +63,7 @@ struct Setup {
 async fn setup(rules: &[(&str, &str)], loopback: bool) -> Setup {
     let web = FakeWeb::start().await;
     let resolver = web.resolver();
-    let db = Database::open_in_memory().unwrap();
+    let db = warden::schema::open_in_memory().unwrap();
     let hosts = rules
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -3,7 +3,6 @@
 //! made here within its rescan interval.
 
 use crate::config::Config;
-use crate::db::Database;
 use crate::scheduler::runner::RESCAN;
 use crate::scheduler::settings::owner_chat_session;
 use crate::scheduler::{
@@ -42,7 +41,7 @@ pub struct AddArgs {
 
 pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
     let settings = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
-    let db = Database::open(&config.data_dir.join("warden.db"))
+    let db = crate::schema::open_in(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let jobs = JobManager::new(db, Arc::new(SystemClock), settings.limits.clone());
     let tz = settings.tz;

@@ -2,7 +2,6 @@
 //! `[egress.hosts]` rules live in the config file, and are listed too).
 
 use crate::config::Config;
-use crate::db::Database;
 use crate::egress::{Grants, HostRules};
 use anyhow::Context;
 
@@ -20,7 +19,7 @@ pub enum Action {
 }
 
 pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
-    let db = Database::open(&config.data_dir.join("warden.db"))
+    let db = crate::schema::open_in(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let grants = Grants::new(db);
     match action {

@@ -57,7 +57,7 @@ pub enum Action {
 
 pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
     let workspace = crate::app::prepare_workspace(&config.workspace)?;
-    let db = Database::open(&config.data_dir.join("warden.db"))
+    let db = crate::schema::open_in(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let settings = Arc::new(SkillSettings::prepare(config, &workspace)?);
     match action {

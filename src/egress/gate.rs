@@ -275,7 +275,7 @@ mod tests {
             .collect();
         Gate::new(
             HostRules::parse(&hosts).unwrap(),
-            Database::open_in_memory().unwrap(),
+            crate::schema::open_in_memory().unwrap(),
         )
     }
 

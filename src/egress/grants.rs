@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn grants_are_per_session_and_revocable() {
-        let grants = Grants::new(Database::open_in_memory().unwrap());
+        let grants = Grants::new(crate::schema::open_in_memory().unwrap());
         grants
             .allow("telegram:1", "Docs.Example.", "Ann in Telegram")
             .unwrap();

@@ -77,12 +77,12 @@ pub(super) fn close_transcript(sessions: &SessionStore, key: &str) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::Database;
+
     use crate::llm::ContentBlock;
 
     #[test]
     fn a_transcript_cut_after_a_tool_call_ends_with_a_note() {
-        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
         store
             .append("t:1", &Message::user("delete the logs"))
             .unwrap();
@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_transcript_cut_after_the_prompt_gets_an_end() {
-        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
         store.append("t:2", &Message::user("hello")).unwrap();
         close_transcript(&store, "t:2").unwrap();
         let history = store.load("t:2").unwrap();

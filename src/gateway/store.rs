@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn dedup_key_returns_the_existing_run() {
-        let store = RunStore::new(Database::open_in_memory().unwrap());
+        let store = RunStore::new(crate::schema::open_in_memory().unwrap());
         let origin = Origin::Scheduled {
             job_id: "j1".into(),
         };
@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn unfinished_lists_what_a_restart_must_handle() {
-        let store = RunStore::new(Database::open_in_memory().unwrap());
+        let store = RunStore::new(crate::schema::open_in_memory().unwrap());
         let origin = Origin::Unknown;
         let input = vec![ContentBlock::text("x")];
         let ids: Vec<i64> = (0..5)

@@ -147,7 +147,7 @@ fn setup_with(db: Arc<Database>, settings: GatewaySettings) -> Setup {
 
 fn setup() -> Setup {
     setup_with(
-        Database::open_in_memory().unwrap(),
+        crate::schema::open_in_memory().unwrap(),
         GatewaySettings::default(),
     )
 }
@@ -203,7 +203,7 @@ async fn one_chat_runs_in_order_never_overlapping_while_chats_run_concurrently()
 #[tokio::test]
 async fn a_full_queue_answers_busy_and_stop_aborts_and_drops_it() {
     let s = setup_with(
-        Database::open_in_memory().unwrap(),
+        crate::schema::open_in_memory().unwrap(),
         GatewaySettings {
             queue_depth: 2,
             ..GatewaySettings::default()
@@ -301,7 +301,7 @@ async fn steering_after_the_last_step_runs_next() {
 #[tokio::test]
 async fn an_idle_actor_retires_and_comes_back_on_demand() {
     let s = setup_with(
-        Database::open_in_memory().unwrap(),
+        crate::schema::open_in_memory().unwrap(),
         GatewaySettings {
             idle: Duration::from_millis(30),
             ..GatewaySettings::default()
@@ -324,7 +324,7 @@ async fn an_idle_actor_retires_and_comes_back_on_demand() {
 #[tokio::test]
 async fn shutdown_interrupts_a_long_run_and_the_next_start_tells_the_user() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(&dir.path().join("w.db")).unwrap();
+    let db = crate::schema::open(&dir.path().join("w.db")).unwrap();
     let s = setup_with(db.clone(), GatewaySettings::default());
     let long = s.gateway.submit(user(1, "block forever")).unwrap();
     wait_until("the model is called", || lock(&s.model.calls).len() == 1).await;

@@ -7,8 +7,9 @@
 //! and block types are skipped, as the API's versioning policy asks.
 
 use super::assemble::{Assembler, ToolSlot};
+use super::retry::HttpOptions;
 use super::sse::SseEvent;
-use super::transport::{HttpOptions, ProviderSettings, Transport};
+use super::transport::{ProviderSettings, Transport};
 use super::{
     ChatRequest, ChatResponse, ContentBlock, EventSink, LlmError, Message, Provider, Role,
     StopReason,

@@ -2,7 +2,8 @@
 //! part when it is usable: Anthropic needs a key; an OpenAI-compatible server needs a key or a
 //! base URL (local servers such as Ollama need no key).
 
-use super::transport::{HttpOptions, ProviderSettings};
+use super::retry::HttpOptions;
+use super::transport::ProviderSettings;
 use super::{Anthropic, Failover, LlmError, OpenAi, Provider};
 use crate::config::{LlmConfig, ProviderConfig, ProviderKind};
 use std::time::Duration;

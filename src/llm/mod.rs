@@ -24,8 +24,9 @@ pub use configure::from_config;
 pub use error::LlmError;
 pub use failover::Failover;
 pub use openai::OpenAi;
+pub use retry::HttpOptions;
 pub use retry::RetryPolicy;
-pub use transport::{HttpOptions, ProviderSettings};
+pub use transport::ProviderSettings;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -9,8 +9,9 @@
 //! no choices (`stream_options.include_usage`), then `data: [DONE]`.
 
 use super::assemble::{Assembler, ToolSlot};
+use super::retry::HttpOptions;
 use super::sse::SseEvent;
-use super::transport::{HttpOptions, ProviderSettings, Transport};
+use super::transport::{ProviderSettings, Transport};
 use super::{
     image_placeholder, ChatRequest, ChatResponse, ContentBlock, EventSink, LlmError, Message,
     Provider, Role, StopReason,

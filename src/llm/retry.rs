@@ -6,11 +6,33 @@
 //! shown twice. Cancellation drops the request at once.
 
 use super::error::{describe_reqwest, redact, server_message};
-use super::transport::HttpOptions;
 use super::LlmError;
 use reqwest::header::HeaderMap;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
+
+/// Time limits and retries for one provider's requests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpOptions {
+    /// Establishing the TCP/TLS connection.
+    pub connect_timeout: Duration,
+    /// The whole request, from sending it to the last byte of the answer.
+    pub request_timeout: Duration,
+    /// The longest silence between two chunks of a streaming answer.
+    pub idle_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
 
 /// How often and how patiently to retry.
 #[derive(Clone, Debug, PartialEq)]

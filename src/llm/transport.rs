@@ -3,7 +3,7 @@
 //! between-chunks (idle) limit and cancellation while that stream is read.
 
 use super::error::{describe_reqwest, server_message};
-use super::retry::{self, RetryPolicy};
+use super::retry::{self, HttpOptions};
 use super::sse::{SseEvent, SseParser};
 use super::LlmError;
 use crate::config::Secret;
@@ -12,31 +12,7 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// Time limits and retries for one provider's requests.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpOptions {
-    /// Establishing the TCP/TLS connection.
-    pub connect_timeout: Duration,
-    /// The whole request, from sending it to the last byte of the answer.
-    pub request_timeout: Duration,
-    /// The longest silence between two chunks of a streaming answer.
-    pub idle_timeout: Duration,
-    pub retry: RetryPolicy,
-}
-
-impl Default for HttpOptions {
-    fn default() -> Self {
-        HttpOptions {
-            connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(600),
-            idle_timeout: Duration::from_secs(120),
-            retry: RetryPolicy::default(),
-        }
-    }
-}
 
 /// Where and how to reach one provider. Each provider type has `default_settings()`.
 #[derive(Clone, Debug)]

@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn append_load_and_reset() {
-        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
         store.append("t:1", &Message::user("hello")).unwrap();
         store.append("t:1", &Message::assistant("hi")).unwrap();
         store.append("t:2", &Message::user("other")).unwrap();
@@ -441,7 +441,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_originals_and_puts_the_summary_first() {
-        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
         let mut ids = Vec::new();
         for i in 0..3 {
             ids.push(store.append("t", &Message::user(format!("q{i}"))).unwrap());
@@ -479,7 +479,7 @@ mod tests {
 
     #[test]
     fn flush_markers_are_per_cycle() {
-        let store = SessionStore::new(Database::open_in_memory().unwrap());
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
         assert!(!store.flushed("t", 0, 0).unwrap());
         store.record_flush("t", 0, 0, "saved").unwrap();
         assert!(store.flushed("t", 0, 0).unwrap());

@@ -3,13 +3,25 @@
 
 use super::gateway_deliver::GatewayDeliver;
 use super::settings::owner_chat_session;
-use super::{Heartbeat, Runner};
-use crate::bot::BotApp;
+use super::{Heartbeat, JobManager, Runner, Settings};
+use crate::db::Database;
 use crate::gateway::Gateway;
+use crate::policy::PathPolicy;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// What the loops need from the bot.
+pub struct DaemonSetup<'a> {
+    pub settings: &'a Settings,
+    /// Telegram's allowed users: the first is the owner, whom jobs and the heartbeat answer.
+    pub allowed_users: &'a [i64],
+    pub jobs: &'a Arc<JobManager>,
+    /// The workspace (the heartbeat reads HEARTBEAT.md there).
+    pub paths: &'a Arc<PathPolicy>,
+    pub db: &'a Arc<Database>,
+}
 
 /// The scheduler's loops in the bot.
 pub struct Daemon {
@@ -19,9 +31,9 @@ pub struct Daemon {
 impl Daemon {
     /// Start the runner and (when configured) the heartbeat; they run until `shutdown`. Does
     /// nothing when `scheduler.enabled` is false or there is no owner to answer.
-    pub fn start(app: &BotApp, gateway: Gateway, shutdown: CancellationToken) -> Daemon {
-        let settings = &app.scheduler;
-        let Some(&owner) = app.config.telegram.allowed_users.first() else {
+    pub fn start(app: DaemonSetup<'_>, gateway: Gateway, shutdown: CancellationToken) -> Daemon {
+        let settings = app.settings;
+        let Some(&owner) = app.allowed_users.first() else {
             return Daemon { tasks: Vec::new() };
         };
         if !settings.enabled {
@@ -29,9 +41,9 @@ impl Daemon {
             return Daemon { tasks: Vec::new() };
         }
         let deliver = Arc::new(GatewayDeliver::new(gateway, owner));
-        let runner = Runner::new(&app.jobs, deliver.clone(), settings.retry, settings.tz);
+        let runner = Runner::new(app.jobs, deliver.clone(), settings.retry, settings.tz);
         let mut tasks = vec![tokio::spawn(runner.run(shutdown.clone()))];
-        let owner_chat = owner_chat_session(&app.config.telegram.allowed_users).unwrap_or_default();
+        let owner_chat = owner_chat_session(app.allowed_users).unwrap_or_default();
         match settings.heartbeat(&owner_chat) {
             Some(heartbeat) => {
                 tracing::info!(every = ?heartbeat.every, tz = %heartbeat.tz, "heartbeat on");

@@ -242,7 +242,7 @@ impl JobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::Database;
+
     use crate::scheduler::job::{NewJob, Target};
     use crate::scheduler::schedule::Schedule;
 
@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_claimed_once_and_a_busy_job_is_not_due() {
-        let store = JobStore::new(Database::open_in_memory().unwrap());
+        let store = JobStore::new(crate::schema::open_in_memory().unwrap());
         let slot = at("2026-11-21T08:00:00Z");
         let job = store
             .insert(&new_job(slot), at("2026-11-21T07:00:00Z"), 10)
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn history_is_pruned_and_delete_removes_it() {
-        let store = JobStore::new(Database::open_in_memory().unwrap());
+        let store = JobStore::new(crate::schema::open_in_memory().unwrap());
         let mut slot = at("2026-11-21T08:00:00Z");
         let job = store.insert(&new_job(slot), slot, 10).unwrap();
         for _ in 0..(RUNS_KEPT + 5) {

@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn jobs_round_trip_and_the_limit_holds() {
-        let store = JobStore::new(Database::open_in_memory().unwrap());
+        let store = JobStore::new(crate::schema::open_in_memory().unwrap());
         let now = at("2026-11-21T07:00:00Z");
         let job = store
             .insert(&new_job(at("2026-11-21T08:00:00Z")), now, 2)
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn make_due_refuses_unknown_and_running_jobs() {
-        let store = JobStore::new(Database::open_in_memory().unwrap());
+        let store = JobStore::new(crate::schema::open_in_memory().unwrap());
         let slot = at("2026-11-21T08:00:00Z");
         let now = at("2026-11-21T07:00:00Z");
         assert_eq!(

@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn grants_are_pinned_and_runs_remembered() {
-        let db = Database::open_in_memory().unwrap();
+        let db = crate::schema::open_in_memory().unwrap();
         let grants = Grants::new(&db);
         assert_eq!(grants.get("a").unwrap(), None);
         grants

@@ -273,7 +273,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let settings = settings(&root);
-        let db = Database::open_in_memory().unwrap();
+        let db = crate::schema::open_in_memory().unwrap();
         let src = source(&root);
         let review = review_install(&settings, &src).unwrap();
         assert!(review.question().starts_with("Install it into"));
@@ -317,7 +317,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let settings = settings(&root);
-        let db = Database::open_in_memory().unwrap();
+        let db = crate::schema::open_in_memory().unwrap();
         let skills = settings.workspace.join("skills");
         std::fs::create_dir_all(&skills).unwrap();
         std::fs::rename(source(&root), skills.join("notes")).unwrap();

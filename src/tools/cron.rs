@@ -295,7 +295,7 @@ impl Tool for CronTool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::Database;
+
     use crate::scheduler::{Limits, TestClock};
 
     fn tool() -> CronTool {
@@ -309,7 +309,7 @@ mod tests {
             min_interval: std::time::Duration::from_secs(60),
             max_jobs: 2,
         };
-        let jobs = JobManager::new(Database::open_in_memory().unwrap(), clock, limits);
+        let jobs = JobManager::new(crate::schema::open_in_memory().unwrap(), clock, limits);
         CronTool::new(Arc::new(jobs), chrono_tz::Europe::Berlin)
     }
 

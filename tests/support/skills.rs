@@ -118,7 +118,7 @@ impl SkillEnv {
 
     /// The audit log, oldest first.
     pub fn audit(&self) -> Vec<AuditRow> {
-        let db = warden::db::Database::open(&self.data.join("warden.db")).unwrap();
+        let db = warden::schema::open(&self.data.join("warden.db")).unwrap();
         warden::audit::recent(&db, 1000).unwrap()
     }
 

@@ -6,7 +6,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use warden::audit;
-use warden::db::Database;
 
 /// `warden run PROMPT` with HOME in `home`, the model at `llm` (nobody to approve).
 pub async fn warden_run(home: &Path, llm: &FakeLlm, prompt: &str) -> Output {
@@ -53,7 +52,7 @@ pub fn workspace(home: &Path) -> PathBuf {
 
 /// The audit rows of `tool` (oldest first): (decision, input as JSON).
 pub fn audit_rows(home: &Path, tool: &str) -> Vec<(String, Value)> {
-    let db = Database::open(&home.join(".warden/warden.db")).unwrap();
+    let db = warden::schema::open(&home.join(".warden/warden.db")).unwrap();
     audit::recent(&db, 500)
         .unwrap()
         .into_iter()

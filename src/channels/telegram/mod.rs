@@ -7,12 +7,12 @@
 //! URLs and is redacted from every log line.
 //!
 //! ```ignore
-//! let bot = TelegramBot::connect(&app).await?;   // BotApp; checks config, getMe, recovery
+//! let bot = TelegramBot::connect(setup).await?;  // checks config, getMe, recovery
 //! let gateway = bot.gateway();                   // for the scheduler: gateway.submit(…)
 //! bot.run(shutdown_token).await?;                // until SIGTERM/SIGINT
 //! ```
 //!
-//! `run_bot` starts the scheduler's runner and heartbeat beside the polling loop.
+//! `warden bot` (`bot.rs`) runs it with the scheduler's runner and heartbeat beside the polling loop.
 
 mod access;
 mod api;
@@ -29,10 +29,11 @@ mod view;
 
 pub use inputs::safe_file_name;
 
-use crate::bot::BotApp;
 use crate::config::TelegramConfig;
+use crate::db::Database;
 use crate::egress::Grants;
-use crate::gateway::{Gateway, GatewaySettings};
+use crate::gateway::{AgentRunner, Gateway, GatewaySettings};
+use crate::policy::PathPolicy;
 use access::Access;
 use anyhow::Context;
 use api::{describe, Telegram};
@@ -68,6 +69,18 @@ pub fn check_config(config: &TelegramConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// What the channel needs from the bot's process.
+pub struct TelegramSetup<'a> {
+    pub config: &'a TelegramConfig,
+    pub db: &'a Arc<Database>,
+    /// Who runs the agents (a worker process, or an agent in this process).
+    pub agent: Arc<dyn AgentRunner>,
+    /// The workspace: attachments are saved there.
+    pub paths: &'a Arc<PathPolicy>,
+    /// Whether the model takes images.
+    pub supports_images: bool,
+}
+
 /// A connected bot, ready to poll.
 pub struct TelegramBot {
     tg: Telegram,
@@ -80,8 +93,8 @@ pub struct TelegramBot {
 impl TelegramBot {
     /// Check the config, reach the Bot API (`getMe`), make sure no webhook blocks polling,
     /// register the command menu, and recover runs a previous process left unfinished.
-    pub async fn connect(app: &BotApp) -> anyhow::Result<TelegramBot> {
-        let config = app.config.telegram.clone();
+    pub async fn connect(app: TelegramSetup<'_>) -> anyhow::Result<TelegramBot> {
+        let config = app.config.clone();
         check_config(&config).map_err(anyhow::Error::msg)?;
         let tg = Telegram::new(config.token.expose(), config.api_url.as_deref())
             .map_err(anyhow::Error::msg)?;
@@ -107,7 +120,7 @@ impl TelegramBot {
         );
         let channel = Arc::new(TelegramChannel::new(tg.clone(), approvals.clone()));
         let gateway = Gateway::new(
-            app.agent.clone(),
+            app.agent,
             app.db.clone(),
             channel,
             GatewaySettings {
@@ -170,41 +183,6 @@ impl TelegramBot {
             .await;
         polled.map_err(anyhow::Error::msg)
     }
-}
-
-/// `warden bot`: run until SIGTERM or SIGINT.
-pub async fn run_bot(app: BotApp) -> anyhow::Result<i32> {
-    // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
-    let shutdown = CancellationToken::new();
-    let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let bot = TelegramBot::connect(&app).await?;
-    // Scheduled jobs and the heartbeat go through the same gateway as the chats.
-    let scheduler = crate::scheduler::daemon::Daemon::start(&app, bot.gateway(), shutdown.clone());
-    eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");
-    let result = bot.run(shutdown).await;
-    scheduler.stopped(Duration::from_secs(5)).await;
-    signals.abort();
-    // The worker aborts what is left and releases its sandboxes (Docker containers).
-    if let Some(worker) = &app.worker {
-        worker.shutdown(Duration::from_secs(30)).await;
-    }
-    result.map(|_| 0)
-}
-
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot watch SIGTERM: {e}");
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    shutdown.cancel();
 }
 
 /// `getMe`, retrying network errors for a while; a rejected token fails at once.

@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn offset_moves_with_recorded_batches_and_never_back() {
-        let log = UpdateLog::new(Database::open_in_memory().unwrap());
+        let log = UpdateLog::new(crate::schema::open_in_memory().unwrap());
         assert_eq!(log.offset().unwrap(), 0);
         log.record(&[(10, "{}".into()), (11, "{}".into())]).unwrap();
         assert_eq!(log.offset().unwrap(), 12);
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn a_stranger_is_refused_at_most_once_per_interval() {
-        let log = UpdateLog::new(Database::open_in_memory().unwrap());
+        let log = UpdateLog::new(crate::schema::open_in_memory().unwrap());
         assert!(log.take_refusal(99, 1000, 3600).unwrap());
         assert!(!log.take_refusal(99, 1001, 3600).unwrap());
         assert!(!log.take_refusal(99, 4599, 3600).unwrap());
