@@ -7,6 +7,7 @@ use crate::agent::{Agent, JobsFn, Persistence, SystemPrompt};
 use crate::config::{home_dir, Config};
 use crate::db::Database;
 use crate::egress::{Gate, HostRules};
+use crate::mcp::servers::McpServers;
 use crate::memory::compaction::{self, Compactor};
 use crate::memory::sessions::SessionStore;
 use crate::memory::workspace::{self, ConventionFiles};
@@ -46,10 +47,27 @@ pub struct App {
     pub sandboxes: Arc<SandboxPool>,
     /// Runs skills, each in a sandbox of its own (the `skill` tool and `warden skill run`).
     pub skills: Arc<SkillRunner>,
+    /// The MCP servers of `[mcp.servers]`, started in their jails on first use.
+    pub mcp: Arc<McpServers>,
 }
 
-impl App {
-    pub fn build(config: Config) -> anyhow::Result<App> {
+/// What every entry point that runs tools on the workspace needs — the agent and `warden mcp
+/// serve` alike: the state, the policy and path validator, the memory index, the sandboxes and
+/// the prompt-feeding files. No model client: serving tools needs no keys.
+pub struct Core {
+    pub config: Config,
+    pub workspace: PathBuf,
+    pub db: Arc<Database>,
+    pub policy: Arc<Policy>,
+    pub paths: Arc<PathPolicy>,
+    pub memory: Arc<MemoryIndex>,
+    pub sandboxes: Arc<SandboxPool>,
+    pub prompt_files: Arc<PromptFiles>,
+    pub skill_settings: Arc<SkillSettings>,
+}
+
+impl Core {
+    pub fn build(config: Config) -> anyhow::Result<Core> {
         let workspace = prepare_workspace(&config.workspace)?;
         let seeded = workspace::seed(&workspace)
             .with_context(|| format!("seeding the workspace {}", workspace.display()))?;
@@ -74,15 +92,6 @@ impl App {
         paths
             .refuse_exposing(&config.own_files(config.policy.as_deref()))
             .map_err(anyhow::Error::msg)?;
-        let provider = crate::llm::from_config(&config.llm)?;
-        let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
-        let jobs = Arc::new(JobManager::new(
-            db.clone(),
-            Arc::new(SystemClock),
-            scheduler.limits.clone(),
-        ));
-        let sessions = SessionStore::new(db.clone());
-
         let memory = Arc::new(
             MemoryIndex::new(db.clone(), paths.clone(), &config.memory)
                 .context("setting up the embeddings client")?,
@@ -104,23 +113,67 @@ impl App {
         let prompt_files = Arc::new(
             PromptFiles::new(paths.workspace(), &config.trust).map_err(anyhow::Error::msg)?,
         );
-        let outputs = workspace.join(".warden/outputs");
-        let mut tools = ToolSet::new(db.clone(), outputs.clone());
+        Ok(Core {
+            config,
+            workspace,
+            db,
+            policy,
+            paths,
+            memory,
+            sandboxes,
+            prompt_files,
+            skill_settings,
+        })
+    }
+
+    /// The tools that act on the workspace: `bash` (policy, approvals, sandbox) and the file
+    /// tools (path validator, prompt-file checks).
+    pub fn workspace_tools(&self) -> ToolSet {
+        let outputs = self.workspace.join(".warden/outputs");
+        let mut tools = ToolSet::new(self.db.clone(), outputs.clone());
         tools.add(Arc::new(BashTool::new(
-            policy.clone(),
-            crate::policy::Checker::new(policy.clone(), (*paths).clone()),
-            sandboxes.clone(),
-            std::time::Duration::from_secs(config.sandbox.timeout_secs),
+            self.policy.clone(),
+            crate::policy::Checker::new(self.policy.clone(), (*self.paths).clone()),
+            self.sandboxes.clone(),
+            std::time::Duration::from_secs(self.config.sandbox.timeout_secs),
             outputs,
-            prompt_files.clone(),
+            self.prompt_files.clone(),
         )));
         for tool in files::tools(
-            paths.clone(),
-            prompt_files.clone(),
-            Some(memory.write_hook()),
+            self.paths.clone(),
+            self.prompt_files.clone(),
+            Some(self.memory.write_hook()),
         ) {
             tools.add(tool);
         }
+        tools
+    }
+}
+
+impl App {
+    pub fn build(config: Config) -> anyhow::Result<App> {
+        let core = Core::build(config)?;
+        let mut tools = core.workspace_tools();
+        let Core {
+            config,
+            workspace,
+            db,
+            policy,
+            paths,
+            memory,
+            sandboxes,
+            prompt_files,
+            skill_settings,
+        } = core;
+        let provider = crate::llm::from_config(&config.llm)?;
+        let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;
+        let jobs = Arc::new(JobManager::new(
+            db.clone(),
+            Arc::new(SystemClock),
+            scheduler.limits.clone(),
+        ));
+        let sessions = SessionStore::new(db.clone());
+
         // The policy file's host rules, with the config's replacing them host by host.
         let mut hosts = policy.egress_hosts().clone();
         hosts.extend(config.egress.hosts.clone());
@@ -139,6 +192,10 @@ impl App {
         let skills = Arc::new(SkillRunner::new(skill_settings.clone(), db.clone()));
         if config.skills.enabled {
             tools.add(Arc::new(SkillTool::new(skills.clone())));
+        }
+        let mcp = McpServers::new(&config.mcp, skill_settings.clone(), db.clone());
+        for tool in crate::tools::mcp::tools(&mcp) {
+            tools.add(tool);
         }
         let mut prompt = SystemPrompt::new(&workspace, tools.names());
         prompt.add_section(Arc::new(ConventionFiles::new(
@@ -175,11 +232,14 @@ impl App {
             jobs,
             sandboxes,
             skills,
+            mcp,
         })
     }
 
-    /// Release what outlives a run: the session containers of the Docker backend.
+    /// Release what outlives a run: the MCP servers, the session containers of the Docker
+    /// backend.
     pub async fn shutdown(&self) {
+        self.mcp.shutdown().await;
         self.sandboxes.shutdown().await;
     }
 }

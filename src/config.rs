@@ -73,6 +73,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     pub egress: EgressConfig,
     pub trust: TrustConfig,
+    /// `[mcp]`: MCP servers warden connects (see `crate::mcp`).
+    pub mcp: crate::mcp::config::McpConfig,
 }
 
 /// `[trust]`: the workspace files that steer the agent, and where untrusted files land (see
@@ -396,6 +398,7 @@ impl Default for Config {
             skills: SkillsConfig::default(),
             egress: EgressConfig::default(),
             trust: TrustConfig::default(),
+            mcp: Default::default(),
         }
     }
 }
@@ -506,6 +509,7 @@ impl Config {
             .and_then(|()| crate::egress::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
             .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
+            .and_then(|()| crate::mcp::config::check(&config.mcp))
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,

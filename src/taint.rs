@@ -146,6 +146,8 @@ fn source_of_call(name: &str, input: &serde_json::Value, untrusted: &[String]) -
     match name {
         "web_fetch" => Some(format!("web_fetch {}", field("url"))),
         "skill" => Some(format!("the skill {}", field("name"))),
+        // `SERVER__tool`: an MCP server's answer.
+        mcp if mcp.contains("__") => Some(format!("the MCP tool {mcp}")),
         "read" => {
             let path = field("path");
             std::path::Path::new(path)

@@ -62,6 +62,38 @@ enum Command {
         #[command(subcommand)]
         command: EgressCommand,
     },
+    /// MCP: the servers of [mcp.servers] (jailed, granted) and warden's tools served to others.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Every configured server: what it runs or where it is, and its grant.
+    List {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A server's tools and what warden does with each (before a grant: starts it to ask).
+    Tools { name: String },
+    /// Start a server in its jail, show what it runs, may do and offers, and grant it.
+    Grant {
+        name: String,
+        /// Grant without asking (for scripts: read `warden mcp tools NAME` first).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Remove a server's grant (it is no longer started).
+    Revoke { name: String },
+    /// Serve warden's bash, read, write, edit and list_dir over MCP on stdin/stdout.
+    Serve {
+        /// The workspace the tools act on (default: the config's workspace).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -378,6 +410,17 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             cli::egress::run(&config, action)
         }
+        Command::Mcp { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                McpCommand::List { json } => cli::mcp::Action::List { json },
+                McpCommand::Tools { name } => cli::mcp::Action::Tools { name },
+                McpCommand::Grant { name, yes } => cli::mcp::Action::Grant { name, yes },
+                McpCommand::Revoke { name } => cli::mcp::Action::Revoke { name },
+                McpCommand::Serve { workspace } => cli::mcp::Action::Serve { workspace },
+            };
+            cli::mcp::run(config, action)
+        }
         Command::Bot => warden::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),
         Command::Hook {
@@ -498,6 +541,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// (the bot token) redacted from every line.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,warden::mcp=info"));
     warden::redact::init_logging(filter);
 }

@@ -10,11 +10,13 @@ pub mod front;
 pub mod hook;
 pub mod image;
 pub mod jail;
+pub mod mcp;
 pub mod policy;
 pub mod sandbox;
 pub mod skill;
 
 use crate::config::{Config, ProcessEnv};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 /// Exit code for usage and configuration errors (the CLI contract).
@@ -39,4 +41,31 @@ pub fn workspace_or_cwd(workspace: Option<PathBuf>) -> anyhow::Result<PathBuf> {
         Some(dir) => Ok(dir),
         None => Ok(std::env::current_dir()?),
     }
+}
+
+/// `--yes`, or a y/N answer on a terminal; no terminal and no `--yes` is a refusal.
+pub fn confirm(question: &str, yes: bool) -> Result<bool, String> {
+    if yes {
+        println!("{question} yes (--yes)");
+        return Ok(true);
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(
+            "not granted: there is no terminal to ask on; read the permissions above and pass \
+             --yes to grant them from a script"
+                .into(),
+        );
+    }
+    print!("{question} [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| format!("reading the answer failed: {e}"))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }

@@ -19,7 +19,6 @@ use crate::skills::{describe, Skill, Source};
 use crate::tools::approval::NoApprover;
 use anyhow::Context;
 use serde_json::json;
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,7 +126,7 @@ fn decide(
         }
     };
     println!("{}", review.text);
-    match confirm(&review.question(), yes) {
+    match super::confirm(&review.question(), yes) {
         Ok(true) => {}
         Ok(false) => {
             audit(AuditDecision::Rejected, "the user declined")?;
@@ -163,33 +162,6 @@ fn past(action: &str) -> &'static str {
         "install" => "installed",
         _ => "granted",
     }
-}
-
-/// `--yes`, or a y/N answer on a terminal; no terminal and no `--yes` is a refusal.
-fn confirm(question: &str, yes: bool) -> Result<bool, String> {
-    if yes {
-        println!("{question} yes (--yes)");
-        return Ok(true);
-    }
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(
-            "not granted: there is no terminal to ask on; read the permissions above and pass \
-             --yes to grant them from a script"
-                .into(),
-        );
-    }
-    print!("{question} [y/N] ");
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| format!("reading the answer failed: {e}"))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
 }
 
 fn run_skill(

@@ -125,6 +125,17 @@ pub struct EgressEvent {
     pub detail: String,
 }
 
+impl EgressEvent {
+    /// `egress proxy refused HOST: why` / `egress allowed: HOST`.
+    pub fn describe(&self) -> String {
+        if self.allowed {
+            format!("egress allowed: {}", self.target)
+        } else {
+            format!("egress proxy refused {}: {}", self.target, self.detail)
+        }
+    }
+}
+
 /// A running proxy; it stops (and drops every connection) when stopped or dropped.
 pub struct EgressProxy {
     addr: SocketAddr,

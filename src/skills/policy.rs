@@ -146,9 +146,13 @@ fn resolve_grants(
     let skills = workspace.join(WORKSPACE_SKILLS_DIR);
     let mut notes = Vec::new();
     let mut reads = Vec::new();
+    // warden's default layout keeps the workspace inside the data directory
+    // (`~/.warden/workspace`): folders of that workspace are not the data directory's state.
+    let workspace_in_data = workspace != data_dir && workspace.starts_with(data_dir);
     let inside = |rel: &str| -> Result<PathBuf, String> {
         let resolved = inside(workspace, rel)?;
-        if data_dir.starts_with(&resolved) || resolved.starts_with(data_dir) {
+        let in_data = resolved.starts_with(data_dir) && !workspace_in_data;
+        if data_dir.starts_with(&resolved) || in_data {
             return Err(format!(
                 "the granted path {rel} resolves to {}, which holds warden's data directory {}; \
                  refusing to run",
@@ -305,6 +309,32 @@ mod tests {
             let err = refusal(&format!("[permissions.paths]\n{grant}\n"));
             assert!(err.contains("data directory"), "{grant}: {err}");
         }
+    }
+
+    #[test]
+    fn the_default_layout_with_the_workspace_inside_the_data_directory_grants_folders() {
+        let (_d, ws, copy, scratch) = setup();
+        // ~/.warden holds the database and ~/.warden/workspace.
+        let data = ws.parent().unwrap().to_path_buf();
+        let run = build(
+            &manifest("[permissions.paths]\nread = [\"data\"]\nwrite = [\"out\"]\n"),
+            &places(&ws, &copy, &scratch, &data),
+        )
+        .unwrap();
+        assert_eq!(run.reads, [ws.join("data")]);
+        assert_eq!(run.writes, [ws.join("out")]);
+        // The workspace itself still never is granted whole for writing, and nothing holding
+        // the data directory is granted.
+        let err = build(
+            &manifest("[permissions.paths]\nread = [\"..\"]\n"),
+            &places(&ws, &copy, &scratch, &data),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.contains("outside the workspace") || err.contains("data directory"),
+            "{err}"
+        );
     }
 
     #[test]

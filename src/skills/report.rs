@@ -79,10 +79,7 @@ impl SkillReport {
         }
         parts.push(format!("exit code {}", out.status));
         for event in self.egress.iter().filter(|e| !e.allowed) {
-            parts.push(format!(
-                "egress proxy refused {}: {}",
-                event.target, event.detail
-            ));
+            parts.push(event.describe());
         }
         let allowed: Vec<&str> = self
             .egress

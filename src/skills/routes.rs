@@ -266,21 +266,8 @@ impl RouteSpec {
         let (tls, domain, base_path) = parse_url(&self.url)?;
         let mut headers = Vec::new();
         for (header, template) in &self.headers {
-            let mut value = template.clone();
-            for secret in secret_names(template)? {
-                let found = lookup(&secret).filter(|s| !s.is_empty()).ok_or_else(|| {
-                    format!(
-                        "route {name} needs the secret {secret}, which warden does not have: set \
-                         [skills.secrets] {secret} in the config or WARDEN_SECRET_{secret} in \
-                         warden's environment"
-                    )
-                })?;
-                if found.expose().contains(['\r', '\n']) {
-                    return Err(format!("the secret {secret} holds a line break"));
-                }
-                value = value.replace(&format!("{{secret:{secret}}}"), found.expose());
-            }
-            headers.push((header.clone(), Secret::new(value)));
+            let value = fill_secrets(template, &format!("route {name}"), lookup)?;
+            headers.push((header.clone(), value));
         }
         Ok(Route {
             name: name.to_string(),
@@ -355,8 +342,32 @@ fn parse_url(text: &str) -> Result<(bool, Domain, String), String> {
     Ok((tls, domain, base_path))
 }
 
+/// A header `template` with every `{secret:NAME}` replaced by `lookup(NAME)`; a missing
+/// secret is an error saying that `needed_by` needs it and where to set it.
+pub fn fill_secrets(
+    template: &str,
+    needed_by: &str,
+    lookup: &dyn Fn(&str) -> Option<Secret>,
+) -> Result<Secret, String> {
+    let mut value = template.to_string();
+    for secret in secret_names(template)? {
+        let found = lookup(&secret).filter(|s| !s.is_empty()).ok_or_else(|| {
+            format!(
+                "{needed_by} needs the secret {secret}, which warden does not have: set \
+                 [skills.secrets] {secret} in the config or WARDEN_SECRET_{secret} in warden's \
+                 environment"
+            )
+        })?;
+        if found.expose().contains(['\r', '\n']) {
+            return Err(format!("the secret {secret} holds a line break"));
+        }
+        value = value.replace(&format!("{{secret:{secret}}}"), found.expose());
+    }
+    Ok(Secret::new(value))
+}
+
 /// The names inside `{secret:NAME}` placeholders; a malformed placeholder is an error.
-fn secret_names(template: &str) -> Result<Vec<String>, String> {
+pub fn secret_names(template: &str) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{secret:") {

@@ -6,6 +6,7 @@ pub mod approval;
 pub mod bash;
 pub mod cron;
 pub mod files;
+pub mod mcp;
 pub mod memory_search;
 pub mod output;
 pub mod skill;
