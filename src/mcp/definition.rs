@@ -152,8 +152,12 @@ fn load_stdio(
             )
         }
         (None, Some(table)) => (
-            Manifest::parse(&format!("[permissions]\n{table}"))
-                .map_err(|e| e.replace("skill.toml", "permissions"))?,
+            Manifest {
+                run: None,
+                permissions: toml::Value::Table(table.clone())
+                    .try_into()
+                    .map_err(|e| format!("mcp.servers.{name}.permissions: {e}"))?,
+            },
             format!("mcp.servers.{name}.permissions in the config"),
         ),
         (None, None) => (Manifest::default(), "none (the default policy)".into()),
@@ -276,11 +280,11 @@ mod tests {
 
         std::fs::write(
             dir.path().join(MANIFEST_FILE),
-            "[permissions]\ninterpreters = [\"bash\"]\n",
+            "[permissions]\ninterpreters = [\"lua\"]\n",
         )
         .unwrap();
         let err = ServerDef::load("a", &stdio(dir.path()), &bounds(), Backend::Host).unwrap_err();
-        assert!(err.contains("mcp.toml") && err.contains("bash"), "{err}");
+        assert!(err.contains("mcp.toml") && err.contains("lua"), "{err}");
 
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link")).unwrap();
         let err = ServerDef::load("a", &stdio(dir.path()), &bounds(), Backend::Host).unwrap_err();
