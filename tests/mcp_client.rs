@@ -391,6 +391,55 @@ async fn a_hung_call_kills_the_server_and_the_next_call_starts_it_again() {
 }
 
 #[tokio::test]
+async fn a_server_that_dies_is_started_again_and_an_idle_one_is_stopped() {
+    let mcp = McpEnv::new(
+        "evil",
+        "malicious",
+        "[permissions]\ninterpreters = [\"python3\"]\n",
+        "",
+    );
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&mcp.env.config)
+        .unwrap();
+    writeln!(config, "[mcp]\nidle_secs = 1").unwrap();
+    mcp.grant("evil");
+    let read = || Turn::tool_use("evil__read_file", json!({"path": "mcp.toml"}));
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("evil__crash", json!({})),
+        read(),
+        // Long enough without calls for the idle reaper (it looks every second).
+        read().delay(std::time::Duration::from_secs(4)),
+        Turn::text("done"),
+    ])
+    .await;
+    let out = mcp.run(&llm, "crash").await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let results = llm.requests()[3].tool_results();
+    assert!(results[0].is_error, "{:?}", results[0]);
+    assert!(!results[1].is_error, "{:?}", results[1]);
+    assert!(!results[2].is_error, "{:?}", results[2]);
+    let rows = mcp.rows("mcp:evil");
+    let died = rows
+        .iter()
+        .find(|r| r.contains("died"))
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert!(died.starts_with("error:"), "{died}");
+    assert!(died.contains("exited with status 3"), "{died}");
+    assert!(died.contains("crashing on purpose"), "{died}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("stopped after being idle (1 s without calls")),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r.contains("started (")).count(),
+        3,
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_server_changed_after_its_grant_is_not_started() {
     let mcp = McpEnv::new("fix", "benign", MANIFEST, "");
     mcp.grant("fix");

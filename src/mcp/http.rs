@@ -120,6 +120,20 @@ impl StreamableHttpClient for HttpClient {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let content_type = response.headers().get(CONTENT_TYPE).cloned();
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("?");
+            return Err(StreamableHttpError::UnexpectedServerResponse(
+                format!(
+                    "HTTP {status} to {to}: warden does not follow redirects of MCP servers (the \
+                     headers carry secrets); configure the final URL"
+                )
+                .into(),
+            ));
+        }
         if !status.is_success() {
             let body: String = response
                 .text()

@@ -1,0 +1,207 @@
+//! A streamable-HTTP MCP server, reached by warden itself: a fake server on 127.0.0.1 speaking
+//! the wire format (JSON-RPC over POST, `Mcp-Session-Id`, 202 for notifications, 405 for the
+//! optional GET stream) behind `warden mcp grant` and `warden run`. The header's secret comes
+//! from warden's environment and reaches the server only; a redirect is not followed.
+
+mod support;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use support::fake_llm::{FakeLlm, Turn};
+use support::skills::{Out, SkillEnv};
+
+const TOKEN: &str = "mcp-http-token-HTTPTEST-5c1e";
+
+#[derive(Clone, Default)]
+struct Seen {
+    /// (method, Authorization header, session header) per JSON-RPC message.
+    calls: Arc<Mutex<Vec<(String, String, String)>>>,
+}
+
+async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Response {
+    let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let method = message["method"].as_str().unwrap_or("").to_string();
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    seen.calls.lock().unwrap().push((
+        method.clone(),
+        header("authorization"),
+        header("mcp-session-id"),
+    ));
+    if message.get("id").is_none() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let result = match method.as_str() {
+        "initialize" => json!({
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "docs", "version": "1"}
+        }),
+        "tools/list" => json!({"tools": [{
+            "name": "search",
+            "description": "Search the docs.",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true}
+        }]}),
+        "tools/call" => json!({"content": [{
+            "type": "text",
+            "text": format!("results for {}", message["params"]["arguments"]["q"].as_str().unwrap_or(""))
+        }]}),
+        _ => json!({}),
+    };
+    let body = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+    (
+        [
+            ("content-type", "application/json"),
+            ("mcp-session-id", "session-1"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn start(seen: Seen) -> String {
+    let app = axum::Router::new()
+        .route(
+            "/mcp",
+            post(rpc)
+                .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+                .delete(|| async { StatusCode::OK }),
+        )
+        .route(
+            "/moved",
+            post(|| async { (StatusCode::TEMPORARY_REDIRECT, [("location", "/mcp")]) }),
+        )
+        .with_state(seen);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+fn env_with(url: &str) -> SkillEnv {
+    let mut env = SkillEnv::new("");
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&env.config)
+        .unwrap();
+    writeln!(
+        config,
+        "[mcp.servers.docs]\nurl = \"{url}\"\nheaders = {{ Authorization = \"Bearer {{secret:DOCS_TOKEN}}\" }}"
+    )
+    .unwrap();
+    env.env
+        .push(("WARDEN_SECRET_DOCS_TOKEN".into(), TOKEN.into()));
+    env
+}
+
+async fn warden(env: &SkillEnv, llm: Option<&FakeLlm>, args: &[&str]) -> Out {
+    let mut cmd = env.command(args);
+    if let Some(llm) = llm {
+        cmd.env("ANTHROPIC_BASE_URL", llm.base_url());
+    }
+    tokio::task::spawn_blocking(move || {
+        let out = cmd.output().unwrap();
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_http_server_is_granted_and_called_with_its_secret_header() {
+    let seen = Seen::default();
+    let base = start(seen.clone()).await;
+    let env = env_with(&format!("{base}/mcp"));
+    let grant = warden(&env, None, &["mcp", "grant", "docs", "--yes"]).await;
+    assert_eq!(grant.code, 0, "{grant:?}");
+    assert!(
+        grant.stdout.contains("streamable HTTP: http://127.0.0.1"),
+        "{}",
+        grant.stdout
+    );
+    // The review shows the template, never the secret.
+    assert!(
+        grant.stdout.contains("Bearer {secret:DOCS_TOKEN}"),
+        "{}",
+        grant.stdout
+    );
+    assert!(!grant.all().contains(TOKEN));
+    assert!(grant
+        .stdout
+        .contains("docs__search: allowed (marked read-only)"));
+
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("docs__search", json!({"q": "landlock"})),
+        Turn::text("found"),
+    ])
+    .await;
+    let out = warden(&env, Some(&llm), &["run", "search the docs"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let result = &llm.requests()[1].tool_results()[0];
+    assert_eq!(result.content, "results for landlock");
+    assert!(!out.all().contains(TOKEN));
+
+    let calls = seen.calls.lock().unwrap().clone();
+    let methods: Vec<&str> = calls.iter().map(|(m, _, _)| m.as_str()).collect();
+    assert!(
+        methods.contains(&"initialize") && methods.contains(&"tools/call"),
+        "{methods:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .all(|(_, auth, _)| auth == &format!("Bearer {TOKEN}")),
+        "{calls:?}"
+    );
+    let call = calls.iter().find(|(m, _, _)| m == "tools/call").unwrap();
+    assert_eq!(call.2, "session-1");
+    // The audit row does not carry the secret either.
+    let rows = env.audit();
+    assert!(rows
+        .iter()
+        .all(|r| !r.reason.contains(TOKEN) && !r.input.contains(TOKEN)));
+}
+
+#[tokio::test]
+async fn a_missing_secret_or_a_redirect_is_refused() {
+    let seen = Seen::default();
+    let base = start(seen.clone()).await;
+    let mut env = env_with(&format!("{base}/mcp"));
+    env.env.clear();
+    let out = warden(&env, None, &["mcp", "grant", "docs", "--yes"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("WARDEN_SECRET_DOCS_TOKEN"),
+        "{}",
+        out.stderr
+    );
+    assert!(seen.calls.lock().unwrap().is_empty());
+
+    let env = env_with(&format!("{base}/moved"));
+    let out = warden(&env, None, &["mcp", "grant", "docs", "--yes"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        seen.calls.lock().unwrap().is_empty(),
+        "the redirect was followed"
+    );
+    assert!(
+        out.stderr.contains("does not follow redirects"),
+        "{}",
+        out.stderr
+    );
+}
