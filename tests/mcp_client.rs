@@ -541,3 +541,71 @@ fn namespaces_available() -> bool {
         }
     }
 }
+
+#[tokio::test]
+async fn a_stdio_server_runs_in_a_container_of_its_own_on_the_docker_backend() {
+    if !std::path::Path::new("/var/run/docker.sock").exists() {
+        eprintln!("skipped: no Docker daemon");
+        return;
+    }
+    let env = SkillEnv::new("");
+    let dir = env.root.join("srv/where");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/server.sh"),
+        dir.join("server.sh"),
+    )
+    .unwrap();
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&env.config)
+        .unwrap();
+    writeln!(
+        config,
+        "[mcp.servers.where]\ncommand = \"sh\"\nargs = [\"server.sh\"]\ndir = {:?}\n\
+         backend = \"docker\"\npermissions = {{ interpreters = [\"sh\"] }}",
+        dir.display().to_string()
+    )
+    .unwrap();
+    let mcp = McpEnv { env };
+    let grant = mcp.grant("where");
+    assert!(
+        grant
+            .stdout
+            .contains("stdio: sh server.sh in the docker sandbox"),
+        "{}",
+        grant.stdout
+    );
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("where__where", json!({})),
+        Turn::text("done"),
+    ])
+    .await;
+    let out = mcp.run(&llm, "where are you").await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let result = &llm.requests()[1].tool_results()[0];
+    assert!(!result.is_error, "{result:?}");
+    // Not root, in its private copy (the container's view of it).
+    assert!(
+        result.content.starts_with("pong from uid "),
+        "{}",
+        result.content
+    );
+    // As root, the container runs as nobody; its cwd is the private copy, mounted read-only.
+    assert!(!result.content.contains("uid 0 "), "{}", result.content);
+    assert!(
+        result.content.contains("/skill-runs/mcp-where-"),
+        "{}",
+        result.content
+    );
+    let rows = mcp.rows("mcp:where");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("started (stdio: sh server.sh in the docker sandbox)")),
+        "{rows:?}"
+    );
+    assert!(
+        rows.last().unwrap().contains("stopped at shutdown"),
+        "{rows:?}"
+    );
+}

@@ -114,6 +114,11 @@ impl JailedServer {
         approver: &dyn Approver,
     ) -> Result<JailedServer, StartError> {
         let skill = &server.skill;
+        // The server's own backend (`mcp.servers.NAME.backend`), not only `[sandbox]`'s.
+        let settings = &SkillSettings {
+            backend: server.backend,
+            ..settings.clone()
+        };
         let prepared = Prepared::new(settings, skill)?;
         let plan = &prepared.plan;
         let command = shell_words::join(&server.argv);
