@@ -22,3 +22,26 @@ fn the_readme_example_config_parses() {
     assert!(config.skills.enabled && config.skills.bundled);
     assert!(config.skills.hosts.is_empty());
 }
+
+#[test]
+fn the_readme_mcp_example_parses() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("\n## MCP\n")
+        .nth(1)
+        .expect("README has an MCP section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the MCP section holds a toml block");
+    let config = warden::config::Config::parse(block, std::path::Path::new("README.md"))
+        .unwrap_or_else(|e| panic!("README MCP example: {e}"));
+    let notes = &config.mcp.servers["notes"];
+    assert_eq!(notes.command.as_deref(), Some("python3"));
+    assert_eq!(
+        notes.tool_rule("delete"),
+        Some(warden::policy::Decision::Deny)
+    );
+    assert!(config.mcp.servers["docs"].url.is_some());
+}
