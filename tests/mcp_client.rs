@@ -11,7 +11,6 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::PathBuf;
 use support::fake_llm::{FakeLlm, Turn};
 use support::skills::{hosts_config, Out, Server, SkillEnv, API_KEY, SSH_KEY};
@@ -40,17 +39,11 @@ impl McpEnv {
         )
         .unwrap();
         std::fs::write(dir.join("mcp.toml"), manifest).unwrap();
-        let mut config = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&env.config)
-            .unwrap();
-        writeln!(
-            config,
+        env.append_config(&format!(
             "[mcp.servers.{name}]\ncommand = \"python3\"\nargs = [\"server.py\", \"{mode}\"]\n\
              dir = {:?}\n{extra}",
             dir.display().to_string()
-        )
-        .unwrap();
+        ));
         std::fs::create_dir_all(env.ws.join("notes")).unwrap();
         McpEnv { env }
     }
@@ -67,19 +60,11 @@ impl McpEnv {
 
     /// `warden run PROMPT` against `llm`.
     async fn run(&self, llm: &FakeLlm, prompt: &str) -> Out {
-        let mut cmd = self.env.command(&["run", prompt]);
-        cmd.env("ANTHROPIC_BASE_URL", llm.base_url())
-            .env("RUST_LOG", "warden=info");
-        tokio::task::spawn_blocking(move || {
-            let out = cmd.output().unwrap();
-            Out {
-                code: out.status.code().unwrap_or(-1),
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            }
-        })
-        .await
-        .unwrap()
+        let extra = [
+            ("ANTHROPIC_BASE_URL", llm.base_url()),
+            ("RUST_LOG", "warden=info".to_string()),
+        ];
+        self.env.warden_async(&["run", prompt], &extra).await
     }
 
     /// The reasons of every audit row of `tool`, oldest first, as "decision: reason".
@@ -358,11 +343,7 @@ async fn a_hung_call_kills_the_server_and_the_next_call_starts_it_again() {
         "[permissions]\ninterpreters = [\"python3\"]\n",
         "",
     );
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&mcp.env.config)
-        .unwrap();
-    writeln!(config, "[mcp]\ncall_timeout_secs = 3").unwrap();
+    mcp.env.append_config("[mcp]\ncall_timeout_secs = 3");
     mcp.grant("evil");
     let llm = FakeLlm::anthropic(vec![
         Turn::tool_use("evil__hang", json!({})),
@@ -409,11 +390,7 @@ async fn a_server_that_dies_is_started_again_and_an_idle_one_is_stopped() {
         "[permissions]\ninterpreters = [\"python3\"]\n",
         "",
     );
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&mcp.env.config)
-        .unwrap();
-    writeln!(config, "[mcp]\nidle_secs = 1").unwrap();
+    mcp.env.append_config("[mcp]\nidle_secs = 1");
     mcp.grant("evil");
     let read = || Turn::tool_use("evil__read_file", json!({"path": "mcp.toml"}));
     let llm = FakeLlm::anthropic(vec![
@@ -567,17 +544,11 @@ async fn a_stdio_server_runs_in_a_container_of_its_own_on_the_docker_backend() {
         dir.join("server.sh"),
     )
     .unwrap();
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&env.config)
-        .unwrap();
-    writeln!(
-        config,
+    env.append_config(&format!(
         "[mcp.servers.where]\ncommand = \"sh\"\nargs = [\"server.sh\"]\ndir = {:?}\n\
          backend = \"docker\"\npermissions = {{ interpreters = [\"sh\"] }}",
         dir.display().to_string()
-    )
-    .unwrap();
+    ));
     let mcp = McpEnv { env };
     let grant = mcp.grant("where");
     assert!(

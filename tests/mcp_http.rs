@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use support::fake_llm::{FakeLlm, Turn};
 use support::skills::{Out, SkillEnv};
@@ -91,35 +90,20 @@ async fn start(seen: Seen) -> String {
 
 fn env_with(url: &str) -> SkillEnv {
     let mut env = SkillEnv::new("");
-    let mut config = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&env.config)
-        .unwrap();
-    writeln!(
-        config,
+    env.append_config(&format!(
         "[mcp.servers.docs]\nurl = \"{url}\"\nheaders = {{ Authorization = \"Bearer {{secret:DOCS_TOKEN}}\" }}"
-    )
-    .unwrap();
+    ));
     env.env
         .push(("WARDEN_SECRET_DOCS_TOKEN".into(), TOKEN.into()));
     env
 }
 
 async fn warden(env: &SkillEnv, llm: Option<&FakeLlm>, args: &[&str]) -> Out {
-    let mut cmd = env.command(args);
-    if let Some(llm) = llm {
-        cmd.env("ANTHROPIC_BASE_URL", llm.base_url());
-    }
-    tokio::task::spawn_blocking(move || {
-        let out = cmd.output().unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    })
-    .await
-    .unwrap()
+    let extra: Vec<(&str, String)> = llm
+        .map(|llm| ("ANTHROPIC_BASE_URL", llm.base_url()))
+        .into_iter()
+        .collect();
+    env.warden_async(args, &extra).await
 }
 
 #[tokio::test]

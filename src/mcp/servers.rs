@@ -323,18 +323,9 @@ impl McpServers {
             Ok(Some(grant)) => grant.tools,
             _ => Vec::new(),
         };
-        let timeout = Duration::from_secs(self.config.call_timeout_secs);
-        let opened = tokio::time::timeout(
-            timeout,
-            self.open(&slot.name, &def, &granted, session, approver),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(StartError::Failed(format!(
-                "it did not finish starting within {} s (mcp.call_timeout_secs)",
-                timeout.as_secs()
-            )))
-        });
+        let opened = self
+            .open(&slot.name, &def, &granted, session, approver)
+            .await;
         let (connection, process) = match opened {
             Ok(opened) => opened,
             Err(StartError::Refused(why)) => {
@@ -382,24 +373,15 @@ impl McpServers {
     pub async fn probe(&self, name: &str) -> Result<(ServerDef, Vec<ToolDesc>), String> {
         let started = Instant::now();
         let def = self.load(name)?;
-        let timeout = Duration::from_secs(self.config.call_timeout_secs);
-        let opened = tokio::time::timeout(
-            timeout,
-            self.open(
+        let opened = self
+            .open(
                 name,
                 &def,
                 &[],
                 PROBE_SESSION,
                 &crate::tools::approval::NoApprover,
-            ),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(StartError::Failed(format!(
-                "it did not finish starting within {} s (mcp.call_timeout_secs)",
-                timeout.as_secs()
-            )))
-        });
+            )
+            .await;
         let (connection, process) = match opened {
             Ok(opened) => opened,
             Err(StartError::Refused(why) | StartError::Failed(why)) => {
@@ -456,8 +438,31 @@ impl McpServers {
         }
     }
 
-    /// Start the process (stdio) or reach the endpoint (HTTP), and speak MCP with it.
+    /// Start the process (stdio) or reach the endpoint (HTTP) and speak MCP with it, within
+    /// `mcp.call_timeout_secs`.
     async fn open(
+        &self,
+        name: &str,
+        def: &ServerDef,
+        granted: &[ToolDesc],
+        session: &str,
+        approver: &dyn Approver,
+    ) -> Result<(Connection, Option<JailedServer>), StartError> {
+        let timeout = Duration::from_secs(self.config.call_timeout_secs);
+        tokio::time::timeout(
+            timeout,
+            self.open_now(name, def, granted, session, approver),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(StartError::Failed(format!(
+                "it did not finish starting within {} s (mcp.call_timeout_secs)",
+                timeout.as_secs()
+            )))
+        })
+    }
+
+    async fn open_now(
         &self,
         name: &str,
         def: &ServerDef,

@@ -38,6 +38,14 @@ pub struct Out {
 }
 
 impl Out {
+    pub fn of(out: std::process::Output) -> Out {
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     pub fn all(&self) -> String {
         format!("{}{}", self.stdout, self.stderr)
     }
@@ -96,12 +104,29 @@ impl SkillEnv {
     }
 
     pub fn warden(&self, args: &[&str]) -> Out {
-        let out = self.command(args).output().unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        Out::of(self.command(args).output().unwrap())
+    }
+
+    /// `warden ARGS` from async tests (a fake server in the same runtime must keep answering),
+    /// with `extra` environment (a model's base URL, a log level).
+    pub async fn warden_async(&self, args: &[&str], extra: &[(&str, String)]) -> Out {
+        let mut cmd = self.command(args);
+        for (name, value) in extra {
+            cmd.env(name, value);
         }
+        tokio::task::spawn_blocking(move || Out::of(cmd.output().unwrap()))
+            .await
+            .unwrap()
+    }
+
+    /// Append `text` to the config file.
+    pub fn append_config(&self, text: &str) {
+        use std::io::Write;
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.config)
+            .unwrap();
+        writeln!(config, "{text}").unwrap();
     }
 
     pub fn fixture(&self, name: &str) -> PathBuf {
