@@ -119,7 +119,7 @@ impl JailedServer {
             backend: server.backend,
             ..settings.clone()
         };
-        let prepared = Prepared::new(settings, skill)?;
+        let prepared = Prepared::new(settings, skill, &format!("the MCP server {who}"))?;
         let plan = &prepared.plan;
         let command = shell_words::join(&server.argv);
         let mut checker = Checker::new(plan.policy.clone(), plan.paths.clone());

@@ -30,13 +30,16 @@ pub enum SetupError {
 
 /// The run folder and policy, before any process or proxy exists.
 pub struct Prepared {
+    /// What runs, in messages: `the skill NAME`, `the MCP server NAME`.
+    pub who: String,
     pub run_dir: RunDir,
     pub plan: RunPolicy,
     pub effective: Effective,
 }
 
 impl Prepared {
-    pub fn new(settings: &SkillSettings, skill: &Skill) -> Result<Prepared, SetupError> {
+    /// `who` names what runs in refusals (`the skill NAME`).
+    pub fn new(settings: &SkillSettings, skill: &Skill, who: &str) -> Result<Prepared, SetupError> {
         let network = &skill.manifest.permissions.network;
         let needs_network = !network.domains.is_empty() || !network.routes.is_empty();
         if needs_network && settings.backend == Backend::Docker {
@@ -49,10 +52,9 @@ impl Prepared {
                 .chain(network.routes.keys().map(|r| format!("route {r}")))
                 .collect::<Vec<_>>();
             return Err(SetupError::Denied(format!(
-                "the skill {} needs network access ({}), and the Docker backend runs \
-                 containers without any network, so it cannot reach warden's egress proxy; use \
-                 the host backend for this skill",
-                skill.name,
+                "{who} needs network access ({}), and the Docker backend runs containers \
+                 without any network, so it cannot reach warden's egress proxy; use the host \
+                 backend for it",
                 domains.join(", ")
             )));
         }
@@ -74,6 +76,7 @@ impl Prepared {
         };
         let plan = run_policy::build(&skill.manifest, &places).map_err(SetupError::Denied)?;
         Ok(Prepared {
+            who: who.to_string(),
             run_dir,
             plan,
             effective,
@@ -86,7 +89,7 @@ impl Prepared {
         settings: &SkillSettings,
         skill: &Skill,
     ) -> Result<RunJail, SetupError> {
-        let name = skill.name.as_str();
+        let who = self.who.clone();
         let deny = SetupError::Denied;
         let fail = SetupError::Failed;
         let network = &skill.manifest.permissions.network;
@@ -116,11 +119,11 @@ impl Prepared {
             false => None,
             true => Some(JailNetwork::create().map_err(|why| {
                 deny(format!(
-                    "the skill {name} needs network access, and on the host backend warden \
-                     confines it to the egress proxy with a network namespace of its own, which \
-                     cannot be made here: {why}. Without it the jail could reach any host on \
-                     the proxy's port, so the skill is refused (the Docker backend gives \
-                     containers no network at all)"
+                    "{who} needs network access, and on the host backend warden confines it \
+                     to the egress proxy with a network namespace of its own, which cannot be \
+                     made here: {why}. Without it the jail could reach any host on the proxy's \
+                     port, so it is refused (the Docker backend gives containers no network at \
+                     all)"
                 ))
             })?),
         };

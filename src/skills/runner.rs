@@ -192,7 +192,8 @@ impl SkillRunner {
             }
         };
 
-        let prepared = Prepared::new(settings, skill).map_err(report)?;
+        let who = format!("the skill {name}");
+        let prepared = Prepared::new(settings, skill, &who).map_err(report)?;
         let plan = &prepared.plan;
         let copy = plan.copy.clone();
         let mut checker = Checker::new(plan.policy.clone(), plan.paths.clone());
