@@ -474,6 +474,25 @@ async fn a_server_changed_after_its_grant_is_not_started() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(llm.requests()[1].tool_results()[0].content, "2");
 
+    // Its manifest widened after the grant (a folder more to read): not started either.
+    let manifest = mcp.server_dir("fix").join("mcp.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text = text.replace("read = [\"notes\"]", "read = [\"notes\", \".\"]");
+    std::fs::write(&manifest, text).unwrap();
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("fix__add", json!({"a": 1, "b": 1})),
+        Turn::text("refused"),
+    ])
+    .await;
+    let out = mcp.run(&llm, "add").await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let result = &llm.requests()[1].tool_results()[0];
+    assert!(
+        result.content.contains("changed since it was granted"),
+        "{result:?}"
+    );
+    assert!(mcp.rows("mcp:fix").last().unwrap().starts_with("deny:"));
+
     // Revoked: not started.
     let revoke = mcp.env.warden(&["mcp", "revoke", "fix"]);
     assert!(revoke.stdout.contains("grant removed"), "{revoke:?}");
