@@ -240,6 +240,7 @@ impl Agent {
         let progress_events = events.clone();
         let ctx = ToolContext {
             session: session.clone(),
+            sub_agent: None,
             cancel: control.cancel_token(),
             approver,
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
@@ -248,6 +249,37 @@ impl Agent {
             taint: Taint::from_history(&history, &self.untrusted_folders()),
             provenance: Provenance::from_history(&history),
         };
+        self.converse(&session, history, &ctx, &events, &control)
+            .await
+    }
+
+    /// Run `task` as a sub-agent: a transcript of its own (the key `ctx.sub_agent`, which
+    /// must be set), the tool context its parent gave it.
+    pub async fn run_sub_agent(
+        &self,
+        task: &str,
+        ctx: &ToolContext,
+        events: &EventFn,
+        control: &RunControl,
+    ) -> Result<RunOutcome, AgentError> {
+        let transcript = ctx.audit_session().to_string();
+        debug_assert!(ctx.sub_agent.is_some(), "a sub-agent's context names it");
+        let task = Message::user(task);
+        self.sessions.append(&transcript, &task)?;
+        self.converse(&transcript, vec![task], ctx, events, control)
+            .await
+    }
+
+    /// Model calls and tool calls until the model answers, the iteration cap, or an abort;
+    /// every message goes to the transcript `session` as soon as it exists.
+    async fn converse(
+        &self,
+        session: &str,
+        mut history: Vec<Message>,
+        ctx: &ToolContext,
+        events: &EventFn,
+        control: &RunControl,
+    ) -> Result<RunOutcome, AgentError> {
         let stream_events = events.clone();
         let sink = move |event: StreamEvent| {
             if let StreamEvent::TextDelta { text } = event {
@@ -259,17 +291,17 @@ impl Agent {
         let mut last_input_tokens = 0;
         while iterations < self.max_iterations {
             if control.is_aborted() {
-                return self.aborted(&session, &control, iterations, last_input_tokens);
+                return self.aborted(session, control, iterations, last_input_tokens);
             }
             iterations += 1;
             let system = self.prompt.render(self.now());
             if let Some(compactor) = &self.compactor {
                 let site = CallSite {
-                    session: &session,
+                    session,
                     system: &system,
                     tools: &self.tools,
                     provider: self.provider.as_ref(),
-                    ctx: &ctx,
+                    ctx,
                 };
                 if let Some(compacted) = compactor.before_call(&site).await {
                     history = compacted;
@@ -285,19 +317,19 @@ impl Agent {
             let response = match self.provider.chat(&request, &sink, &ctx.cancel).await {
                 Ok(r) => r,
                 Err(e) if e.is_cancelled() => {
-                    return self.aborted(&session, &control, iterations, last_input_tokens)
+                    return self.aborted(session, control, iterations, last_input_tokens)
                 }
                 Err(e) => {
                     // Keep the transcript well-formed (user/assistant alternate) and say why.
                     let note = Message::assistant(format!("[the model could not be reached: {e}]"));
-                    self.sessions.append(&session, &note)?;
+                    self.sessions.append(session, &note)?;
                     return Err(e.into());
                 }
             };
             last_input_tokens = response.usage.input_tokens;
             let assistant = response.to_message();
             self.sessions
-                .append_answer(&session, &assistant, response.usage)?;
+                .append_answer(session, &assistant, response.usage)?;
             history.push(assistant);
             let calls: Vec<(String, String, serde_json::Value)> = response
                 .tool_uses()
@@ -342,7 +374,7 @@ impl Agent {
                     summary: summarize(name, input),
                 });
                 let started = Instant::now();
-                let output = self.tools.call(name, input, &ctx).await;
+                let output = self.tools.call(name, input, ctx).await;
                 events(AgentEvent::ToolEnd {
                     id: id.clone(),
                     name: name.clone(),
@@ -363,10 +395,10 @@ impl Agent {
                 )));
             }
             let message = Message::tool_results(results);
-            self.sessions.append(&session, &message)?;
+            self.sessions.append(session, &message)?;
             history.push(message);
             if control.is_aborted() {
-                return self.aborted(&session, &control, iterations, last_input_tokens);
+                return self.aborted(session, control, iterations, last_input_tokens);
             }
         }
         let text = format!(
@@ -375,7 +407,7 @@ impl Agent {
             self.max_iterations
         );
         self.sessions
-            .append(&session, &Message::assistant(text.clone()))?;
+            .append(session, &Message::assistant(text.clone()))?;
         Ok(RunOutcome {
             text,
             end: RunEnd::IterationLimit,
