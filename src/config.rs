@@ -73,6 +73,60 @@ pub struct Config {
     pub skills: SkillsConfig,
     pub egress: EgressConfig,
     pub trust: TrustConfig,
+    pub search: SearchConfig,
+    pub delegate: DelegateConfig,
+}
+
+/// `[search]`: the `web_search` tool's provider (see `crate::tools::web_search`). Without a
+/// provider the tool is not offered.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    pub provider: Option<SearchProvider>,
+    /// SearXNG: the instance (required). Brave: the API's address (default
+    /// `https://api.search.brave.com`).
+    pub base_url: Option<String>,
+    /// Brave's subscription token; `BRAVE_API_KEY` in the environment also sets it.
+    pub api_key: Secret,
+    /// Results shown to the model per search (1 to 20).
+    pub max_results: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchProvider {
+    Searxng,
+    Brave,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            provider: None,
+            base_url: None,
+            api_key: Secret::default(),
+            max_results: 5,
+        }
+    }
+}
+
+/// `[delegate]`: sub-agents (the `delegate` tool; see `crate::agent::delegate`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DelegateConfig {
+    /// Offer the `delegate` tool.
+    pub enabled: bool,
+    /// Model calls a sub-agent may make; never more than `llm.max_iterations`.
+    pub max_iterations: u32,
+}
+
+impl Default for DelegateConfig {
+    fn default() -> Self {
+        DelegateConfig {
+            enabled: true,
+            max_iterations: 10,
+        }
+    }
 }
 
 /// `[trust]`: the workspace files that steer the agent, and where untrusted files land (see
@@ -396,6 +450,8 @@ impl Default for Config {
             skills: SkillsConfig::default(),
             egress: EgressConfig::default(),
             trust: TrustConfig::default(),
+            search: SearchConfig::default(),
+            delegate: DelegateConfig::default(),
         }
     }
 }
@@ -506,6 +562,11 @@ impl Config {
             .and_then(|()| crate::egress::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
             .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
+            .and_then(|()| crate::tools::web_search::Settings::check(&config.search))
+            .and_then(|()| match config.delegate.max_iterations {
+                0 => Err("delegate.max_iterations must be at least 1".into()),
+                _ => Ok(()),
+            })
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,
@@ -609,6 +670,7 @@ impl Config {
             &self.llm.openai.api_key,
             &self.memory.embeddings.api_key,
             &self.telegram.token,
+            &self.search.api_key,
         ]
         .into_iter()
         .chain(self.skills.secrets.values())
@@ -632,6 +694,9 @@ impl Config {
         }
         if let Some(v) = env.var("WARDEN_EMBEDDINGS_API_KEY") {
             self.memory.embeddings.api_key = Secret::new(v);
+        }
+        if let Some(v) = env.var("BRAVE_API_KEY") {
+            self.search.api_key = Secret::new(v);
         }
         if let Some(v) = env.var("TELEGRAM_BOT_TOKEN") {
             self.telegram.token = Secret::new(v);
@@ -776,6 +841,44 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn search_and_delegate_settings_are_checked_and_name_their_key() {
+        let config = Config::default();
+        assert!(config.search.provider.is_none());
+        assert!(config.delegate.enabled);
+        let mut config = Config::parse(
+            "[search]\nprovider = \"brave\"\napi_key = \"from-file\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(config.search.provider, Some(SearchProvider::Brave));
+        assert!(!format!("{config:?}").contains("from-file"));
+        config
+            .apply_env(&FakeEnv(HashMap::from([("BRAVE_API_KEY", "from-env")])))
+            .unwrap();
+        assert_eq!(config.search.api_key.expose(), "from-env");
+        assert!(config.secrets().iter().any(|s| s.expose() == "from-env"));
+        for (text, key) in [
+            ("[search]\nprovider = \"searxng\"\n", "search.base_url"),
+            (
+                "[search]\nprovider = \"searxng\"\nbase_url = \"searx.lan\"\n",
+                "search.base_url",
+            ),
+            ("[search]\nmax_results = 0\n", "search.max_results"),
+            ("[search]\nmax_results = 21\n", "search.max_results"),
+            ("[search]\nprovider = \"google\"\n", "provider"),
+            (
+                "[delegate]\nmax_iterations = 0\n",
+                "delegate.max_iterations",
+            ),
+        ] {
+            let err = Config::parse(text, Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{text}: {err}");
         }
     }
 

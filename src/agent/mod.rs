@@ -6,9 +6,11 @@
 //! each model call an optional [`Compactor`] may flush memory and compact the history.
 
 pub mod control;
+pub mod delegate;
 pub mod prompt;
 
 pub use control::RunControl;
+pub use delegate::Delegate;
 pub use prompt::{PromptSection, SystemPrompt};
 
 use crate::audit::AuditDecision;
@@ -467,6 +469,8 @@ pub fn summarize(name: &str, input: &serde_json::Value) -> String {
     let text = match name {
         "bash" => field("command").to_string(),
         "web_fetch" => field("url").to_string(),
+        "web_search" => field("query").to_string(),
+        "delegate" => field("task").to_string(),
         "read" | "write" | "edit" | "list_dir" => field("path").to_string(),
         _ => input.to_string(),
     };

@@ -62,7 +62,10 @@ impl std::fmt::Display for Source {
             Source::Page(page) => write!(f, "it is a link on {page}, fetched in this run"),
             Source::Redirect(from) => write!(f, "{from} redirected to it"),
             Source::Search(query) => {
-                write!(f, "it was a result of the web search for {query:?} in this run")
+                write!(
+                    f,
+                    "it was a result of the web search for {query:?} in this run"
+                )
             }
         }
     }

@@ -10,6 +10,7 @@ pub mod memory_search;
 pub mod output;
 pub mod skill;
 pub mod web_fetch;
+pub mod web_search;
 
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;

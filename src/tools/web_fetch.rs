@@ -251,7 +251,9 @@ pub struct WebFetch {
 impl WebFetch {
     /// Every URL and every redirect passes `gate`; names resolve through `names`.
     pub fn new(gate: Arc<Gate>, names: Names) -> Result<WebFetch, reqwest::Error> {
-        Ok(WebFetch::with_client(Arc::new(WebClient::new(gate, names)?)))
+        Ok(WebFetch::with_client(Arc::new(WebClient::new(
+            gate, names,
+        )?)))
     }
 
     /// The tool over a client other egress tools share.
