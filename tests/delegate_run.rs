@@ -40,11 +40,7 @@ async fn only_the_final_answer_returns_and_the_sub_agents_calls_are_audited_unde
     let llm = FakeLlm::anthropic_with(|req: &Request| {
         let (_, step) = req.prompt_and_step();
         match (is_sub_agent(req), step) {
-            (false, 0) => delegate(
-                "Read notes.txt and tell me the code word.",
-                &["read"],
-                None,
-            ),
+            (false, 0) => delegate("Read notes.txt and tell me the code word.", &["read"], None),
             (false, _) => Turn::text(format!("Parent heard: {}", last_result(req))),
             (true, 0) => Turn::tool_use("read", json!({"path": "notes.txt"})),
             (true, _) => Turn::text("The code word is PELICAN."),
@@ -99,7 +95,11 @@ async fn only_the_final_answer_returns_and_the_sub_agents_calls_are_audited_unde
         "{child}"
     );
     assert_eq!(rows[0].decision, "allow");
-    assert!(rows[1].reason.contains(child.as_str()), "{}", rows[1].reason);
+    assert!(
+        rows[1].reason.contains(child.as_str()),
+        "{}",
+        rows[1].reason
+    );
 
     // Each has its own transcript.
     let db = warden::schema::open(&home.path().join(".warden/warden.db")).unwrap();
@@ -168,7 +168,8 @@ async fn a_sub_agent_gets_only_tools_its_parent_has() {
     let bash = &requests[4].tool_results()[0];
     assert!(bash.is_error);
     assert!(
-        bash.content.contains("unknown tool \"bash\"; available: read"),
+        bash.content
+            .contains("unknown tool \"bash\"; available: read"),
         "{}",
         bash.content
     );
