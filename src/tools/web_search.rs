@@ -58,7 +58,7 @@ impl Settings {
             Some(SearchProvider::Searxng) => Provider::Searxng {
                 base: base.ok_or(
                     "search.provider = \"searxng\" needs search.base_url, the address of the \
-                     instance (e.g. \"http://127.0.0.1:8888\")",
+                     instance (e.g. \"https://searx.example.org\")",
                 )?,
             },
             Some(SearchProvider::Brave) => {
