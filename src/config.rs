@@ -740,6 +740,13 @@ mod tests {
         }
     }
 
+    /// Why `text` is not a valid config.
+    fn rejected(text: &str) -> String {
+        Config::parse(text, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn secrets_never_show_in_debug_output() {
         let mut config = Config::default();
@@ -837,9 +844,7 @@ mod tests {
                 "docs.test",
             ),
         ] {
-            let err = Config::parse(text, Path::new("c.toml"))
-                .unwrap_err()
-                .to_string();
+            let err = rejected(text);
             assert!(err.contains(key), "{err}");
         }
     }
@@ -875,9 +880,7 @@ mod tests {
                 "delegate.max_iterations",
             ),
         ] {
-            let err = Config::parse(text, Path::new("c.toml"))
-                .unwrap_err()
-                .to_string();
+            let err = rejected(text);
             assert!(err.contains(key), "{text}: {err}");
         }
     }

@@ -27,6 +27,20 @@ fn delegate(task: &str, tools: &[&str], max: Option<u64>) -> Turn {
     Turn::tool_use("delegate", input)
 }
 
+/// Which requests came from a sub-agent, in order.
+fn roles(requests: &[Request]) -> Vec<bool> {
+    requests.iter().map(is_sub_agent).collect()
+}
+
+/// `warden run go` with `config`, which must succeed; the requests the model got.
+async fn run_go(llm: &FakeLlm, config: &str) -> (tempfile::TempDir, Vec<Request>) {
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), config);
+    let out = warden_run(home.path(), llm, "go").await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    (home, llm.requests())
+}
+
 /// The last tool result the model was sent, as text.
 fn last_result(req: &Request) -> String {
     req.tool_results()
@@ -62,8 +76,7 @@ async fn only_the_final_answer_returns_and_the_sub_agents_calls_are_audited_unde
     assert_eq!(stdout.trim(), "Parent heard: The code word is PELICAN.");
 
     let requests = llm.requests();
-    let roles: Vec<bool> = requests.iter().map(is_sub_agent).collect();
-    assert_eq!(roles, [false, true, true, false]);
+    assert_eq!(roles(&requests), [false, true, true, false]);
     assert!(requests[0].tool_names().contains(&"delegate".to_string()));
     // The sub-agent sees only its tools and its task.
     assert_eq!(requests[1].tool_names(), ["read"]);
@@ -131,15 +144,9 @@ async fn a_sub_agent_gets_only_tools_its_parent_has() {
         }
     })
     .await;
-    let home = tempfile::tempdir().unwrap();
-    write_config(home.path(), "");
-    let out = warden_run(home.path(), &llm, "go").await;
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-
-    let requests = llm.requests();
-    let roles: Vec<bool> = requests.iter().map(is_sub_agent).collect();
+    let (home, requests) = run_go(&llm, "").await;
     assert_eq!(
-        roles,
+        roles(&requests),
         [false, false, false, true, true, false],
         "refused sub-agents never called the model"
     );
@@ -209,15 +216,10 @@ async fn a_sub_agent_stops_at_its_own_budget() {
         }
     })
     .await;
-    let home = tempfile::tempdir().unwrap();
     // The parent's own limit (4) is lower than [delegate]'s default (10): it wins.
-    write_config(home.path(), "[llm]\nmax_iterations = 4\n");
-    let out = warden_run(home.path(), &llm, "go").await;
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let requests = llm.requests();
-    let roles: Vec<bool> = requests.iter().map(is_sub_agent).collect();
+    let (_home, requests) = run_go(&llm, "[llm]\nmax_iterations = 4\n").await;
     assert_eq!(
-        roles,
+        roles(&requests),
         [false, true, true, true, true, false, true, true, false],
         "4 calls for the first (asked 50), 2 for the second"
     );

@@ -13,7 +13,7 @@ use serde_json::json;
 use std::path::Path;
 use support::fake_llm::{FakeLlm, Turn};
 use support::fake_web::{FakeWeb, BRAVE_KEY};
-use support::warden_run::{audit_rows, warden_run, warden_run_with, write_config};
+use support::warden_run::{audit_rows, lookups, warden_run, warden_run_with, write_config};
 
 const CANARY: &str = "canary-3e9b71";
 const SEARXNG: &str = "[search]\nprovider = \"searxng\"\nbase_url = \"http://search.test\"\n";
@@ -24,14 +24,6 @@ fn search(query: &str) -> Turn {
 
 fn fetch(url: &str) -> Turn {
     Turn::tool_use("web_fetch", json!({ "url": url }))
-}
-
-/// Lines of `warden`'s log that show a name being resolved.
-fn lookups(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.contains(": resolving"))
-        .collect()
 }
 
 /// Every byte warden left in its data directory (the database and its journal), as text.

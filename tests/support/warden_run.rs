@@ -81,3 +81,11 @@ pub fn audit_all(home: &Path) -> Vec<audit::AuditRow> {
     let db = warden::schema::open(&home.join(".warden/warden.db")).unwrap();
     audit::recent(&db, 500).unwrap()
 }
+
+/// Lines of `warden`'s log (at debug level) that show a name being resolved for egress.
+pub fn lookups(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("web_fetch: resolving"))
+        .collect()
+}
