@@ -99,6 +99,49 @@ pub enum SearchProvider {
     Brave,
 }
 
+/// Most results one search may show.
+pub const MAX_SEARCH_RESULTS: usize = 20;
+
+impl SearchConfig {
+    /// The section's values, as far as they do not depend on the environment (Brave's key
+    /// may come from there: it is checked where the tool is built).
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_SEARCH_RESULTS).contains(&self.max_results) {
+            return Err(format!(
+                "search.max_results = {} must be between 1 and {MAX_SEARCH_RESULTS}",
+                self.max_results
+            ));
+        }
+        if self.provider == Some(SearchProvider::Searxng) && self.base_url.is_none() {
+            return Err(
+                "search.provider = \"searxng\" needs search.base_url, the address of \
+                        the instance (e.g. \"https://searx.example.org\")"
+                    .into(),
+            );
+        }
+        self.base_url().map(|_| ())
+    }
+
+    /// `base_url`, which must be an http(s) address without credentials, query or fragment.
+    pub fn base_url(&self) -> Result<Option<url::Url>, String> {
+        let Some(text) = self.base_url.as_deref() else {
+            return Ok(None);
+        };
+        let url = url::Url::parse(text).map_err(|e| format!("search.base_url = {text:?}: {e}"))?;
+        let bare = url.username().is_empty()
+            && url.password().is_none()
+            && url.query().is_none()
+            && url.fragment().is_none();
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() || !bare {
+            return Err(format!(
+                "search.base_url = {text:?} must be an http(s) address without credentials, \
+                 query or fragment"
+            ));
+        }
+        Ok(Some(url))
+    }
+}
+
 impl Default for SearchConfig {
     fn default() -> Self {
         SearchConfig {
@@ -562,7 +605,7 @@ impl Config {
             .and_then(|()| crate::egress::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
             .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
-            .and_then(|()| crate::tools::web_search::Settings::check(&config.search))
+            .and_then(|()| config.search.check())
             .and_then(|()| match config.delegate.max_iterations {
                 0 => Err("delegate.max_iterations must be at least 1".into()),
                 _ => Ok(()),

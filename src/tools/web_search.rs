@@ -23,8 +23,6 @@ use url::Url;
 
 /// Longest query, in characters (Brave's limit).
 const MAX_QUERY_CHARS: usize = 400;
-/// Most results one search may show.
-const MAX_RESULTS: usize = 20;
 
 /// The checked `[search]` section.
 #[derive(Clone)]
@@ -34,45 +32,26 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// What `[search]` says regardless of the environment: an error names the key.
-    pub fn check(config: &SearchConfig) -> Result<(), String> {
-        Settings::parse(config, false).map(|_| ())
-    }
-
     /// The settings, or `None` when no provider is configured. Brave without a key is an
     /// error naming where the key goes.
     pub fn from_config(config: &SearchConfig) -> Result<Option<Settings>, String> {
-        Settings::parse(config, true)
-    }
-
-    fn parse(config: &SearchConfig, need_key: bool) -> Result<Option<Settings>, String> {
-        if !(1..=MAX_RESULTS).contains(&config.max_results) {
-            return Err(format!(
-                "search.max_results = {} must be between 1 and {MAX_RESULTS}",
-                config.max_results
-            ));
-        }
-        let base = config.base_url.as_deref().map(base_url).transpose()?;
-        let provider = match config.provider {
-            None => return Ok(None),
-            Some(SearchProvider::Searxng) => Provider::Searxng {
-                base: base.ok_or(
-                    "search.provider = \"searxng\" needs search.base_url, the address of the \
-                     instance (e.g. \"https://searx.example.org\")",
-                )?,
+        config.check()?;
+        let base = config.base_url()?;
+        let provider = match (config.provider, base) {
+            (None, _) => return Ok(None),
+            (Some(SearchProvider::Searxng), base) => Provider::Searxng {
+                base: base.ok_or("search.provider = \"searxng\" needs search.base_url")?,
             },
-            Some(SearchProvider::Brave) => {
-                if need_key && config.api_key.is_empty() {
+            (Some(SearchProvider::Brave), base) => {
+                if config.api_key.is_empty() {
                     return Err("search.provider = \"brave\" needs an API key: set \
                                 search.api_key in the config or BRAVE_API_KEY in the \
                                 environment"
                         .into());
                 }
+                let default = || Url::parse(BRAVE_API).expect("a valid constant");
                 Provider::Brave {
-                    base: match base {
-                        Some(base) => base,
-                        None => base_url(BRAVE_API)?,
-                    },
+                    base: base.unwrap_or_else(default),
                     key: config.api_key.clone(),
                 }
             }
@@ -82,22 +61,6 @@ impl Settings {
             max_results: config.max_results,
         }))
     }
-}
-
-/// `search.base_url`: an http(s) address without credentials, query or fragment.
-fn base_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| format!("search.base_url = {text:?}: {e}"))?;
-    let bare = url.username().is_empty()
-        && url.password().is_none()
-        && url.query().is_none()
-        && url.fragment().is_none();
-    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() || !bare {
-        return Err(format!(
-            "search.base_url = {text:?} must be an http(s) address without credentials, \
-             query or fragment"
-        ));
-    }
-    Ok(url)
 }
 
 pub struct WebSearch {
@@ -249,14 +212,15 @@ mod tests {
             "http://x.example/?q=1",
             "nonsense",
         ] {
-            let err = Settings::check(&config(Some(SearchProvider::Searxng), Some(bad)))
+            let err = config(Some(SearchProvider::Searxng), Some(bad))
+                .check()
                 .err()
                 .unwrap_or_else(|| panic!("{bad} passed"));
             assert!(err.contains("search.base_url"), "{err}");
         }
         // Brave: the key is checked only where the environment has been read.
         let keyless = config(Some(SearchProvider::Brave), None);
-        assert!(Settings::check(&keyless).is_ok());
+        assert!(keyless.check().is_ok());
         let err = Settings::from_config(&keyless).err().unwrap();
         assert!(
             err.contains("search.api_key") && err.contains("BRAVE_API_KEY"),
