@@ -112,7 +112,7 @@ impl Delegate {
             .map_err(|why| format!("a sub-agent gets only tools its parent has: {why}"))?;
         let mut prompt = self.prompt.clone();
         prompt.set_tool_names(tools.names());
-        prompt.add_section(Arc::new(Role {
+        prompt.add_section(Arc::new(SubAgentRole {
             budget: request.budget,
         }));
         let agent = Agent::new(
@@ -130,11 +130,11 @@ impl Delegate {
 }
 
 /// What the sub-agent's system prompt adds: its role and budget.
-struct Role {
+struct SubAgentRole {
     budget: u32,
 }
 
-impl super::PromptSection for Role {
+impl super::PromptSection for SubAgentRole {
     fn render(&self) -> Option<String> {
         Some(format!(
             "## You are a sub-agent\n\
@@ -214,26 +214,7 @@ impl Tool for Delegate {
         let id = format!("delegate-{:08x}", rand::random::<u32>());
         let key = format!("{}/{id}", ctx.session);
         let control = RunControl::under(&ctx.cancel);
-        let progress = ctx.progress.clone();
-        let child_ctx = ToolContext {
-            session: ctx.session.clone(),
-            sub_agent: Some(key.clone()),
-            cancel: control.cancel_token(),
-            approver: Arc::new(SubAgentApprover {
-                parent: ctx.approver.clone(),
-                label: id.clone(),
-            }),
-            progress: Arc::new(move |text| progress(format!("sub-agent: {text}"))),
-            taint: ctx.taint.clone(),
-            provenance: ctx.provenance.clone(),
-        };
-        let progress = ctx.progress.clone();
-        // The parent's channel sees which tools the sub-agent calls, nothing of its text.
-        let events: EventFn = Arc::new(move |event| {
-            if let AgentEvent::ToolStart { name, summary, .. } = event {
-                progress(format!("sub-agent → {name}: {summary}"));
-            }
-        });
+        let child_ctx = child_context(ctx, &id, &key, &control);
         let tainted_before = ctx.taint.why();
         (ctx.progress)(format!(
             "Sub-agent {id} started with {}",
@@ -244,7 +225,7 @@ impl Tool for Delegate {
             }
         ));
         let outcome = agent
-            .run_sub_agent(&request.task, &child_ctx, &events, &control)
+            .run_sub_agent(&key, &request.task, &child_ctx, &tool_starts(ctx), &control)
             .await;
         let outcome = match outcome {
             Ok(outcome) => outcome,
@@ -275,4 +256,33 @@ impl Tool for Delegate {
             RunEnd::Aborted => ToolOutput::error(format!("the sub-agent {key} was stopped")),
         }
     }
+}
+
+/// The sub-agent's tool context: the parent's chat, taint, known URLs and approver (asked
+/// with the sub-agent named), its own key and control; progress shown in the parent's channel.
+fn child_context(ctx: &ToolContext, id: &str, key: &str, control: &RunControl) -> ToolContext {
+    let progress = ctx.progress.clone();
+    ToolContext {
+        session: ctx.session.clone(),
+        sub_agent: Some(key.to_string()),
+        cancel: control.cancel_token(),
+        approver: Arc::new(SubAgentApprover {
+            parent: ctx.approver.clone(),
+            label: id.to_string(),
+        }),
+        progress: Arc::new(move |text| progress(format!("sub-agent: {text}"))),
+        taint: ctx.taint.clone(),
+        provenance: ctx.provenance.clone(),
+    }
+}
+
+/// The sub-agent's events as the parent's channel sees them: which tools it calls, nothing of
+/// its text.
+fn tool_starts(ctx: &ToolContext) -> EventFn {
+    let progress = ctx.progress.clone();
+    Arc::new(move |event| {
+        if let AgentEvent::ToolStart { name, summary, .. } = event {
+            progress(format!("sub-agent → {name}: {summary}"));
+        }
+    })
 }

@@ -3,7 +3,8 @@
 //! model calls per run; steer (a message injected between tool calls, skipping the rest of that
 //! batch) and abort (cancels the stream and kills the running sandbox process). Every message
 //! is appended to the session as soon as it exists, so a crash keeps what was said. Before
-//! each model call an optional [`Compactor`] may flush memory and compact the history.
+//! each model call an optional [`Compactor`] may flush memory and compact the history. A
+//! sub-agent ([`delegate`]) runs the same loop in a transcript of its own.
 
 pub mod control;
 pub mod delegate;
@@ -255,21 +256,19 @@ impl Agent {
             .await
     }
 
-    /// Run `task` as a sub-agent: a transcript of its own (the key `ctx.sub_agent`, which
-    /// must be set), the tool context its parent gave it.
+    /// Run `task` as a sub-agent ([`delegate`]): in the fresh transcript `key` (its session),
+    /// with the tool context its parent gave it.
     pub async fn run_sub_agent(
         &self,
+        key: &str,
         task: &str,
         ctx: &ToolContext,
         events: &EventFn,
         control: &RunControl,
     ) -> Result<RunOutcome, AgentError> {
-        let transcript = ctx.audit_session().to_string();
-        debug_assert!(ctx.sub_agent.is_some(), "a sub-agent's context names it");
         let task = Message::user(task);
-        self.sessions.append(&transcript, &task)?;
-        self.converse(&transcript, vec![task], ctx, events, control)
-            .await
+        self.sessions.append(key, &task)?;
+        self.converse(key, vec![task], ctx, events, control).await
     }
 
     /// Model calls and tool calls until the model answers, the iteration cap, or an abort;
