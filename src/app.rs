@@ -3,10 +3,11 @@
 //! entry point (`run`, `chat`, `bot`) builds the same [`App`], so the security wiring exists in
 //! exactly one place.
 
-use crate::agent::{Agent, JobsFn, Persistence, SystemPrompt};
+use crate::agent::{Agent, Delegate, JobsFn, Persistence, SystemPrompt};
 use crate::config::{home_dir, Config};
 use crate::db::Database;
 use crate::egress::{Gate, HostRules};
+use crate::llm::Provider;
 use crate::mcp::servers::McpServers;
 use crate::memory::compaction::{self, Compactor};
 use crate::memory::sessions::SessionStore;
@@ -24,7 +25,8 @@ use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
 use crate::tools::skill::SkillTool;
-use crate::tools::web_fetch::{self, Names, WebFetch};
+use crate::tools::web_fetch::{self, Names, WebClient, WebFetch};
+use crate::tools::web_search::{self, WebSearch};
 use crate::tools::{files, ToolSet};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -184,9 +186,15 @@ impl App {
             fixed: web_fetch::parse_fixed(&config.egress.resolve).map_err(anyhow::Error::msg)?,
             ..Names::system()
         };
-        tools.add(Arc::new(
-            WebFetch::new(Arc::new(gate), names).context("building the HTTP client")?,
-        ));
+        let web =
+            Arc::new(WebClient::new(Arc::new(gate), names).context("building the HTTP client")?);
+        tools.add(Arc::new(WebFetch::with_client(web.clone())));
+        // No provider configured: no search tool (the model cannot call what it is not offered).
+        if let Some(search) =
+            web_search::Settings::from_config(&config.search).map_err(anyhow::Error::msg)?
+        {
+            tools.add(Arc::new(WebSearch::new(web, search)));
+        }
         tools.add(Arc::new(MemorySearch::new(memory.clone())));
         tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));
         let skills = Arc::new(SkillRunner::new(skill_settings.clone(), db.clone()));
@@ -205,11 +213,29 @@ impl App {
         if config.skills.enabled {
             prompt.add_section(Arc::new(SkillsPrompt::new(skill_settings, db.clone())));
         }
+        let provider: Arc<dyn Provider> = Arc::new(provider);
+        if config.delegate.enabled {
+            // Sub-agents get some of the tools above, never `delegate` itself, and never more
+            // model calls than a run.
+            let delegate = Delegate::new(
+                provider.clone(),
+                tools.clone(),
+                sessions.clone(),
+                prompt.clone(),
+                config
+                    .delegate
+                    .max_iterations
+                    .min(config.llm.max_iterations),
+            )
+            .with_timezone(scheduler.tz);
+            tools.add(Arc::new(delegate));
+            prompt.set_tool_names(tools.names());
+        }
         let compactor =
             Compactor::new(sessions.clone(), compaction::Settings::from(&config.memory))
                 .with_index(memory.clone());
         let agent = Agent::new(
-            Arc::new(provider),
+            provider,
             Arc::new(tools),
             sessions,
             prompt,

@@ -75,6 +75,103 @@ pub struct Config {
     pub trust: TrustConfig,
     /// `[mcp]`: MCP servers warden connects (see `crate::mcp`).
     pub mcp: crate::mcp::config::McpConfig,
+    pub search: SearchConfig,
+    pub delegate: DelegateConfig,
+}
+
+/// `[search]`: the `web_search` tool's provider (see `crate::tools::web_search`). Without a
+/// provider the tool is not offered.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    pub provider: Option<SearchProvider>,
+    /// SearXNG: the instance (required). Brave: the API's address (default
+    /// `https://api.search.brave.com`).
+    pub base_url: Option<String>,
+    /// Brave's subscription token; `BRAVE_API_KEY` in the environment also sets it.
+    pub api_key: Secret,
+    /// Results shown to the model per search (1 to 20).
+    pub max_results: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchProvider {
+    Searxng,
+    Brave,
+}
+
+/// Most results one search may show.
+pub const MAX_SEARCH_RESULTS: usize = 20;
+
+impl SearchConfig {
+    /// The section's values, as far as they do not depend on the environment (Brave's key
+    /// may come from there: it is checked where the tool is built).
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_SEARCH_RESULTS).contains(&self.max_results) {
+            return Err(format!(
+                "search.max_results = {} must be between 1 and {MAX_SEARCH_RESULTS}",
+                self.max_results
+            ));
+        }
+        if self.provider == Some(SearchProvider::Searxng) && self.base_url.is_none() {
+            return Err(
+                "search.provider = \"searxng\" needs search.base_url, the address of \
+                        the instance (e.g. \"https://searx.example.org\")"
+                    .into(),
+            );
+        }
+        self.base_url().map(|_| ())
+    }
+
+    /// `base_url`, which must be an http(s) address without credentials, query or fragment.
+    pub fn base_url(&self) -> Result<Option<url::Url>, String> {
+        let Some(text) = self.base_url.as_deref() else {
+            return Ok(None);
+        };
+        let url = url::Url::parse(text).map_err(|e| format!("search.base_url = {text:?}: {e}"))?;
+        let bare = url.username().is_empty()
+            && url.password().is_none()
+            && url.query().is_none()
+            && url.fragment().is_none();
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() || !bare {
+            return Err(format!(
+                "search.base_url = {text:?} must be an http(s) address without credentials, \
+                 query or fragment"
+            ));
+        }
+        Ok(Some(url))
+    }
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            provider: None,
+            base_url: None,
+            api_key: Secret::default(),
+            max_results: 5,
+        }
+    }
+}
+
+/// `[delegate]`: sub-agents (the `delegate` tool; see `crate::agent::delegate`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DelegateConfig {
+    /// Offer the `delegate` tool.
+    pub enabled: bool,
+    /// Model calls a sub-agent may make; never more than `llm.max_iterations`.
+    pub max_iterations: u32,
+}
+
+impl Default for DelegateConfig {
+    fn default() -> Self {
+        DelegateConfig {
+            enabled: true,
+            max_iterations: 10,
+        }
+    }
 }
 
 /// `[trust]`: the workspace files that steer the agent, and where untrusted files land (see
@@ -399,6 +496,8 @@ impl Default for Config {
             egress: EgressConfig::default(),
             trust: TrustConfig::default(),
             mcp: Default::default(),
+            search: SearchConfig::default(),
+            delegate: DelegateConfig::default(),
         }
     }
 }
@@ -510,6 +609,11 @@ impl Config {
             .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
             .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
             .and_then(|()| crate::mcp::config::check(&config.mcp))
+            .and_then(|()| config.search.check())
+            .and_then(|()| match config.delegate.max_iterations {
+                0 => Err("delegate.max_iterations must be at least 1".into()),
+                _ => Ok(()),
+            })
             .map_err(|message| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message,
@@ -613,6 +717,7 @@ impl Config {
             &self.llm.openai.api_key,
             &self.memory.embeddings.api_key,
             &self.telegram.token,
+            &self.search.api_key,
         ]
         .into_iter()
         .chain(self.skills.secrets.values())
@@ -636,6 +741,9 @@ impl Config {
         }
         if let Some(v) = env.var("WARDEN_EMBEDDINGS_API_KEY") {
             self.memory.embeddings.api_key = Secret::new(v);
+        }
+        if let Some(v) = env.var("BRAVE_API_KEY") {
+            self.search.api_key = Secret::new(v);
         }
         if let Some(v) = env.var("TELEGRAM_BOT_TOKEN") {
             self.telegram.token = Secret::new(v);
@@ -677,6 +785,13 @@ mod tests {
         fn var(&self, name: &str) -> Option<String> {
             self.0.get(name).map(|v| v.to_string())
         }
+    }
+
+    /// Why `text` is not a valid config.
+    fn rejected(text: &str) -> String {
+        Config::parse(text, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -776,10 +891,44 @@ mod tests {
                 "docs.test",
             ),
         ] {
-            let err = Config::parse(text, Path::new("c.toml"))
-                .unwrap_err()
-                .to_string();
+            let err = rejected(text);
             assert!(err.contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn search_and_delegate_settings_are_checked_and_name_their_key() {
+        let config = Config::default();
+        assert!(config.search.provider.is_none());
+        assert!(config.delegate.enabled);
+        let mut config = Config::parse(
+            "[search]\nprovider = \"brave\"\napi_key = \"from-file\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(config.search.provider, Some(SearchProvider::Brave));
+        assert!(!format!("{config:?}").contains("from-file"));
+        config
+            .apply_env(&FakeEnv(HashMap::from([("BRAVE_API_KEY", "from-env")])))
+            .unwrap();
+        assert_eq!(config.search.api_key.expose(), "from-env");
+        assert!(config.secrets().iter().any(|s| s.expose() == "from-env"));
+        for (text, key) in [
+            ("[search]\nprovider = \"searxng\"\n", "search.base_url"),
+            (
+                "[search]\nprovider = \"searxng\"\nbase_url = \"searx.lan\"\n",
+                "search.base_url",
+            ),
+            ("[search]\nmax_results = 0\n", "search.max_results"),
+            ("[search]\nmax_results = 21\n", "search.max_results"),
+            ("[search]\nprovider = \"google\"\n", "provider"),
+            (
+                "[delegate]\nmax_iterations = 0\n",
+                "delegate.max_iterations",
+            ),
+        ] {
+            let err = rejected(text);
+            assert!(err.contains(key), "{text}: {err}");
         }
     }
 

@@ -1,5 +1,6 @@
 //! Taint: whether a run has untrusted content in its context, and from where. A run is tainted
-//! from the moment a web page, a skill's output, a file from `attachments/` or an image the
+//! from the moment a web page, search results, a skill's output, a sub-agent's answer after it
+//! read any of these, a file from `attachments/` or an image the
 //! user sent enters the conversation — in this run, or earlier in the session's history that
 //! the model still sees. From then on the model may be following someone else's instructions,
 //! so what it does that persists or leaves (egress, memory files, cron jobs) is explained, and
@@ -86,21 +87,22 @@ impl Taint {
     }
 
     /// The taint a run starts with: untrusted content already in the history it sends the
-    /// model (earlier `web_fetch` and `skill` calls that returned a result, `read`s and bash
-    /// lines naming an `untrusted` folder, images, documents and forwarded messages the user
-    /// sent, including in this run's own message).
+    /// model (earlier `web_fetch`, `web_search` and `skill` calls that returned a result,
+    /// `read`s and bash lines naming an `untrusted` folder, `delegate` answers marked with
+    /// [`SUB_AGENT_MARK`], images, documents and forwarded messages the user sent, including
+    /// in this run's own message).
     pub fn from_history(history: &[Message], untrusted: &[String]) -> Taint {
         let taint = Taint::new();
         // Only calls whose result reached the model (a refusal carries nothing in).
-        let delivered: std::collections::HashSet<&str> = history
+        let delivered: std::collections::HashMap<&str, &str> = history
             .iter()
             .flat_map(|m| &m.content)
             .filter_map(|b| match b {
                 ContentBlock::ToolResult {
                     tool_use_id,
+                    content,
                     is_error: false,
-                    ..
-                } => Some(tool_use_id.as_str()),
+                } => Some((tool_use_id.as_str(), content.as_str())),
                 _ => None,
             })
             .collect();
@@ -109,8 +111,9 @@ impl Taint {
                 match block {
                     ContentBlock::ToolUse {
                         id, name, input, ..
-                    } if message.role == Role::Assistant && delivered.contains(id.as_str()) => {
-                        if let Some(source) = source_of_call(name, input, untrusted) {
+                    } if message.role == Role::Assistant && delivered.contains_key(id.as_str()) => {
+                        let result = delivered[id.as_str()];
+                        if let Some(source) = source_of_call(name, input, result, untrusted) {
                             taint.add(format!("{source} (earlier in this conversation)"));
                         }
                     }
@@ -137,17 +140,26 @@ impl Taint {
 /// A user who types them only taints their own run (the safe direction).
 pub const FORWARDED_MARK: &str = "[Forwarded message";
 pub const DOCUMENT_MARK: &str = "[The user sent a file";
+/// How a `delegate` result says that its sub-agent read untrusted content.
+pub const SUB_AGENT_MARK: &str = "[The sub-agent read untrusted content";
 
-/// Whether a tool call brings untrusted content into the context, as far as its input tells
-/// (a `read` of any path with an untrusted folder's name as a component, a bash line that
-/// mentions one: over-tainting is safe).
-fn source_of_call(name: &str, input: &serde_json::Value, untrusted: &[String]) -> Option<String> {
+/// Whether a tool call brings untrusted content into the context, as far as its input (or,
+/// for `delegate`, its result) tells: a `read` of any path with an untrusted folder's name as
+/// a component, a bash line that mentions one (over-tainting is safe).
+fn source_of_call(
+    name: &str,
+    input: &serde_json::Value,
+    result: &str,
+    untrusted: &[String],
+) -> Option<String> {
     let field = |k: &str| input.get(k).and_then(|v| v.as_str()).unwrap_or("");
     match name {
         "web_fetch" => Some(format!("web_fetch {}", field("url"))),
+        "web_search" => Some(format!("web_search {:?}", field("query"))),
         "skill" => Some(format!("the skill {}", field("name"))),
         // `SERVER__tool`: an MCP server's answer.
         mcp if mcp.contains("__") => Some(format!("the MCP tool {mcp}")),
+        "delegate" if result.contains(SUB_AGENT_MARK) => Some("a sub-agent's answer".into()),
         "read" => {
             let path = field("path");
             std::path::Path::new(path)
@@ -283,5 +295,43 @@ mod tests {
             Message::tool_results(vec![ContentBlock::tool_result("4", "a,b", false)]),
         ];
         assert!(Taint::from_history(&bash, &untrusted()).is_tainted());
+    }
+
+    #[test]
+    fn searches_and_sub_agents_that_read_the_web_taint_later_runs() {
+        let call = |id: &str, name: &str, input: serde_json::Value| Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: name.into(),
+                input,
+            }],
+        };
+        let history = vec![
+            call("1", "web_search", json!({"query": "rust serde"})),
+            Message::tool_results(vec![ContentBlock::tool_result("1", "results", false)]),
+            call("2", "delegate", json!({"task": "sum", "tools": ["read"]})),
+            Message::tool_results(vec![ContentBlock::tool_result("2", "42", false)]),
+        ];
+        assert_eq!(
+            Taint::from_history(&history, &untrusted()).sources(),
+            ["web_search \"rust serde\" (earlier in this conversation)"]
+        );
+        let marked = vec![
+            call(
+                "3",
+                "delegate",
+                json!({"task": "read the page", "tools": ["web_fetch"]}),
+            ),
+            Message::tool_results(vec![ContentBlock::tool_result(
+                "3",
+                format!("It says hi.\n\n{SUB_AGENT_MARK} while working on this…]"),
+                false,
+            )]),
+        ];
+        assert_eq!(
+            Taint::from_history(&marked, &untrusted()).sources(),
+            ["a sub-agent's answer (earlier in this conversation)"]
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The agent loop through the library, against the fake LLM (real Anthropic/OpenAI clients on
 //! 127.0.0.1): denials reach the model with their reason, the iteration cap, steer, abort,
 //! file tools refusing planted symlinks, web_fetch refusing local and metadata addresses,
-//! the audit log, and the session transcript.
+//! the audit log, the session transcript, and a sub-agent refused a tool (bash) its parent
+//! does not have.
 
 mod support;
 
@@ -9,12 +10,12 @@ use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::fake_llm::{FakeLlm, Turn};
-use warden::agent::{Agent, AgentEvent, RunControl, RunEnd, RunRequest, SystemPrompt};
+use warden::agent::{Agent, AgentEvent, Delegate, RunControl, RunEnd, RunRequest, SystemPrompt};
 use warden::audit;
 use warden::config::TrustConfig;
 use warden::db::Database;
 use warden::egress::{self, HostRules};
-use warden::llm::ContentBlock;
+use warden::llm::{ContentBlock, Provider};
 use warden::memory::sessions::SessionStore;
 use warden::persistence::PromptFiles;
 use warden::policy::PathPolicy;
@@ -47,6 +48,16 @@ impl Harness {
 }
 
 fn harness(llm: &FakeLlm, extra: Vec<Arc<dyn Tool>>, max_iterations: u32) -> Harness {
+    harness_with(llm, extra, max_iterations, false)
+}
+
+/// [`harness`], with `delegate` over the tools above when `sub_agents`.
+fn harness_with(
+    llm: &FakeLlm,
+    extra: Vec<Arc<dyn Tool>>,
+    max_iterations: u32,
+    sub_agents: bool,
+) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -68,9 +79,21 @@ fn harness(llm: &FakeLlm, extra: Vec<Arc<dyn Tool>>, max_iterations: u32) -> Har
     for tool in extra {
         tools.add(tool);
     }
-    let prompt = SystemPrompt::new(paths.workspace(), tools.names());
+    let mut prompt = SystemPrompt::new(paths.workspace(), tools.names());
+    let provider: Arc<dyn Provider> = Arc::from(llm.provider());
+    if sub_agents {
+        let delegate = Delegate::new(
+            provider.clone(),
+            tools.clone(),
+            SessionStore::new(db.clone()),
+            prompt.clone(),
+            max_iterations,
+        );
+        tools.add(Arc::new(delegate));
+        prompt.set_tool_names(tools.names());
+    }
     let agent = Agent::new(
-        Arc::from(llm.provider()),
+        provider,
         Arc::new(tools),
         SessionStore::new(db.clone()),
         prompt,
@@ -494,4 +517,42 @@ async fn an_ask_command_without_an_approver_is_not_run() {
     );
     let rows = audit::recent(&h.db, 5).unwrap();
     assert_eq!(rows.last().unwrap().decision, "rejected");
+}
+
+#[tokio::test]
+async fn a_sub_agent_asked_to_use_bash_when_its_parent_has_none_is_refused() {
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use(
+            "delegate",
+            json!({"task": "Run ls.", "tools": ["read", "bash"]}),
+        ),
+        Turn::text("No bash here."),
+    ])
+    .await;
+    let h = harness_with(&llm, vec![], 25, true);
+    let outcome = h
+        .agent
+        .run(h.request("list my files with bash", RunControl::new()))
+        .await
+        .unwrap();
+    assert_eq!(outcome.text, "No bash here.");
+    let requests = llm.requests();
+    assert!(!requests[0].tool_names().contains(&"bash".to_string()));
+    assert!(requests[0].tool_names().contains(&"delegate".to_string()));
+    let refused = last_result(&requests[1]);
+    assert!(refused.is_error);
+    assert!(
+        refused.content.contains(
+            "a sub-agent gets only tools its parent has: there is no tool named \"bash\""
+        ),
+        "{}",
+        refused.content
+    );
+    assert_eq!(requests.len(), 2, "the sub-agent never started");
+    let rows = audit::recent(&h.db, 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].tool.as_str(), rows[0].decision.as_str()),
+        ("delegate", "deny")
+    );
 }

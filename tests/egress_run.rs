@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use support::fake_llm::{FakeLlm, Turn};
 use support::fake_web::FakeWeb;
-use support::warden_run::{audit_rows, warden_run, write_config};
+use support::warden_run::{audit_rows, lookups, warden_run, write_config};
 
 const CANARY: &str = "canary-5d1e0b";
 
@@ -22,14 +22,6 @@ fn egress_audit(home: &Path) -> Vec<(String, Value)> {
 
 fn fetch(url: &str) -> Turn {
     Turn::tool_use("web_fetch", json!({ "url": url }))
-}
-
-/// Lines of `warden`'s log that show a name being resolved.
-fn lookups(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.contains("web_fetch: resolving"))
-        .collect()
 }
 
 #[tokio::test]

@@ -21,6 +21,13 @@ fn the_readme_example_config_parses() {
     assert!(config.workspace.ends_with(".warden/workspace"));
     assert!(config.skills.enabled && config.skills.bundled);
     assert!(config.skills.hosts.is_empty());
+    assert!(
+        config.search.provider.is_none(),
+        "no search tool by default"
+    );
+    assert_eq!(config.search.max_results, 5);
+    assert!(config.delegate.enabled);
+    assert_eq!(config.delegate.max_iterations, 10);
 }
 
 #[test]

@@ -20,6 +20,15 @@ impl RunControl {
         RunControl::default()
     }
 
+    /// A control that `parent` also aborts (a sub-agent's, under its parent run's token: the
+    /// parent's `/stop` stops the sub-agent too; the sub-agent's own end leaves the parent).
+    pub fn under(parent: &CancellationToken) -> RunControl {
+        RunControl {
+            cancel: parent.child_token(),
+            ..RunControl::default()
+        }
+    }
+
     /// Abort: cancels the model stream and kills a running sandbox process.
     pub fn abort(&self) {
         self.cancel.cancel();

@@ -3,12 +3,15 @@
 //! model calls per run; steer (a message injected between tool calls, skipping the rest of that
 //! batch) and abort (cancels the stream and kills the running sandbox process). Every message
 //! is appended to the session as soon as it exists, so a crash keeps what was said. Before
-//! each model call an optional [`Compactor`] may flush memory and compact the history.
+//! each model call an optional [`Compactor`] may flush memory and compact the history. A
+//! sub-agent ([`delegate`]) runs the same loop in a transcript of its own.
 
 pub mod control;
+pub mod delegate;
 pub mod prompt;
 
 pub use control::RunControl;
+pub use delegate::Delegate;
 pub use prompt::{PromptSection, SystemPrompt};
 
 use crate::audit::AuditDecision;
@@ -240,6 +243,7 @@ impl Agent {
         let progress_events = events.clone();
         let ctx = ToolContext {
             session: session.clone(),
+            sub_agent: None,
             cancel: control.cancel_token(),
             approver,
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
@@ -248,6 +252,35 @@ impl Agent {
             taint: Taint::from_history(&history, &self.untrusted_folders()),
             provenance: Provenance::from_history(&history),
         };
+        self.converse(&session, history, &ctx, &events, &control)
+            .await
+    }
+
+    /// Run `task` as a sub-agent ([`delegate`]): in the fresh transcript `key` (its session),
+    /// with the tool context its parent gave it.
+    pub async fn run_sub_agent(
+        &self,
+        key: &str,
+        task: &str,
+        ctx: &ToolContext,
+        events: &EventFn,
+        control: &RunControl,
+    ) -> Result<RunOutcome, AgentError> {
+        let task = Message::user(task);
+        self.sessions.append(key, &task)?;
+        self.converse(key, vec![task], ctx, events, control).await
+    }
+
+    /// Model calls and tool calls until the model answers, the iteration cap, or an abort;
+    /// every message goes to the transcript `session` as soon as it exists.
+    async fn converse(
+        &self,
+        session: &str,
+        mut history: Vec<Message>,
+        ctx: &ToolContext,
+        events: &EventFn,
+        control: &RunControl,
+    ) -> Result<RunOutcome, AgentError> {
         let stream_events = events.clone();
         let sink = move |event: StreamEvent| {
             if let StreamEvent::TextDelta { text } = event {
@@ -259,17 +292,17 @@ impl Agent {
         let mut last_input_tokens = 0;
         while iterations < self.max_iterations {
             if control.is_aborted() {
-                return self.aborted(&session, &control, iterations, last_input_tokens);
+                return self.aborted(session, control, iterations, last_input_tokens);
             }
             iterations += 1;
             let system = self.prompt.render(self.now());
             if let Some(compactor) = &self.compactor {
                 let site = CallSite {
-                    session: &session,
+                    session,
                     system: &system,
                     tools: &self.tools,
                     provider: self.provider.as_ref(),
-                    ctx: &ctx,
+                    ctx,
                 };
                 if let Some(compacted) = compactor.before_call(&site).await {
                     history = compacted;
@@ -285,19 +318,19 @@ impl Agent {
             let response = match self.provider.chat(&request, &sink, &ctx.cancel).await {
                 Ok(r) => r,
                 Err(e) if e.is_cancelled() => {
-                    return self.aborted(&session, &control, iterations, last_input_tokens)
+                    return self.aborted(session, control, iterations, last_input_tokens)
                 }
                 Err(e) => {
                     // Keep the transcript well-formed (user/assistant alternate) and say why.
                     let note = Message::assistant(format!("[the model could not be reached: {e}]"));
-                    self.sessions.append(&session, &note)?;
+                    self.sessions.append(session, &note)?;
                     return Err(e.into());
                 }
             };
             last_input_tokens = response.usage.input_tokens;
             let assistant = response.to_message();
             self.sessions
-                .append_answer(&session, &assistant, response.usage)?;
+                .append_answer(session, &assistant, response.usage)?;
             history.push(assistant);
             let calls: Vec<(String, String, serde_json::Value)> = response
                 .tool_uses()
@@ -342,7 +375,7 @@ impl Agent {
                     summary: summarize(name, input),
                 });
                 let started = Instant::now();
-                let output = self.tools.call(name, input, &ctx).await;
+                let output = self.tools.call(name, input, ctx).await;
                 events(AgentEvent::ToolEnd {
                     id: id.clone(),
                     name: name.clone(),
@@ -363,10 +396,10 @@ impl Agent {
                 )));
             }
             let message = Message::tool_results(results);
-            self.sessions.append(&session, &message)?;
+            self.sessions.append(session, &message)?;
             history.push(message);
             if control.is_aborted() {
-                return self.aborted(&session, &control, iterations, last_input_tokens);
+                return self.aborted(session, control, iterations, last_input_tokens);
             }
         }
         let text = format!(
@@ -375,7 +408,7 @@ impl Agent {
             self.max_iterations
         );
         self.sessions
-            .append(&session, &Message::assistant(text.clone()))?;
+            .append(session, &Message::assistant(text.clone()))?;
         Ok(RunOutcome {
             text,
             end: RunEnd::IterationLimit,
@@ -435,6 +468,8 @@ pub fn summarize(name: &str, input: &serde_json::Value) -> String {
     let text = match name {
         "bash" => field("command").to_string(),
         "web_fetch" => field("url").to_string(),
+        "web_search" => field("query").to_string(),
+        "delegate" => field("task").to_string(),
         "read" | "write" | "edit" | "list_dir" => field("path").to_string(),
         _ => input.to_string(),
     };

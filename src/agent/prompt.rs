@@ -26,6 +26,11 @@ impl SystemPrompt {
         }
     }
 
+    /// Name these tools instead (a sub-agent's, or the set after one more was added).
+    pub fn set_tool_names(&mut self, tool_names: Vec<String>) {
+        self.tool_names = tool_names;
+    }
+
     pub fn add_section(&mut self, section: Arc<dyn PromptSection>) {
         self.sections.push(section);
     }

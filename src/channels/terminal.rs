@@ -116,7 +116,8 @@ struct TerminalApprover {
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Approval {
-        eprintln!("\n[approval needed] {}", request.reason);
+        // The tool says who asks (`bash`, or `bash (by the sub-agent delegate-…)`).
+        eprintln!("\n[approval needed: {}] {}", request.tool, request.reason);
         for line in request.command.lines() {
             eprintln!("    {line}");
         }

@@ -129,7 +129,7 @@ impl Gate {
             Err(d) => d,
         };
         let entry = AuditEntry {
-            session: ctx.session.clone(),
+            session: ctx.audit_session().to_string(),
             tool: "egress".into(),
             input: json!({
                 "tool": hop.tool,

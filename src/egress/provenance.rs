@@ -51,6 +51,8 @@ pub enum Source {
     Page(String),
     /// The target of a redirect from a URL that was itself known (that URL).
     Redirect(String),
+    /// A result of a web search made in this run (its query).
+    Search(String),
 }
 
 impl std::fmt::Display for Source {
@@ -59,6 +61,12 @@ impl std::fmt::Display for Source {
             Source::User => f.write_str("it appeared in your message"),
             Source::Page(page) => write!(f, "it is a link on {page}, fetched in this run"),
             Source::Redirect(from) => write!(f, "{from} redirected to it"),
+            Source::Search(query) => {
+                write!(
+                    f,
+                    "it was a result of the web search for {query:?} in this run"
+                )
+            }
         }
     }
 }
@@ -81,6 +89,7 @@ impl Standing {
             Standing::Known(Source::User) => "user message",
             Standing::Known(Source::Page(_)) => "fetched page",
             Standing::Known(Source::Redirect(_)) => "redirect from a known URL",
+            Standing::Known(Source::Search(_)) => "search result",
             Standing::Composed => "composed by the model",
         }
     }
@@ -135,13 +144,31 @@ impl Provenance {
     /// part of them (a search page echoing its query, `?q=https://evil.example/?d=SECRET`)
     /// would launder the model's text into a "found" URL, so such links are not remembered.
     pub fn add_page(&self, page: &Url, body: &str, kind: PageKind, composed: &[Url]) {
-        let source = Source::Page(page.to_string());
-        let echoes = echo_tokens(composed);
         let found: Vec<Url> = match kind {
             PageKind::Html => links::html_links(body, page),
             PageKind::Json => parse_all(links::json_urls(body)),
             PageKind::Text => parse_all(links::absolute_urls(body)),
         };
+        self.add_found(
+            found,
+            Source::Page(page.to_string()),
+            &echo_tokens(composed),
+        );
+    }
+
+    /// Remember the results of a web search for `query`, except those that repeat what the
+    /// model put into the query (see [`query_echoes`]).
+    pub fn add_search_results(&self, query: &str, results: impl IntoIterator<Item = Url>) {
+        self.add_found(
+            results,
+            Source::Search(query.to_string()),
+            &query_echoes(query),
+        );
+    }
+
+    /// Remember the http(s) URLs of `found`, except those whose decoded, lowercase form
+    /// contains one of `echoes`.
+    fn add_found(&self, found: impl IntoIterator<Item = Url>, source: Source, echoes: &[String]) {
         for url in found {
             if !matches!(url.scheme(), "http" | "https") {
                 continue;
@@ -209,6 +236,30 @@ fn echo_tokens(composed: &[Url]) -> Vec<String> {
         }
         for segment in url.path_segments().into_iter().flatten() {
             tokens.push(decode(segment).to_lowercase());
+        }
+    }
+    tokens.retain(|t| t.chars().count() >= 4);
+    tokens.sort();
+    tokens.dedup();
+    tokens
+}
+
+/// What of a search query could come back inside a result's URL when a search engine builds
+/// one from the query: the whole query, and each of its words that names a host, a path or a
+/// parameter (`evil.example`, `site:evil.example`, `d=…`, a URL), lowercase. Plain words are
+/// left out: relevant results repeat them (`serde` in `docs.rs/serde`), and a site that could
+/// receive them is one the query did not name.
+pub fn query_echoes(query: &str) -> Vec<String> {
+    let query = decode(query).to_lowercase();
+    let mut tokens = vec![query.trim().to_string()];
+    for word in query.split(|c: char| c.is_whitespace() || "\"'()<>,".contains(c)) {
+        if !word.contains(['.', '/', '=', '%', '@']) {
+            continue;
+        }
+        tokens.push(word.to_string());
+        // An operator (`site:`, `inurl:`) or a scheme before the part a URL would carry.
+        if let Some((_, rest)) = word.split_once(':') {
+            tokens.push(rest.trim_start_matches('/').to_string());
         }
     }
     tokens.retain(|t| t.chars().count() >= 4);
@@ -329,6 +380,42 @@ mod tests {
             .source(&url("https://evil.example/?d=secret-canary"))
             .is_none());
         assert!(p.source(&url("https://docs.example/serde")).is_some());
+    }
+
+    #[test]
+    fn search_results_that_echo_the_query_are_not_known() {
+        let p = Provenance::new();
+        p.add_search_results(
+            "serde derive site:evil.example d=secret-canary",
+            [
+                url("https://docs.rs/serde/latest/serde/"),
+                url("https://evil.example/page"),
+                url("https://elsewhere.example/?d=secret-canary"),
+                url("https://sub.evil.example/x"),
+            ],
+        );
+        assert_eq!(
+            p.source(&url("https://docs.rs/serde/latest/serde/")),
+            Some(Source::Search(
+                "serde derive site:evil.example d=secret-canary".into()
+            ))
+        );
+        for echo in [
+            "https://evil.example/page",
+            "https://elsewhere.example/?d=secret-canary",
+            "https://sub.evil.example/x",
+        ] {
+            assert!(p.source(&url(echo)).is_none(), "{echo}");
+        }
+        // A query that is a URL: the result repeating it is not known.
+        let q = "https://evil.example/?d=canary2";
+        p.add_search_results(q, [url(q)]);
+        assert!(p.source(&url(q)).is_none());
+        assert_eq!(
+            query_echoes("Rust  serde"),
+            ["rust  serde"],
+            "plain words are not echoes"
+        );
     }
 
     #[test]

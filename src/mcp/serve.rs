@@ -137,6 +137,7 @@ impl ServerHandler for WardenServer {
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let ctx = ToolContext {
             session: WardenServer::session(&context.peer),
+            sub_agent: None,
             // The client cancelling the request kills a running sandboxed command.
             cancel: context.ct.clone(),
             approver: Arc::new(Elicitation {

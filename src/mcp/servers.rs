@@ -507,7 +507,8 @@ impl McpServers {
         state.deaths += 1;
         state.retry_at = Some(Instant::now() + backoff(state.deaths));
         let mut reason = format!("died: {why}");
-        let stopped = live.connection.close_and_stop(live.process, false).await;
+        // Gracefully: a server whose connection broke is usually exiting; let it say how.
+        let stopped = live.connection.close_and_stop(live.process, true).await;
         if let Some(stopped) = &stopped {
             if let Some(ended) = &stopped.ended {
                 reason = format!("died: {}", ended.describe());

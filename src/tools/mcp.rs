@@ -140,7 +140,7 @@ impl Tool for McpTool {
                 &self.server,
                 &self.tool.name,
                 arguments,
-                &ctx.session,
+                ctx.audit_session(),
                 ctx.approver.as_ref(),
                 &ctx.cancel,
             )

@@ -11,6 +11,7 @@ pub mod memory_search;
 pub mod output;
 pub mod skill;
 pub mod web_fetch;
+pub mod web_search;
 
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;
@@ -91,8 +92,12 @@ pub type ProgressFn = Arc<dyn Fn(String) + Send + Sync>;
 /// Per-call context.
 #[derive(Clone)]
 pub struct ToolContext {
-    /// The session key (`terminal:default`, `telegram:42`).
+    /// The session key (`terminal:default`, `telegram:42`): the chat the tools act for (its
+    /// sandbox, its cron jobs, its egress grants), also when a sub-agent calls them.
     pub session: String,
+    /// The sub-agent making these calls, by its own session key (`telegram:42/delegate-1f3a`);
+    /// `None` for the run's own agent. The audit log records a sub-agent's calls under it.
+    pub sub_agent: Option<String>,
     /// Cancelled by `/stop` or Ctrl-C: a running sandbox process is killed.
     pub cancel: CancellationToken,
     /// Decides `ask` commands (terminal prompt, Telegram buttons, or nobody → deny).
@@ -110,12 +115,19 @@ impl ToolContext {
     pub fn detached(session: impl Into<String>) -> ToolContext {
         ToolContext {
             session: session.into(),
+            sub_agent: None,
             cancel: CancellationToken::new(),
             approver: Arc::new(approval::NoApprover),
             progress: Arc::new(|_| {}),
             taint: Taint::new(),
             provenance: Provenance::new(),
         }
+    }
+
+    /// The session the audit log records a call under: the sub-agent's when one calls (its
+    /// key begins with the parent's session), else the run's.
+    pub fn audit_session(&self) -> &str {
+        self.sub_agent.as_deref().unwrap_or(&self.session)
     }
 }
 
@@ -126,6 +138,7 @@ pub trait Tool: Send + Sync {
 }
 
 /// The tools offered to the model, with auditing and output capping around every call.
+#[derive(Clone)]
 pub struct ToolSet {
     tools: Vec<Arc<dyn Tool>>,
     db: Arc<Database>,
@@ -152,6 +165,25 @@ impl ToolSet {
 
     pub fn names(&self) -> Vec<String> {
         self.tools.iter().map(|t| t.spec().name).collect()
+    }
+
+    /// The same tools (the same instances: the same policy, sandboxes and gate), only those
+    /// named, audited into the same log. A name this set does not hold is an error that says
+    /// which tools there are.
+    pub fn subset(&self, names: &[String]) -> Result<ToolSet, String> {
+        let mut subset = ToolSet::new(self.db.clone(), self.overflow_dir.clone());
+        for name in names {
+            let Some(tool) = self.tools.iter().find(|t| t.spec().name == *name) else {
+                return Err(format!(
+                    "there is no tool named {name:?} here; the tools are: {}",
+                    self.names().join(", ")
+                ));
+            };
+            if !subset.names().contains(name) {
+                subset.add(tool.clone());
+            }
+        }
+        Ok(subset)
     }
 
     /// Run one tool call: unknown tools and panics become error results; the call is audited;
@@ -183,7 +215,7 @@ impl ToolSet {
             },
         };
         let entry = AuditEntry {
-            session: ctx.session.clone(),
+            session: ctx.audit_session().to_string(),
             tool: name.to_string(),
             input: input.to_string(),
             decision: output.decision,

@@ -81,7 +81,8 @@ impl Tool for SkillTool {
             .run(SkillRequest {
                 name: name.to_string(),
                 invocation,
-                session: ctx.session.clone(),
+                // Its audit row and run record name the sub-agent, when one ran it.
+                session: ctx.audit_session().to_string(),
                 cancel: ctx.cancel.clone(),
                 approver: ctx.approver.clone(),
                 timeout: input

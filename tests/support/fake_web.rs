@@ -1,4 +1,6 @@
-//! The web for `web_fetch` tests: one server on 127.0.0.1 standing in for every test host. It
+//! The web for `web_fetch` and `web_search` tests: one server on 127.0.0.1 standing in for
+//! every test host, search APIs included (SearXNG's `/search?format=json`, Brave's
+//! `/res/v1/web/search` with its `X-Subscription-Token`). It
 //! counts the connections it accepts and logs every request as `host/path?query`. The
 //! in-process tests resolve names with [`TestResolver`], which knows only the names it was
 //! given and counts every lookup; the binaries get the same map as `[egress.resolve]`. No test
@@ -23,7 +25,101 @@ pub const HOSTS: &[&str] = &[
     "allowed.test",
     "unlisted.test",
     "evil.test",
+    "search.test",
+    "brave.test",
 ];
+
+/// The key the fake Brave API accepts.
+pub const BRAVE_KEY: &str = "brave-test-key-4c1d9e";
+
+/// The results both search APIs give for `q`: the docs page, a page on other.test, and a URL
+/// on evil.test that repeats the query (as an engine that builds URLs from queries would).
+fn search_results(q: &str) -> Vec<(String, String, String)> {
+    let echoed: String = url::form_urlencoded::byte_serialize(q.as_bytes()).collect();
+    vec![
+        (
+            "The docs page".into(),
+            "http://docs.test/page".into(),
+            format!("All about <b>{q}</b> &amp; more."),
+        ),
+        (
+            "Another page".into(),
+            "http://other.test/linked?from=search".into(),
+            "Linked from a search.".into(),
+        ),
+        (
+            "An echo".into(),
+            format!("http://evil.test/echo/{}", echoed.replace('+', "%20")),
+            "Repeats the query.".into(),
+        ),
+    ]
+}
+
+/// SearXNG's JSON API; without `format=json` the instance refuses, as one that serves only
+/// HTML does.
+async fn searxng(Query(q): Query<HashMap<String, String>>) -> Response {
+    if q.get("format").map(String::as_str) != Some("json") {
+        return (axum::http::StatusCode::FORBIDDEN, "Forbidden").into_response();
+    }
+    let query = q.get("q").cloned().unwrap_or_default();
+    let results: Vec<serde_json::Value> = search_results(&query)
+        .into_iter()
+        .map(|(title, url, content)| {
+            serde_json::json!({
+                "url": url, "title": title, "content": content, "engine": "duckduckgo",
+                "engines": ["duckduckgo"], "score": 1.0, "category": "general",
+                "parsed_url": [], "template": "default.html", "positions": [1]
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({
+        "query": query,
+        "number_of_results": results.len(),
+        "results": results,
+        "answers": [], "corrections": [], "infoboxes": [],
+        "suggestions": ["something else"], "unresponsive_engines": []
+    }))
+    .into_response()
+}
+
+/// Brave's web search: the key in `X-Subscription-Token`, else 401 with Brave's error JSON.
+async fn brave(
+    headers: axum::http::HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if headers
+        .get("x-subscription-token")
+        .and_then(|v| v.to_str().ok())
+        != Some(BRAVE_KEY)
+    {
+        let error = serde_json::json!({"type": "ErrorResponse", "error": {
+            "id": "00000000-0000-0000-0000-000000000000", "status": 401,
+            "code": "SUBSCRIPTION_TOKEN_INVALID",
+            "detail": "The provided subscription token is invalid.", "meta": {}}});
+        return (axum::http::StatusCode::UNAUTHORIZED, axum::Json(error)).into_response();
+    }
+    let query = q.get("q").cloned().unwrap_or_default();
+    let count: usize = q.get("count").and_then(|c| c.parse().ok()).unwrap_or(20);
+    let results: Vec<serde_json::Value> = search_results(&query)
+        .into_iter()
+        .take(count)
+        .map(|(title, url, description)| {
+            serde_json::json!({
+                "type": "search_result", "title": title, "url": url,
+                "description": description, "is_source_local": false,
+                "is_source_both": false, "language": "en", "family_friendly": true,
+                "meta_url": {"scheme": "http", "netloc": "", "hostname": "", "path": ""}
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({
+        "type": "search",
+        "query": {"original": query, "more_results_available": false},
+        "mixed": {"type": "mixed", "main": [], "top": [], "side": []},
+        "web": {"type": "search", "results": results, "family_friendly": true}
+    }))
+    .into_response()
+}
 
 pub struct FakeWeb {
     pub addr: SocketAddr,
@@ -33,7 +129,8 @@ pub struct FakeWeb {
 
 /// The pages: `/page` links to `/next` (relative) and to `http://other.test/linked`;
 /// `/bounce?to=URL` redirects to URL; `/meta` redirects to the cloud metadata address;
-/// `/big` is 3 MB; `/image` is a PNG; anything else answers `ok`.
+/// `/big` is 3 MB; `/image` is a PNG; `/search` and `/res/v1/web/search` answer as SearXNG
+/// and Brave do; anything else answers `ok`.
 fn router() -> axum::Router {
     axum::Router::new()
         .route(
@@ -57,6 +154,8 @@ fn router() -> axum::Router {
             "/meta",
             get(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }),
         )
+        .route("/search", get(searxng))
+        .route("/res/v1/web/search", get(brave))
         .route("/big", get(|| async { "x".repeat(3 * 1024 * 1024) }))
         .route(
             "/image",

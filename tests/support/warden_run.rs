@@ -9,9 +9,23 @@ use warden::audit;
 
 /// `warden run PROMPT` with HOME in `home`, the model at `llm` (nobody to approve).
 pub async fn warden_run(home: &Path, llm: &FakeLlm, prompt: &str) -> Output {
+    warden_run_with(home, llm, prompt, &[]).await
+}
+
+/// [`warden_run`] with more environment variables.
+pub async fn warden_run_with(
+    home: &Path,
+    llm: &FakeLlm,
+    prompt: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let home = home.to_path_buf();
     let base = llm.base_url();
     let prompt = prompt.to_string();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_warden"))
             .env_clear()
@@ -20,6 +34,7 @@ pub async fn warden_run(home: &Path, llm: &FakeLlm, prompt: &str) -> Output {
             .env("ANTHROPIC_BASE_URL", base)
             .env("ANTHROPIC_API_KEY", "test-key")
             .env("RUST_LOG", "warden=debug")
+            .envs(env)
             .args(["run", &prompt])
             .output()
             .unwrap()
@@ -58,5 +73,19 @@ pub fn audit_rows(home: &Path, tool: &str) -> Vec<(String, Value)> {
         .into_iter()
         .filter(|r| r.tool == tool)
         .map(|r| (r.decision, serde_json::from_str(&r.input).unwrap()))
+        .collect()
+}
+
+/// Every audit row (oldest first).
+pub fn audit_all(home: &Path) -> Vec<audit::AuditRow> {
+    let db = warden::schema::open(&home.join(".warden/warden.db")).unwrap();
+    audit::recent(&db, 500).unwrap()
+}
+
+/// Lines of `warden`'s log (at debug level) that show a name being resolved for egress.
+pub fn lookups(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("web_fetch: resolving"))
         .collect()
 }

@@ -21,12 +21,17 @@ pub struct WebBot {
 impl WebBot {
     /// Started and polling; nothing has run.
     pub async fn start(script: fn(&Request) -> Turn) -> WebBot {
+        WebBot::start_with(script, "").await
+    }
+
+    /// [`WebBot::start`] with `config` added to the config file.
+    pub async fn start_with(script: fn(&Request) -> Turn, config: &str) -> WebBot {
         let tg = FakeTelegram::start(TOKEN).await;
         let llm = FakeLlm::anthropic_with(script).await;
         let web = FakeWeb::start().await;
         let home = tempfile::tempdir().unwrap();
         let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
-        env.write_config(&web.resolve_toml());
+        env.write_config(&format!("{}{config}", web.resolve_toml()));
         let bot = BotProcess::start(&env);
         tg.wait_for_calls("getUpdates", 1, WAIT).await;
         WebBot {
