@@ -19,6 +19,7 @@ use crate::scheduler::{JobManager, Settings, SystemClock};
 use crate::skills::prompt::SkillsPrompt;
 use crate::skills::runner::SkillRunner;
 use crate::skills::settings::SkillSettings;
+use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
@@ -106,14 +107,17 @@ impl App {
         );
         let outputs = workspace.join(".warden/outputs");
         let mut tools = ToolSet::new(db.clone(), outputs.clone());
-        tools.add(Arc::new(BashTool::new(
-            policy.clone(),
-            crate::policy::Checker::new(policy.clone(), (*paths).clone()),
-            sandboxes.clone(),
-            std::time::Duration::from_secs(config.sandbox.timeout_secs),
-            outputs,
-            prompt_files.clone(),
-        )));
+        tools.add(Arc::new(
+            BashTool::new(
+                policy.clone(),
+                crate::policy::Checker::new(policy.clone(), (*paths).clone()),
+                sandboxes.clone(),
+                std::time::Duration::from_secs(config.sandbox.timeout_secs),
+                outputs,
+                prompt_files.clone(),
+            )
+            .with_rules(ApprovalRules::new(db.clone())),
+        ));
         for tool in files::tools(
             paths.clone(),
             prompt_files.clone(),

@@ -2,12 +2,14 @@
 //! goes to the channel's approver; the allowed IR is re-verified independently and then run by
 //! the executor in the session's sandbox. The string itself never reaches a shell.
 
-use super::approval::{self, ApprovalRequest};
+use super::approval::{self, Always, ApprovalRequest};
+use super::approval_rules::ApprovalRules;
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
 use crate::exec::{run_script, ExecOptions, RunOutput};
 use crate::llm::ToolSpec;
 use crate::persistence::PromptFiles;
+use crate::policy::shape::CommandShape;
 use crate::policy::{invariant, Checker, Decision, Policy, Verdict};
 use crate::sandbox::pool::SandboxPool;
 use async_trait::async_trait;
@@ -26,6 +28,10 @@ pub struct BashTool {
     save_dir: PathBuf,
     /// Writes to the files that feed the prompt ask (instructions always, memory when tainted).
     prompt_files: Arc<PromptFiles>,
+    /// The chats' "Always in this chat" rules; `None`: every ask goes to a person.
+    rules: Option<ApprovalRules>,
+    /// Where commands run by default (shapes are shown relative to it).
+    workspace: PathBuf,
 }
 
 impl BashTool {
@@ -37,6 +43,7 @@ impl BashTool {
         save_dir: PathBuf,
         prompt_files: Arc<PromptFiles>,
     ) -> BashTool {
+        let workspace = checker.paths().workspace().to_path_buf();
         BashTool {
             policy,
             checker: Mutex::new(checker),
@@ -44,7 +51,42 @@ impl BashTool {
             timeout,
             save_dir,
             prompt_files,
+            rules: None,
+            workspace,
         }
+    }
+
+    /// Answer approvals from the chat's stored rules ("Always in this chat"), and offer to
+    /// store them.
+    pub fn with_rules(mut self, rules: ApprovalRules) -> BashTool {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The stored rules that cover every shape, when there are shapes and they all are.
+    /// Unreadable rules approve nothing: a person is asked.
+    fn standing_rules(&self, session: &str, shapes: &[CommandShape]) -> Option<Vec<i64>> {
+        match self.rules.as_ref()?.covering(session, shapes) {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!("reading the stored approval rules: {e}");
+                None
+            }
+        }
+    }
+
+    /// What "Always in this chat" would store for `shapes`, when rules can be stored.
+    fn always(&self, shapes: &[CommandShape]) -> Option<Always> {
+        if self.rules.is_none() || shapes.is_empty() {
+            return None;
+        }
+        let workspace = self.workspace.clone();
+        Some(Always::Commands(
+            shapes
+                .iter()
+                .map(|shape| (shape.clone(), shape.describe(&workspace)))
+                .collect(),
+        ))
     }
 
     fn check(&self, command: &str) -> (Verdict, crate::policy::PathPolicy) {
@@ -70,6 +112,38 @@ impl BashTool {
         run_script(sandbox.as_ref(), &verdict.script, &options)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+/// How a command that needed approval got it.
+enum Approved {
+    /// It needed none.
+    No,
+    ByPerson,
+    /// The chat's stored "Always in this chat" rules (their ids) cover every asking command.
+    ByRule(Vec<i64>),
+}
+
+impl Approved {
+    fn decision(&self) -> AuditDecision {
+        match self {
+            Approved::No => AuditDecision::Allow,
+            Approved::ByPerson | Approved::ByRule(_) => AuditDecision::Approved,
+        }
+    }
+
+    /// The policy's reason, and for a rule's approval which rules answered.
+    fn reason(&self, policy: String) -> String {
+        match self {
+            Approved::ByRule(ids) => {
+                let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+                format!(
+                    "{policy}; approved by this chat's standing rule {} (\"Always in this chat\")",
+                    ids.join(", ")
+                )
+            }
+            _ => policy,
+        }
     }
 }
 
@@ -174,27 +248,36 @@ impl Tool for BashTool {
         let persists = self
             .prompt_files
             .why_ask(&touched, &ctx.taint.with(&untrusted));
+        // Only an ask of the policy's alone may be answered by a rule the chat stored ("Always
+        // in this chat"); one about what the line writes (prompt files) goes to a person.
+        let shapes = match (verdict.decision, &persists) {
+            (Decision::Ask, None) => CommandShape::of_script(&verdict.script),
+            _ => Vec::new(),
+        };
         let reason = match (verdict.decision, persists) {
             (Decision::Ask, Some(why)) => Some(format!("{}; {why}", verdict.reason)),
             (Decision::Ask, None) => Some(verdict.reason.clone()),
             (_, why) => why,
         };
         let approved = match reason {
-            None => false,
-            Some(reason) => {
-                let request = ApprovalRequest {
-                    session: ctx.session.clone(),
-                    tool: "bash".into(),
-                    command: describe(&verdict),
-                    reason,
-                    always: None,
-                    detail: None,
-                };
-                if let Err(refused) = approval::ask(ctx.approver.as_ref(), &request).await {
-                    return refused;
+            None => Approved::No,
+            Some(reason) => match self.standing_rules(&ctx.session, &shapes) {
+                Some(ids) => Approved::ByRule(ids),
+                None => {
+                    let request = ApprovalRequest {
+                        session: ctx.session.clone(),
+                        tool: "bash".into(),
+                        command: describe(&verdict),
+                        reason,
+                        always: self.always(&shapes),
+                        detail: None,
+                    };
+                    if let Err(refused) = approval::ask(ctx.approver.as_ref(), &request).await {
+                        return refused;
+                    }
+                    Approved::ByPerson
                 }
-                true
-            }
+            },
         };
         for source in untrusted {
             ctx.taint.add(source);
@@ -214,12 +297,8 @@ impl Tool for BashTool {
             Ok(out) => ToolOutput {
                 content: format_result(command, &out, timeout),
                 is_error: out.timed_out || out.cancelled,
-                decision: if approved {
-                    AuditDecision::Approved
-                } else {
-                    AuditDecision::Allow
-                },
-                reason: verdict.reason,
+                decision: approved.decision(),
+                reason: approved.reason(verdict.reason),
                 exit_code: Some(out.status),
             },
             Err(e) => ToolOutput::error(format!("the command could not be run: {e}")),

@@ -3,6 +3,7 @@
 //! written to the audit log before its result reaches the model.
 
 pub mod approval;
+pub mod approval_rules;
 pub mod bash;
 pub mod cron;
 pub mod files;
