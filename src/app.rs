@@ -20,15 +20,20 @@ use crate::skills::prompt::SkillsPrompt;
 use crate::skills::runner::SkillRunner;
 use crate::skills::settings::SkillSettings;
 use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::background::{Background, BackgroundSettings};
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
+use crate::tools::process::ProcessTool;
 use crate::tools::skill::SkillTool;
 use crate::tools::web_fetch::{self, Names, WebFetch};
 use crate::tools::{files, ToolSet};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// How long shutdown waits for killed background commands to be gone.
+const BACKGROUND_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct App {
     pub config: Config,
@@ -47,6 +52,8 @@ pub struct App {
     pub sandboxes: Arc<SandboxPool>,
     /// Runs skills, each in a sandbox of its own (the `skill` tool and `warden skill run`).
     pub skills: Arc<SkillRunner>,
+    /// Commands the agent started in the background (killed at shutdown).
+    pub background: Arc<Background>,
 }
 
 impl App {
@@ -107,17 +114,26 @@ impl App {
         );
         let outputs = workspace.join(".warden/outputs");
         let mut tools = ToolSet::new(db.clone(), outputs.clone());
-        tools.add(Arc::new(
-            BashTool::new(
-                policy.clone(),
-                crate::policy::Checker::new(policy.clone(), (*paths).clone()),
-                sandboxes.clone(),
-                std::time::Duration::from_secs(config.sandbox.timeout_secs),
-                outputs,
-                prompt_files.clone(),
-            )
-            .with_rules(ApprovalRules::new(db.clone())),
-        ));
+        let background = Arc::new(Background::new(BackgroundSettings::from_config(
+            &config.sandbox.background,
+        )));
+        let mut bash = BashTool::new(
+            policy.clone(),
+            crate::policy::Checker::new(policy.clone(), (*paths).clone()),
+            sandboxes.clone(),
+            std::time::Duration::from_secs(config.sandbox.timeout_secs),
+            outputs,
+            prompt_files.clone(),
+        )
+        .with_rules(ApprovalRules::new(db.clone()));
+        let background_on = config.sandbox.background.max_running > 0;
+        if background_on {
+            bash = bash.with_background(background.clone());
+        }
+        tools.add(Arc::new(bash));
+        if background_on {
+            tools.add(Arc::new(ProcessTool::new(background.clone())));
+        }
         for tool in files::tools(
             paths.clone(),
             prompt_files.clone(),
@@ -179,11 +195,14 @@ impl App {
             jobs,
             sandboxes,
             skills,
+            background,
         })
     }
 
-    /// Release what outlives a run: the session containers of the Docker backend.
+    /// Release what outlives a run: every background command is killed, then the session
+    /// containers of the Docker backend are removed.
     pub async fn shutdown(&self) {
+        self.background.shutdown(BACKGROUND_GRACE).await;
         self.sandboxes.shutdown().await;
     }
 }

@@ -181,7 +181,12 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(ids.len(), 1);
-        assert_eq!(rules.covering("telegram:2", std::slice::from_ref(&test)).unwrap(), None);
+        assert_eq!(
+            rules
+                .covering("telegram:2", std::slice::from_ref(&test))
+                .unwrap(),
+            None
+        );
         assert_eq!(
             rules
                 .covering("telegram:1", &[test.clone(), build.clone()])

@@ -4,6 +4,7 @@
 
 use super::approval::{self, Always, ApprovalRequest};
 use super::approval_rules::ApprovalRules;
+use super::background::{Background, Start};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
 use crate::exec::{run_script, ExecOptions, RunOutput};
@@ -32,6 +33,8 @@ pub struct BashTool {
     rules: Option<ApprovalRules>,
     /// Where commands run by default (shapes are shown relative to it).
     workspace: PathBuf,
+    /// Commands started with `background: true`; `None`: not offered.
+    background: Option<Arc<Background>>,
 }
 
 impl BashTool {
@@ -53,7 +56,14 @@ impl BashTool {
             prompt_files,
             rules: None,
             workspace,
+            background: None,
         }
+    }
+
+    /// Offer `background: true`: the command starts in `background` and the call returns.
+    pub fn with_background(mut self, background: Arc<Background>) -> BashTool {
+        self.background = Some(background);
+        self
     }
 
     /// Answer approvals from the chat's stored rules ("Always in this chat"), and offer to
@@ -112,6 +122,61 @@ impl BashTool {
         run_script(sandbox.as_ref(), &verdict.script, &options)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+impl BashTool {
+    /// Start the checked, approved command in the background and return at once.
+    async fn start_background(
+        &self,
+        background: &Background,
+        verdict: Verdict,
+        paths: crate::policy::PathPolicy,
+        timeout: Duration,
+        approved: Approved,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
+        let sandbox = match self.sandboxes.get(&ctx.session).await {
+            Ok(sandbox) => sandbox,
+            Err(e) => return ToolOutput::error(format!("the sandbox is not available: {e}")),
+        };
+        let command = describe(&verdict);
+        let start = Start {
+            command: command.clone(),
+            script: verdict.script,
+            sandbox,
+            paths,
+            timeout,
+        };
+        let id = match background.start(start, ctx) {
+            Ok(id) => id,
+            Err(why) => {
+                return ToolOutput {
+                    content: format!("Not started: {why}."),
+                    is_error: true,
+                    decision: AuditDecision::Deny,
+                    reason: why,
+                    exit_code: None,
+                }
+            }
+        };
+        let shown = command.replace('\n', " | ");
+        (ctx.progress)(format!("Started `{shown}` in the background (#{id})"));
+        ToolOutput {
+            content: format!(
+                "Started background command #{id}: `{shown}`. It may run for {} s; when it ends \
+                 you get a message with its exit status and the end of its output. The process \
+                 tool lists, polls and kills it.",
+                timeout.as_secs()
+            ),
+            is_error: false,
+            decision: approved.decision(),
+            reason: format!(
+                "{}; started in the background as #{id}",
+                approved.reason(verdict.reason)
+            ),
+            exit_code: None,
+        }
     }
 }
 
@@ -193,22 +258,38 @@ fn format_result(command: &str, out: &RunOutput, timeout: Duration) -> String {
 #[async_trait]
 impl Tool for BashTool {
     fn spec(&self) -> ToolSpec {
+        let mut description = "Run a command line in the sandbox, in the workspace. It is parsed \
+                               and checked first: allowed programs only (no shells or network \
+                               tools), paths inside the workspace; pipes, && || ;, redirections \
+                               into the workspace, if/for/while, ( ) and { } groups work; command \
+                               substitution does not. Project code (python3 tool.py, make, cargo \
+                               build, npm test) needs the user's approval; inline code (-c, -e) \
+                               is refused. A refused command comes back with the reason."
+            .to_string();
+        let mut properties = json!({
+            "command": {"type": "string"},
+            "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
+        });
+        if let Some(background) = &self.background {
+            description.push_str(&format!(
+                " With background: true it starts the command and returns at once (at most {} \
+                 run at a time, each for at most {} s); when it ends you get a message with its \
+                 exit status and the end of its output. The process tool lists, polls and kills \
+                 background commands.",
+                background.settings().max_running,
+                background.settings().timeout.as_secs()
+            ));
+            properties["background"] = json!({
+                "type": "boolean",
+                "description": "start it and return at once; its end is reported in a new message"
+            });
+        }
         ToolSpec {
             name: "bash".into(),
-            description: "Run a command line in the sandbox, in the workspace. It is parsed and \
-                          checked first: allowed programs only (no shells or network tools), \
-                          paths inside the workspace; pipes, && || ;, redirections into the \
-                          workspace, if/for/while, ( ) and { } groups work; command substitution \
-                          does not. Project code (python3 tool.py, make, cargo build, npm test) \
-                          needs the user's approval; inline code (-c, -e) is refused. A refused \
-                          command comes back with the reason."
-                .into(),
+            description,
             input_schema: json!({
                 "type": "object",
-                "properties": {
-                    "command": {"type": "string"},
-                    "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
-                },
+                "properties": properties,
                 "required": ["command"]
             }),
         }
@@ -218,10 +299,19 @@ impl Tool for BashTool {
         let Some(command) = input.get("command").and_then(Value::as_str) else {
             return ToolOutput::error("missing string argument `command`");
         };
+        let background = match (input.get("background"), &self.background) {
+            (None | Some(Value::Bool(false)), _) => None,
+            (Some(Value::Bool(true)), Some(background)) => Some(background),
+            (Some(Value::Bool(true)), None) => {
+                return ToolOutput::error("background commands are not available here")
+            }
+            (Some(_), _) => return ToolOutput::error("`background` must be true or false"),
+        };
+        let limit = background.map_or(self.timeout, |b| b.settings().timeout);
         let timeout = input
             .get("timeout_secs")
             .and_then(Value::as_u64)
-            .map_or(self.timeout, |s| Duration::from_secs(s).min(self.timeout));
+            .map_or(limit, |s| Duration::from_secs(s).min(limit));
         let (verdict, paths) = self.check(command);
         // Do not ask a person about code this session's sandbox would refuse to run.
         if verdict.script.commands().any(|c| c.runs_code) {
@@ -240,6 +330,10 @@ impl Tool for BashTool {
         }
         if verdict.decision == Decision::Deny {
             return ToolOutput::denied(verdict.reason);
+        }
+        // Nobody is asked to approve a command that could not start.
+        if let Some(Err(why)) = background.map(|b| b.room()) {
+            return ToolOutput::denied(format!("not started: {why}"));
         }
         // A line that reads untrusted files taints the run from here on, and already for its
         // own writes (`cat attachments/x >> MEMORY.md`).
@@ -288,6 +382,11 @@ impl Tool for BashTool {
             return ToolOutput::denied(format!(
                 "internal policy check failed ({violation}); not run"
             ));
+        }
+        if let Some(background) = background {
+            return self
+                .start_background(background, verdict, paths, timeout, approved, ctx)
+                .await;
         }
         (ctx.progress)(format!(
             "Running `{}`…",
