@@ -84,6 +84,10 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
         })
         .await;
     ctrl_c.abort();
+    let running = app.background.running();
+    if running > 0 {
+        eprintln!("[background] {running} command(s) still running are killed: warden run ends");
+    }
     app.shutdown().await;
     let outcome = outcome?;
     println!("{}", outcome.text);

@@ -269,11 +269,16 @@ impl Background {
         ))
     }
 
+    /// Commands running now, all sessions together.
+    pub fn running(&self) -> usize {
+        lock(&self.jobs).values().filter(|j| j.is_running()).count()
+    }
+
     /// Kill every command (warden is stopping) and wait up to `grace` for them to be gone.
     pub async fn shutdown(&self, grace: Duration) {
         self.closing.cancel();
         self.tasks.close();
-        let running = lock(&self.jobs).values().filter(|j| j.is_running()).count();
+        let running = self.running();
         if running > 0 {
             tracing::info!(running, "stopping: killing the background commands");
         }

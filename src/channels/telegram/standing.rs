@@ -17,6 +17,8 @@ const PREFIX: &str = "rv:";
 
 /// Buttons offered in one list (Telegram allows 100; a long list is revoked with `rm`).
 const MAX_BUTTONS: usize = 20;
+/// How much of a rule a button shows (the list above it shows all).
+const BUTTON_CHARS: usize = 40;
 
 pub struct Standing {
     pub rules: ApprovalRules,
@@ -88,8 +90,10 @@ impl Standing {
             .iter()
             .take(MAX_BUTTONS)
             .map(|rule| {
+                let shown: String = rule.shown.chars().take(BUTTON_CHARS).collect();
+                let cut = if shown.len() < rule.shown.len() { "…" } else { "" };
                 vec![InlineKeyboardButton::callback(
-                    format!("🗑 Revoke #{} {}", rule.id, rule.shown),
+                    format!("🗑 Revoke #{} {shown}{cut}", rule.id),
                     format!("{PREFIX}{}", rule.id),
                 )]
             })
