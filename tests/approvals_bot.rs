@@ -10,26 +10,13 @@ mod support;
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::fake_llm::{FakeLlm, Request, Turn};
+use support::command_model;
+use support::fake_llm::FakeLlm;
 use support::fake_telegram::{FakeTelegram, Sent};
 use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
 use support::warden_run::{audit_rows, warden};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// `run: CMD` makes the model call bash with CMD, then report the tool result.
-async fn llm() -> FakeLlm {
-    FakeLlm::anthropic_with(|req: &Request| {
-        let (prompt, step) = req.prompt_and_step();
-        if step > 0 {
-            let result = req.tool_results().pop().expect("a tool result");
-            return Turn::text(format!("result: {}", result.content));
-        }
-        let command = prompt.strip_prefix("run: ").unwrap_or("true");
-        Turn::tool_use("bash", json!({ "command": command }))
-    })
-    .await
-}
 
 struct Setup {
     tg: FakeTelegram,
@@ -42,7 +29,7 @@ struct Setup {
 
 async fn start() -> Setup {
     let tg = FakeTelegram::start(TOKEN).await;
-    let llm = llm().await;
+    let llm = FakeLlm::anthropic_with(command_model::script).await;
     let home = tempfile::tempdir().unwrap();
     let workspace = home.path().join(".warden/workspace");
     std::fs::create_dir_all(workspace.join("somedir")).unwrap();
@@ -90,6 +77,20 @@ impl Setup {
             .wait_until("the answer", WAIT, |t| answers(t).len() >= n)
             .await;
         answers(&self.tg)[n - 1].clone()
+    }
+
+    /// Send `text` and wait for the bot's message that starts with `prefix`.
+    async fn reply(&self, text: &str, prefix: &str) -> Sent {
+        self.tg.push_text(OWNER, OWNER, text);
+        let find = |t: &FakeTelegram| {
+            t.messages_to(OWNER)
+                .into_iter()
+                .find(|m| m.visible.starts_with(prefix))
+        };
+        self.tg
+            .wait_until(prefix, WAIT, |t| find(t).is_some())
+            .await;
+        find(&self.tg).unwrap()
     }
 
     fn press(&self, request: &Sent, row: usize, index: usize) {
@@ -252,18 +253,7 @@ async fn rules_are_listed_and_revoked_from_the_cli_and_the_chat() {
     assert_eq!(rules[1]["shown"], "python3 b.py");
 
     // /approvals lists them with a Revoke button each; pressing one revokes it.
-    s.tg.push_text(OWNER, OWNER, "/approvals");
-    s.tg.wait_until("the list", WAIT, |t| {
-        t.messages_to(OWNER)
-            .iter()
-            .any(|m| m.visible.starts_with("♾ Commands approved"))
-    })
-    .await;
-    let list =
-        s.tg.messages_to(OWNER)
-            .into_iter()
-            .find(|m| m.visible.starts_with("♾ Commands approved"))
-            .unwrap();
+    let list = s.reply("/approvals", "♾ Commands approved").await;
     assert!(list.visible.contains("python3 a.py") && list.visible.contains("python3 b.py"));
     assert_eq!(
         buttons(&list)[0][0],
@@ -296,11 +286,5 @@ async fn rules_are_listed_and_revoked_from_the_cli_and_the_chat() {
         s.press(&request, 0, 1);
         s.answer().await;
     }
-    s.tg.push_text(OWNER, OWNER, "/approvals");
-    s.tg.wait_until("the empty list", WAIT, |t| {
-        t.messages_to(OWNER)
-            .iter()
-            .any(|m| m.visible.starts_with("Nothing is approved for good"))
-    })
-    .await;
+    s.reply("/approvals", "Nothing is approved for good").await;
 }

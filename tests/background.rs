@@ -7,48 +7,17 @@
 
 mod support;
 
-use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::fake_llm::{FakeLlm, Request, Turn};
+use support::command_model::{self, NOTICE};
+use support::fake_llm::FakeLlm;
 use support::fake_telegram::FakeTelegram;
 use support::procs::{cmdline, descendants, gone, worker_of};
 use support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
-use support::warden_run::audit_rows;
+use support::warden_run::{audit_rows, warden_chat};
 
 const WAIT: Duration = Duration::from_secs(30);
-const NOTICE: &str = "[warden: background command #";
-
-/// `bg: CMD` starts CMD in the background, `run: CMD` in the foreground, `process: ACTION
-/// [ID]` calls the process tool; a background notice and every tool result are answered with
-/// `result: TEXT`.
-fn script(req: &Request) -> Turn {
-    let (prompt, step) = req.prompt_and_step();
-    if prompt.starts_with(NOTICE) {
-        return Turn::text(format!("result: {prompt}"));
-    }
-    if step > 0 {
-        let result = req.tool_results().pop().expect("a tool result");
-        return Turn::text(format!("result: {}", result.content));
-    }
-    if let Some(command) = prompt.strip_prefix("bg: ") {
-        return Turn::tool_use("bash", json!({ "command": command, "background": true }));
-    }
-    if let Some(command) = prompt.strip_prefix("run: ") {
-        return Turn::tool_use("bash", json!({ "command": command }));
-    }
-    if let Some(rest) = prompt.strip_prefix("process: ") {
-        let mut words = rest.split_whitespace();
-        let action = words.next().unwrap();
-        let mut input = json!({ "action": action });
-        if let Some(id) = words.next() {
-            input["id"] = json!(id.parse::<u64>().unwrap());
-        }
-        return Turn::tool_use("process", input);
-    }
-    Turn::text(format!("result: {prompt}"))
-}
 
 struct Bot {
     tg: FakeTelegram,
@@ -59,7 +28,7 @@ struct Bot {
 
 async fn start(config: &str) -> Bot {
     let tg = FakeTelegram::start(TOKEN).await;
-    let llm = FakeLlm::anthropic_with(script).await;
+    let llm = FakeLlm::anthropic_with(command_model::script).await;
     let home = tempfile::tempdir().unwrap();
     let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
     env.write_config(config);
@@ -240,15 +209,9 @@ async fn the_limit_refuses_the_next_and_sigterm_kills_them_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warden_chat_prints_the_notice() {
-    let llm = FakeLlm::anthropic_with(script).await;
+    let llm = FakeLlm::anthropic_with(command_model::script).await;
     let home = tempfile::tempdir().unwrap();
-    let mut chat = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("ANTHROPIC_BASE_URL", llm.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .arg("chat")
+    let mut chat = warden_chat(home.path(), &llm)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -91,7 +91,11 @@ impl Standing {
             .take(MAX_BUTTONS)
             .map(|rule| {
                 let shown: String = rule.shown.chars().take(BUTTON_CHARS).collect();
-                let cut = if shown.len() < rule.shown.len() { "…" } else { "" };
+                let cut = if shown.len() < rule.shown.len() {
+                    "…"
+                } else {
+                    ""
+                };
                 vec![InlineKeyboardButton::callback(
                     format!("🗑 Revoke #{} {shown}{cut}", rule.id),
                     format!("{PREFIX}{}", rule.id),
