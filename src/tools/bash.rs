@@ -1,6 +1,8 @@
 //! `bash`: the command string goes through the policy (parse → IR → rules → paths); `ask`
-//! goes to the channel's approver; the allowed IR is re-verified independently and then run by
-//! the executor in the session's sandbox. The string itself never reaches a shell.
+//! goes to the channel's approver, unless the chat stored an "Always in this chat" rule for
+//! exactly these commands' shapes; the allowed IR is re-verified independently and then run by
+//! the executor in the session's sandbox — or, with `background: true`, started there and left
+//! running (see [`super::background`]). The string itself never reaches a shell.
 
 use super::approval::{self, Always, ApprovalRequest};
 use super::approval_rules::ApprovalRules;
@@ -90,11 +92,10 @@ impl BashTool {
         if self.rules.is_none() || shapes.is_empty() {
             return None;
         }
-        let workspace = self.workspace.clone();
         Some(Always::Commands(
             shapes
                 .iter()
-                .map(|shape| (shape.clone(), shape.describe(&workspace)))
+                .map(|shape| (shape.clone(), shape.describe(&self.workspace)))
                 .collect(),
         ))
     }
@@ -123,9 +124,7 @@ impl BashTool {
             .await
             .map_err(|e| e.to_string())
     }
-}
 
-impl BashTool {
     /// Start the checked, approved command in the background and return at once.
     async fn start_background(
         &self,
