@@ -2,8 +2,9 @@
 //! scripted model, and `warden chat`. `bash` with `background: true` returns at once; when the
 //! command ends, its exit status and the end of its output come back as a new message in the
 //! chat's queue, which the agent answers. The `process` tool lists, polls and kills; the limit
-//! refuses the next command with its reason; the worker is not retired while one runs; and
-//! SIGTERM to the bot kills every one of them (checked from outside, through /proc).
+//! refuses the next command with its reason; the worker is not retired while one runs, and a
+//! worker that dies under one leaves the chat a notice; SIGTERM to the bot kills every one of
+//! them (checked from outside, through /proc).
 
 mod support;
 
@@ -204,6 +205,28 @@ async fn the_limit_refuses_the_next_and_sigterm_kills_them_all() {
             "{cmd} ({pid}) outlived the bot: {}",
             cmdline(*pid)
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_dies_under_a_command_leaves_a_notice_not_silence() {
+    let b = start("").await;
+    b.ask("bg: sleep 303").await;
+    wait_for("the jailed sleep", || b.running("sleep 303").len() == 1).await;
+    let sleeping = b.running("sleep 303")[0];
+    let worker = worker_of(b.bot.pid()).expect("a worker");
+    let before = b.results().len();
+    unsafe {
+        libc::kill(worker as i32, libc::SIGKILL);
+    }
+    let notice = b.next_result(before).await;
+    assert!(
+        notice.contains("background command #1 lost") && notice.contains("SIGKILL"),
+        "{notice}"
+    );
+    // SIGKILL gives the worker no chance to kill what it ran (see SECURITY.md): clean up.
+    unsafe {
+        libc::kill(-(sleeping as i32), libc::SIGKILL);
     }
 }
 

@@ -35,6 +35,9 @@ impl Gateway {
                         }
                     });
                 }
+                Err(SubmitError::ShuttingDown) => {
+                    tracing::debug!(chat = chat_id, job, "background notice dropped: stopping")
+                }
                 Err(e) => {
                     tracing::warn!(chat = chat_id, job, "background notice not queued: {e}")
                 }

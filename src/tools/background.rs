@@ -369,6 +369,17 @@ impl End {
     }
 }
 
+/// The notice for a command whose end will never be reported: the agent worker that ran it
+/// stopped (`why`) while it ran.
+pub fn lost_notice(job: u64, why: &str) -> String {
+    format!(
+        "[warden: background command #{job} lost — a notice from warden, not a message from the \
+         user]\nThe agent worker that ran it stopped ({why}) while it was running: its exit \
+         status and output are unknown, and it may have been killed with the worker. Run it \
+         again if it is still needed."
+    )
+}
+
 /// The end of the output, framed as data.
 fn output_block(tail: &Tail, max: usize) -> String {
     if tail.total() == 0 {

@@ -6,7 +6,7 @@ use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{EventFn, RunOutcome, RunRequest};
 use crate::gateway::{lock, AgentRunner};
 use crate::tools::approval::{Approval, Approver};
-use crate::tools::background::{BackgroundEvent, BackgroundFn};
+use crate::tools::background::{self, BackgroundEvent, BackgroundFn};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -368,8 +368,15 @@ async fn read_replies(
     for (_, slot) in lock(&conn.runs).drain() {
         let _ = slot.done.send(Err(reason.clone()));
     }
-    // Its background commands died with it (the worker kills them before it exits).
-    lock(&conn.jobs).clear();
+    // Background commands whose end never came: their chats are told rather than left
+    // waiting (at a shutdown the gateway no longer takes the notice).
+    let lost: Vec<(u64, BackgroundFn)> = lock(&conn.jobs).drain().collect();
+    for (job, report) in lost {
+        report(BackgroundEvent::Ended {
+            job,
+            notice: Some(background::lost_notice(job, &reason)),
+        });
+    }
     conn.exited.cancel();
 }
 
