@@ -231,14 +231,15 @@ fn shown_list(shapes: &[(crate::policy::shape::CommandShape, String)]) -> String
         .join(", ")
 }
 
-fn request_html(request: &ApprovalRequest) -> String {
+/// The request as posted; `offered` is the "always" answer its buttons offer.
+fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     let mut html = format!(
         "🔐 <b>Approval needed</b> ({tool})\n<pre>{command}</pre>\n{reason}",
         tool = escape(&request.tool),
         command = escape(&request.command),
         reason = escape(&request.reason),
     );
-    if let Some(Always::Commands(shapes)) = &request.always {
+    if let Some(Always::Commands(shapes)) = offered {
         html.push_str(&format!(
             "\n“Always in this chat” would approve from now on: {}",
             shown_list(shapes)
@@ -283,17 +284,17 @@ impl Approver for ChatApprover {
         if self.approvals.closing.is_cancelled() {
             return Approval::Denied("warden is shutting down".into());
         }
-        let html = request_html(request);
+        let always = request
+            .always
+            .as_ref()
+            .filter(|a| self.approvals.can_store(a));
+        let html = request_html(request, always);
         if html.chars().count() > MAX_SHOWN {
             return Approval::Denied(
                 "the command is too long to show in full for approval in Telegram".into(),
             );
         }
         let (id, answer) = self.approvals.register(self.chat_id);
-        let always = request
-            .always
-            .as_ref()
-            .filter(|a| self.approvals.can_store(a));
         let approve = match always {
             Some(Always::Commands(_)) => "✅ Approve once",
             _ => "✅ Approve",
@@ -380,14 +381,17 @@ mod tests {
     #[test]
     fn a_long_diff_is_cut_at_a_line_and_never_inside_an_entity() {
         let detail: String = (0..2000).map(|i| format!("+line {i} <&>\n")).collect();
-        let html = request_html(&ApprovalRequest {
-            session: "telegram:1".into(),
-            tool: "write".into(),
-            command: "write AGENTS.md".into(),
-            reason: "AGENTS.md tells the agent how to behave".into(),
-            always: None,
-            detail: Some(detail),
-        });
+        let html = request_html(
+            &ApprovalRequest {
+                session: "telegram:1".into(),
+                tool: "write".into(),
+                command: "write AGENTS.md".into(),
+                reason: "AGENTS.md tells the agent how to behave".into(),
+                always: None,
+                detail: Some(detail),
+            },
+            None,
+        );
         assert!(html.chars().count() <= MAX_SHOWN, "{}", html.len());
         assert!(html.contains("+line 0 &lt;&amp;&gt;\n"), "{html}");
         assert!(html.contains("more lines not shown</pre>"), "{html}");
@@ -399,18 +403,42 @@ mod tests {
                 "{line}"
             );
         }
-        let short = request_html(&ApprovalRequest {
-            detail: Some("-a\n+b\n".into()),
-            ..ApprovalRequest {
-                session: "telegram:1".into(),
-                tool: "edit".into(),
-                command: "edit SOUL.md".into(),
-                reason: "r".into(),
-                always: None,
-                detail: None,
-            }
-        });
+        let short = request_html(
+            &ApprovalRequest {
+                detail: Some("-a\n+b\n".into()),
+                ..ApprovalRequest {
+                    session: "telegram:1".into(),
+                    tool: "edit".into(),
+                    command: "edit SOUL.md".into(),
+                    reason: "r".into(),
+                    always: None,
+                    detail: None,
+                }
+            },
+            None,
+        );
         assert!(short.ends_with("<pre>-a\n+b\n</pre>"), "{short}");
+    }
+
+    #[test]
+    fn what_always_would_approve_is_shown_only_when_offered() {
+        let shape = crate::policy::shape::CommandShape {
+            cwd: "/ws".into(),
+            words: vec!["cargo".into(), "test".into()],
+            reasons: vec!["runs code".into()],
+        };
+        let always = Always::Commands(vec![(shape, "cargo test <x>".into())]);
+        let request = ApprovalRequest {
+            session: "telegram:1".into(),
+            tool: "bash".into(),
+            command: "cargo test".into(),
+            reason: "runs code".into(),
+            always: Some(always.clone()),
+            detail: None,
+        };
+        assert!(request_html(&request, Some(&always))
+            .ends_with("would approve from now on: <code>cargo test &lt;x&gt;</code>"));
+        assert!(!request_html(&request, None).contains("would approve"));
     }
 
     #[test]
@@ -428,14 +456,17 @@ mod tests {
 
     #[test]
     fn the_request_shows_the_exact_command_escaped() {
-        let html = request_html(&ApprovalRequest {
-            session: "telegram:1".into(),
-            tool: "bash".into(),
-            command: "rm -r 'a <b>' && echo &".into(),
-            reason: "rm -r deletes a directory tree".into(),
-            always: None,
-            detail: None,
-        });
+        let html = request_html(
+            &ApprovalRequest {
+                session: "telegram:1".into(),
+                tool: "bash".into(),
+                command: "rm -r 'a <b>' && echo &".into(),
+                reason: "rm -r deletes a directory tree".into(),
+                always: None,
+                detail: None,
+            },
+            None,
+        );
         assert!(html.contains("<pre>rm -r 'a &lt;b&gt;' &amp;&amp; echo &amp;</pre>"));
     }
 }
