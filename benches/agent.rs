@@ -103,6 +103,7 @@ fn bench_agent(c: &mut Criterion) {
                         approver: Arc::new(NoApprover),
                         events: Arc::new(|_| {}),
                         control: RunControl::new(),
+                        background: warden::tools::background::ignore_background(),
                     })
                     .await
                     .unwrap()

@@ -21,9 +21,12 @@ use crate::scheduler::{JobManager, Settings, SystemClock};
 use crate::skills::prompt::SkillsPrompt;
 use crate::skills::runner::SkillRunner;
 use crate::skills::settings::SkillSettings;
+use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::background::{Background, BackgroundSettings};
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
+use crate::tools::process::ProcessTool;
 use crate::tools::skill::SkillTool;
 use crate::tools::web_fetch::{self, Names, WebClient, WebFetch};
 use crate::tools::web_search::{self, WebSearch};
@@ -31,6 +34,9 @@ use crate::tools::{files, ToolSet};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// How long shutdown waits for killed background commands to be gone.
+const BACKGROUND_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct App {
     pub config: Config,
@@ -51,6 +57,8 @@ pub struct App {
     pub skills: Arc<SkillRunner>,
     /// The MCP servers of `[mcp.servers]`, started in their jails on first use.
     pub mcp: Arc<McpServers>,
+    /// Commands the agent started in the background (killed at shutdown).
+    pub background: Arc<Background>,
 }
 
 /// What every entry point that runs tools on the workspace needs — the agent and `warden mcp
@@ -128,19 +136,28 @@ impl Core {
         })
     }
 
-    /// The tools that act on the workspace: `bash` (policy, approvals, sandbox) and the file
-    /// tools (path validator, prompt-file checks).
-    pub fn workspace_tools(&self) -> ToolSet {
+    /// The tools that act on the workspace: `bash` (policy, approvals, stored "Always in this
+    /// chat" rules, sandbox; with `background`, also in the background, and the `process` tool)
+    /// and the file tools (path validator, prompt-file checks).
+    pub fn workspace_tools(&self, background: Option<Arc<Background>>) -> ToolSet {
         let outputs = self.workspace.join(".warden/outputs");
         let mut tools = ToolSet::new(self.db.clone(), outputs.clone());
-        tools.add(Arc::new(BashTool::new(
+        let mut bash = BashTool::new(
             self.policy.clone(),
             crate::policy::Checker::new(self.policy.clone(), (*self.paths).clone()),
             self.sandboxes.clone(),
             std::time::Duration::from_secs(self.config.sandbox.timeout_secs),
             outputs,
             self.prompt_files.clone(),
-        )));
+        )
+        .with_rules(ApprovalRules::new(self.db.clone()));
+        if let Some(background) = &background {
+            bash = bash.with_background(background.clone());
+        }
+        tools.add(Arc::new(bash));
+        if let Some(background) = background {
+            tools.add(Arc::new(ProcessTool::new(background)));
+        }
         for tool in files::tools(
             self.paths.clone(),
             self.prompt_files.clone(),
@@ -155,7 +172,11 @@ impl Core {
 impl App {
     pub fn build(config: Config) -> anyhow::Result<App> {
         let core = Core::build(config)?;
-        let mut tools = core.workspace_tools();
+        let background = Arc::new(Background::new(BackgroundSettings::from_config(
+            &core.config.sandbox.background,
+        )));
+        let background_on = core.config.sandbox.background.max_running > 0;
+        let mut tools = core.workspace_tools(background_on.then(|| background.clone()));
         let Core {
             config,
             workspace,
@@ -259,12 +280,14 @@ impl App {
             sandboxes,
             skills,
             mcp,
+            background,
         })
     }
 
-    /// Release what outlives a run: the MCP servers, the session containers of the Docker
-    /// backend.
+    /// Release what outlives a run: every background command is killed, the MCP servers are
+    /// stopped, then the session containers of the Docker backend are removed.
     pub async fn shutdown(&self) {
+        self.background.shutdown(BACKGROUND_GRACE).await;
         self.mcp.shutdown().await;
         self.sandboxes.shutdown().await;
     }

@@ -254,6 +254,49 @@ pub struct SandboxConfig {
     pub allow_without_landlock: bool,
     pub limits: Limits,
     pub docker: DockerConfig,
+    pub background: BackgroundConfig,
+}
+
+/// `[sandbox.background]`: commands the agent starts with `bash` `background: true` (same
+/// policy, approvals and sandbox as any other; see `crate::tools::background`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackgroundConfig {
+    /// Background commands that may run at once in the agent (all chats together); 0: none.
+    pub max_running: usize,
+    /// Wall-clock limit of one background command, in seconds.
+    pub timeout_secs: u64,
+    /// How much of its output is kept: the last bytes, stdout and stderr together.
+    pub tail_bytes: usize,
+}
+
+impl Default for BackgroundConfig {
+    fn default() -> Self {
+        BackgroundConfig {
+            max_running: 4,
+            timeout_secs: 3600,
+            tail_bytes: 16 * 1024,
+        }
+    }
+}
+
+impl BackgroundConfig {
+    /// The largest tail a setting may ask for (it is kept in memory per command).
+    pub const MAX_TAIL_BYTES: usize = 1 << 20;
+
+    fn validate(&self) -> Result<(), String> {
+        if self.timeout_secs == 0 {
+            return Err("sandbox.background.timeout_secs must be at least 1".into());
+        }
+        if !(1024..=Self::MAX_TAIL_BYTES).contains(&self.tail_bytes) {
+            return Err(format!(
+                "sandbox.background.tail_bytes = {} must be between 1024 and {}",
+                self.tail_bytes,
+                Self::MAX_TAIL_BYTES
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -511,6 +554,7 @@ impl Default for SandboxConfig {
             allow_without_landlock: false,
             limits: Limits::default(),
             docker: DockerConfig::default(),
+            background: BackgroundConfig::default(),
         }
     }
 }
@@ -604,6 +648,7 @@ impl Config {
             .memory
             .validate()
             .and_then(|()| config.check_durations())
+            .and_then(|()| config.sandbox.background.validate())
             .and_then(|()| crate::skills::egress::parse_hosts(&config.skills.hosts).map(|_| ()))
             .and_then(|()| crate::egress::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::tools::web_fetch::parse_fixed(&config.egress.resolve).map(|_| ()))
@@ -638,6 +683,10 @@ impl Config {
             (
                 "sandbox.docker.idle_secs".into(),
                 Some(self.sandbox.docker.idle_secs),
+            ),
+            (
+                "sandbox.background.timeout_secs".into(),
+                Some(self.sandbox.background.timeout_secs),
             ),
             (
                 "memory.embeddings.timeout_secs".into(),
@@ -929,6 +978,33 @@ mod tests {
         ] {
             let err = rejected(text);
             assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn background_settings_have_defaults_and_errors_name_the_key() {
+        let config = Config::parse("", Path::new("c.toml")).unwrap();
+        assert_eq!(config.sandbox.background.max_running, 4);
+        assert_eq!(config.sandbox.background.timeout_secs, 3600);
+        for (text, key) in [
+            (
+                "[sandbox.background]\ntimeout_secs = 0\n",
+                "sandbox.background.timeout_secs",
+            ),
+            (
+                "[sandbox.background]\ntimeout_secs = 99999999\n",
+                "sandbox.background.timeout_secs",
+            ),
+            (
+                "[sandbox.background]\ntail_bytes = 10\n",
+                "sandbox.background.tail_bytes",
+            ),
+            ("[sandbox.background]\nmax = 1\n", "max"),
+        ] {
+            let err = Config::parse(text, Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{err}");
         }
     }
 

@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[Migration] = &[
     ("skills", crate::skills::grants::SCHEMA),
     ("egress_grants", crate::egress::grants::SCHEMA),
     ("mcp_grants", crate::mcp::grants::SCHEMA),
+    ("approval_rules", crate::tools::approval_rules::SCHEMA),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

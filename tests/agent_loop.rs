@@ -43,6 +43,7 @@ impl Harness {
             approver: Arc::new(NoApprover),
             events: Arc::new(move |e| events.lock().unwrap().push(e)),
             control,
+            background: warden::tools::background::ignore_background(),
         }
     }
 }

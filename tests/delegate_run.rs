@@ -159,7 +159,7 @@ async fn a_sub_agent_gets_only_tools_its_parent_has() {
             && results[0]
                 .content
                 .contains("there is no tool named \"web_search\"")
-            && results[0].content.contains("bash, read, write"),
+            && results[0].content.contains("bash, process, read, write"),
         "{}",
         results[0].content
     );

@@ -8,23 +8,18 @@ mod support;
 
 use serde_json::json;
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use support::app_config::{config, say};
 use support::fake_llm::{FakeLlm, Turn};
+use support::warden_run::warden_chat;
 use warden::app::App;
 use warden::llm::{ContentBlock, Message, Role};
 use warden::memory::repair::INTERRUPTED;
 use warden::memory::sessions::SessionStore;
 
 fn chat(home: &std::path::Path, llm: &FakeLlm) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_warden"))
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("ANTHROPIC_BASE_URL", llm.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .arg("chat")
+    warden_chat(home, llm)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -273,6 +273,8 @@ fn child_context(ctx: &ToolContext, id: &str, key: &str, control: &RunControl) -
         progress: Arc::new(move |text| progress(format!("sub-agent: {text}"))),
         taint: ctx.taint.clone(),
         provenance: ctx.provenance.clone(),
+        // A background command it starts reports to the parent's chat.
+        background: ctx.background.clone(),
     }
 }
 

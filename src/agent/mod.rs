@@ -22,6 +22,7 @@ use crate::memory::sessions::SessionStore;
 use crate::persistence::{JobState, PromptFiles, Snapshot};
 use crate::taint::Taint;
 use crate::tools::approval::Approver;
+use crate::tools::background::BackgroundFn;
 use crate::tools::{ToolContext, ToolSet};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -150,6 +151,9 @@ pub struct RunRequest {
     pub approver: Arc<dyn Approver>,
     pub events: EventFn,
     pub control: RunControl,
+    /// Where background commands started in this run report, also after it ended: the
+    /// chat's queue (the gateway), the terminal.
+    pub background: BackgroundFn,
 }
 
 impl Agent {
@@ -231,6 +235,7 @@ impl Agent {
             approver,
             events,
             control,
+            background,
         } = request;
         let mut history = self.sessions.load(&session)?;
         let user = Message {
@@ -251,6 +256,7 @@ impl Agent {
             // wrote may be fetched without asking; untrusted content already there taints.
             taint: Taint::from_history(&history, &self.untrusted_folders()),
             provenance: Provenance::from_history(&history),
+            background,
         };
         self.converse(&session, history, &ctx, &events, &control)
             .await

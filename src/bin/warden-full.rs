@@ -67,6 +67,11 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Commands chats approved for good ("Always in this chat").
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -93,6 +98,26 @@ enum McpCommand {
         /// The workspace the tools act on (default: the config's workspace).
         #[arg(long)]
         workspace: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApprovalsCommand {
+    /// Every stored rule: its id, chat, command shape, who approved it and when.
+    List {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Only this chat's rules (`telegram:42`).
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Revoke rule ID: the command asks again.
+    Rm {
+        id: i64,
+        /// Only if it is this chat's rule (`telegram:42`).
+        #[arg(long)]
+        session: Option<String>,
     },
 }
 
@@ -420,6 +445,18 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 McpCommand::Serve { workspace } => cli::mcp::Action::Serve { workspace },
             };
             cli::mcp::run(config, action)
+        }
+        Command::Approvals { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                ApprovalsCommand::List { json, session } => {
+                    cli::approvals::Action::List { json, session }
+                }
+                ApprovalsCommand::Rm { id, session } => {
+                    cli::approvals::Action::Remove { id, session }
+                }
+            };
+            cli::approvals::run(&config, action)
         }
         Command::Bot => warden::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),

@@ -7,6 +7,7 @@ use crate::app::App;
 use crate::audit::AuditDecision;
 use crate::llm::ContentBlock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver, NoApprover};
+use crate::tools::background::{BackgroundEvent, BackgroundFn};
 use async_trait::async_trait;
 use std::io::Write;
 use std::sync::Arc;
@@ -42,6 +43,20 @@ fn printer(stream_text: bool) -> EventFn {
     })
 }
 
+/// A background command's end, printed on stderr when it comes (`warden run` kills what is
+/// still running when it exits).
+fn background_printer() -> BackgroundFn {
+    Arc::new(|event| {
+        if let BackgroundEvent::Ended {
+            notice: Some(notice),
+            ..
+        } = event
+        {
+            eprintln!("\n{notice}");
+        }
+    })
+}
+
 /// Abort the run on Ctrl-C; abort the returned task to stop watching.
 fn abort_on_ctrl_c(control: &RunControl) -> tokio::task::JoinHandle<()> {
     let control = control.clone();
@@ -65,9 +80,14 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
             approver: Arc::new(NoApprover),
             events: printer(false),
             control,
+            background: background_printer(),
         })
         .await;
     ctrl_c.abort();
+    let running = app.background.running();
+    if running > 0 {
+        eprintln!("[background] {running} command(s) still running are killed: warden run ends");
+    }
     app.shutdown().await;
     let outcome = outcome?;
     println!("{}", outcome.text);
@@ -175,6 +195,7 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
                 approver: approver.clone(),
                 events: printer(true),
                 control,
+                background: background_printer(),
             })
             .await;
         ctrl_c.abort();

@@ -2,6 +2,7 @@
 //! and calls into these, so tests can drive the library and the binary alike.
 
 pub mod agent_worker;
+pub mod approvals;
 pub mod cron;
 pub mod doctor;
 pub mod egress;

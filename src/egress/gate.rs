@@ -6,7 +6,7 @@ use super::provenance::{decode, Standing};
 use super::rules::{normalize_host, HostRules, Matched, Rule};
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;
-use crate::tools::approval::{Approval, ApprovalRequest};
+use crate::tools::approval::{Always, Approval, ApprovalRequest};
 use crate::tools::ToolContext;
 use serde_json::json;
 use std::sync::Arc;
@@ -106,7 +106,7 @@ impl Gate {
                     tool: hop.tool.to_string(),
                     command: describe_request(hop.url),
                     reason: why.clone(),
-                    always: matched.is_none().then(|| host.clone()),
+                    always: matched.is_none().then(|| Always::Host(host.clone())),
                     detail: None,
                 };
                 match ctx.approver.approve(&request).await {

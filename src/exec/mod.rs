@@ -10,6 +10,7 @@ mod open;
 mod output;
 mod pipeline;
 mod redirect;
+mod tail;
 
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
@@ -17,6 +18,7 @@ use crate::sandbox::{Sandbox, SandboxError};
 use pipeline::Outcome;
 use std::path::PathBuf;
 use std::time::Duration;
+pub use tail::Tail;
 use tokio_util::sync::CancellationToken;
 
 /// Exit status of a script killed by its timeout (as `timeout(1)`).
@@ -34,12 +36,15 @@ pub enum StdinMode {
 }
 
 /// Where output goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum OutputMode {
     /// Captured into [`RunOutput`], each stream capped at `cap_bytes` (head and tail kept).
     Capture { cap_bytes: usize },
     /// warden's own stdout/stderr (the CLI).
     Inherit,
+    /// Both streams into one shared ring of their last bytes, readable while the script runs
+    /// (background commands); [`RunOutput`]'s streams stay empty.
+    Tail(Tail),
 }
 
 #[derive(Clone, Debug)]

@@ -125,6 +125,10 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
             approver: view.approver(),
             events: view.events(),
             control,
+            background: super::Gateway {
+                inner: inner.clone(),
+            }
+            .background_reporter(row.chat_id, row.session.clone()),
         })
         .await;
     view.finish().await;

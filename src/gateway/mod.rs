@@ -19,6 +19,7 @@
 
 mod actor;
 pub mod channel;
+mod notices;
 mod recovery;
 pub mod runner;
 pub mod store;
@@ -51,6 +52,8 @@ pub enum Origin {
     Scheduled { job_id: String },
     /// A `/steer` message that reached the agent after its last step: it runs next.
     Steer,
+    /// A background command of the chat ended; the prompt is warden's notice of it.
+    Background { job: u64 },
     /// A stored origin this version cannot read.
     #[serde(other)]
     Unknown,

@@ -54,6 +54,7 @@ impl Gateway {
 fn interrupted_notice(row: &RunRow) -> String {
     let what = match &row.origin {
         Origin::Scheduled { .. } => " the scheduled task",
+        Origin::Background { .. } => " the end of a background command",
         _ => "",
     };
     format!(

@@ -39,7 +39,8 @@ pub fn run(mut config: Config, workspace: Option<PathBuf>) -> anyhow::Result<i32
         config.workspace = dir;
     }
     let core = Core::build(config)?;
-    let tools = Arc::new(core.workspace_tools());
+    // No background commands: an MCP client has no chat to tell when one ends.
+    let tools = Arc::new(core.workspace_tools(None));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -146,6 +147,7 @@ impl ServerHandler for WardenServer {
             progress: Arc::new(|_| {}),
             taint: self.taint.clone(),
             provenance: self.provenance.clone(),
+            background: crate::tools::background::ignore_background(),
         };
         let output = self.tools.call(&name, &input, &ctx).await;
         let content = vec![Content::text(output.content)];

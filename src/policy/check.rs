@@ -9,8 +9,8 @@ use super::copies;
 use super::expand::Expander;
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
-    Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script, StatusArg,
-    Step,
+    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
+    StatusArg, Step,
 };
 use super::lists;
 use super::paths::{Access, PathPolicy};
@@ -415,6 +415,14 @@ impl Checker {
                 "{name} {what}, code the policy cannot read: {JAILED_CODE}"
             ));
         }
+        // The shape is cut from argv as written, before an analyzer adds its safety options.
+        let ask = (!asks.is_empty()).then(|| Ask {
+            reasons: asks.clone(),
+            shape: argv[..analysis
+                .shape
+                .map_or(argv.len(), |n| (n + 1).min(argv.len()))]
+                .to_vec(),
+        });
         let argv = analysis.argv.unwrap_or(argv);
         tracing::trace!(command = %shown, "checked");
         let mut command = Command::program(argv, cwd.to_path_buf());
@@ -425,6 +433,7 @@ impl Checker {
         command.redirects = redirects;
         command.paths = paths;
         command.runs_code = analysis.runs_code.is_some();
+        command.ask = ask;
         Ok(Checked {
             command,
             asks,

@@ -81,6 +81,19 @@ pub struct Command {
     /// runs it only in a sandbox that confines code.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub runs_code: bool,
+    /// Why this command needs a person's approval; `None` when the policy allows it as it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<Ask>,
+}
+
+/// A command the policy asks about: its reasons, and the words an "always" approval of it
+/// covers (see [`crate::policy::shape`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Ask {
+    pub reasons: Vec<String>,
+    /// argv as checked (before an analyzer added its safety options), cut after the words
+    /// that name what runs: the subcommand, the script or module; all of argv otherwise.
+    pub shape: Vec<String>,
 }
 
 /// `argv[arg][offset..offset + 1]` is a `0` standing for `$?`.
@@ -298,6 +311,7 @@ impl Command {
             env: Vec::new(),
             status_args: Vec::new(),
             runs_code: false,
+            ask: None,
         }
     }
 

@@ -20,6 +20,7 @@ mod lists;
 pub mod mode;
 pub mod paths;
 pub mod rules;
+pub mod shape;
 pub mod suite;
 mod syntax;
 mod words;

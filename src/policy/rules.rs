@@ -310,6 +310,10 @@ pub struct Analysis {
     /// The program runs code the policy cannot read (a script, a Makefile, build scripts): it is
     /// asked, and the executor runs it only in a sandbox that confines code.
     pub runs_code: Option<String>,
+    /// How many leading arguments name what the command does — up to its subcommand (`git
+    /// commit`, `cargo test`), its script (`python3 tool.py`) or module (`python3 -m pytest`):
+    /// an "always" approval covers commands that agree on them. `None`: every argument does.
+    pub shape: Option<usize>,
 }
 
 /// One parsed flag occurrence.
@@ -445,6 +449,7 @@ impl ProgramRule {
         let sub_analysis = sub_rule.analyze(&full, &args[index + 1..])?;
         analysis.paths.extend(sub_analysis.paths);
         analysis.ask.extend(sub_analysis.ask);
+        analysis.shape = Some(index + 1);
         Ok(analysis)
     }
 

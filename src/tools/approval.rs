@@ -3,6 +3,7 @@
 
 use super::ToolOutput;
 use crate::audit::AuditDecision;
+use crate::policy::shape::CommandShape;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -14,14 +15,25 @@ pub struct ApprovalRequest {
     pub command: String,
     /// Why the policy asks.
     pub reason: String,
-    /// An egress approval for a host without a rule: the host an "Always for this host"
-    /// answer would allow from now on in this chat (channels that cannot store it ignore it).
+    /// What an "always" answer would approve from now on in this chat (channels that cannot
+    /// store it do not offer it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub always: Option<String>,
+    pub always: Option<Always>,
     /// What the change would do, when it is known (a unified diff of the file a write
     /// replaces); shown after the reason, cut where a channel's message limit requires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+}
+
+/// The standing approval an "always" answer stores for the chat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Always {
+    /// An egress approval for a host without a rule: "Always for this host".
+    Host(String),
+    /// A bash approval the policy asked for (nothing else asked about the line): "Always in
+    /// this chat" approves these command shapes, each with how it is shown.
+    Commands(Vec<(CommandShape, String)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,13 +1,18 @@
 //! `bash`: the command string goes through the policy (parse → IR → rules → paths); `ask`
-//! goes to the channel's approver; the allowed IR is re-verified independently and then run by
-//! the executor in the session's sandbox. The string itself never reaches a shell.
+//! goes to the channel's approver, unless the chat stored an "Always in this chat" rule for
+//! exactly these commands' shapes; the allowed IR is re-verified independently and then run by
+//! the executor in the session's sandbox — or, with `background: true`, started there and left
+//! running (see [`super::background`]). The string itself never reaches a shell.
 
-use super::approval::{self, ApprovalRequest};
+use super::approval::{self, Always, ApprovalRequest};
+use super::approval_rules::ApprovalRules;
+use super::background::{Background, Start};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
 use crate::exec::{run_script, ExecOptions, RunOutput};
 use crate::llm::ToolSpec;
 use crate::persistence::PromptFiles;
+use crate::policy::shape::CommandShape;
 use crate::policy::{invariant, Checker, Decision, Policy, Verdict};
 use crate::sandbox::pool::SandboxPool;
 use async_trait::async_trait;
@@ -26,6 +31,12 @@ pub struct BashTool {
     save_dir: PathBuf,
     /// Writes to the files that feed the prompt ask (instructions always, memory when tainted).
     prompt_files: Arc<PromptFiles>,
+    /// The chats' "Always in this chat" rules; `None`: every ask goes to a person.
+    rules: Option<ApprovalRules>,
+    /// Where commands run by default (shapes are shown relative to it).
+    workspace: PathBuf,
+    /// Commands started with `background: true`; `None`: not offered.
+    background: Option<Arc<Background>>,
 }
 
 impl BashTool {
@@ -37,6 +48,7 @@ impl BashTool {
         save_dir: PathBuf,
         prompt_files: Arc<PromptFiles>,
     ) -> BashTool {
+        let workspace = checker.paths().workspace().to_path_buf();
         BashTool {
             policy,
             checker: Mutex::new(checker),
@@ -44,7 +56,48 @@ impl BashTool {
             timeout,
             save_dir,
             prompt_files,
+            rules: None,
+            workspace,
+            background: None,
         }
+    }
+
+    /// Offer `background: true`: the command starts in `background` and the call returns.
+    pub fn with_background(mut self, background: Arc<Background>) -> BashTool {
+        self.background = Some(background);
+        self
+    }
+
+    /// Answer approvals from the chat's stored rules ("Always in this chat"), and offer to
+    /// store them.
+    pub fn with_rules(mut self, rules: ApprovalRules) -> BashTool {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The stored rules that cover every shape, when there are shapes and they all are.
+    /// Unreadable rules approve nothing: a person is asked.
+    fn standing_rules(&self, session: &str, shapes: &[CommandShape]) -> Option<Vec<i64>> {
+        match self.rules.as_ref()?.covering(session, shapes) {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!("reading the stored approval rules: {e}");
+                None
+            }
+        }
+    }
+
+    /// What "Always in this chat" would store for `shapes`, when rules can be stored.
+    fn always(&self, shapes: &[CommandShape]) -> Option<Always> {
+        if self.rules.is_none() || shapes.is_empty() {
+            return None;
+        }
+        Some(Always::Commands(
+            shapes
+                .iter()
+                .map(|shape| (shape.clone(), shape.describe(&self.workspace)))
+                .collect(),
+        ))
     }
 
     fn check(&self, command: &str) -> (Verdict, crate::policy::PathPolicy) {
@@ -70,6 +123,91 @@ impl BashTool {
         run_script(sandbox.as_ref(), &verdict.script, &options)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// Start the checked, approved command in the background and return at once.
+    async fn start_background(
+        &self,
+        background: &Background,
+        verdict: Verdict,
+        paths: crate::policy::PathPolicy,
+        timeout: Duration,
+        approved: Approved,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
+        let sandbox = match self.sandboxes.get(&ctx.session).await {
+            Ok(sandbox) => sandbox,
+            Err(e) => return ToolOutput::error(format!("the sandbox is not available: {e}")),
+        };
+        let command = describe(&verdict);
+        let start = Start {
+            command: command.clone(),
+            script: verdict.script,
+            sandbox,
+            paths,
+            timeout,
+        };
+        let id = match background.start(start, ctx) {
+            Ok(id) => id,
+            Err(why) => {
+                return ToolOutput {
+                    content: format!("Not started: {why}."),
+                    is_error: true,
+                    decision: AuditDecision::Deny,
+                    reason: why,
+                    exit_code: None,
+                }
+            }
+        };
+        let shown = command.replace('\n', " | ");
+        (ctx.progress)(format!("Started `{shown}` in the background (#{id})"));
+        ToolOutput {
+            content: format!(
+                "Started background command #{id}: `{shown}`. It may run for {} s; when it ends \
+                 you get a message with its exit status and the end of its output. The process \
+                 tool lists, polls and kills it.",
+                timeout.as_secs()
+            ),
+            is_error: false,
+            decision: approved.decision(),
+            reason: format!(
+                "{}; started in the background as #{id}",
+                approved.reason(verdict.reason)
+            ),
+            exit_code: None,
+        }
+    }
+}
+
+/// How a command that needed approval got it.
+enum Approved {
+    /// It needed none.
+    No,
+    ByPerson,
+    /// The chat's stored "Always in this chat" rules (their ids) cover every asking command.
+    ByRule(Vec<i64>),
+}
+
+impl Approved {
+    fn decision(&self) -> AuditDecision {
+        match self {
+            Approved::No => AuditDecision::Allow,
+            Approved::ByPerson | Approved::ByRule(_) => AuditDecision::Approved,
+        }
+    }
+
+    /// The policy's reason, and for a rule's approval which rules answered.
+    fn reason(&self, policy: String) -> String {
+        match self {
+            Approved::ByRule(ids) => {
+                let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+                format!(
+                    "{policy}; approved by this chat's standing rule {} (\"Always in this chat\")",
+                    ids.join(", ")
+                )
+            }
+            _ => policy,
+        }
     }
 }
 
@@ -119,22 +257,38 @@ fn format_result(command: &str, out: &RunOutput, timeout: Duration) -> String {
 #[async_trait]
 impl Tool for BashTool {
     fn spec(&self) -> ToolSpec {
+        let mut description = "Run a command line in the sandbox, in the workspace. It is parsed \
+                               and checked first: allowed programs only (no shells or network \
+                               tools), paths inside the workspace; pipes, && || ;, redirections \
+                               into the workspace, if/for/while, ( ) and { } groups work; command \
+                               substitution does not. Project code (python3 tool.py, make, cargo \
+                               build, npm test) needs the user's approval; inline code (-c, -e) \
+                               is refused. A refused command comes back with the reason."
+            .to_string();
+        let mut properties = json!({
+            "command": {"type": "string"},
+            "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
+        });
+        if let Some(background) = &self.background {
+            description.push_str(&format!(
+                " With background: true it starts the command and returns at once (at most {} \
+                 run at a time, each for at most {} s); when it ends you get a message with its \
+                 exit status and the end of its output. The process tool lists, polls and kills \
+                 background commands.",
+                background.settings().max_running,
+                background.settings().timeout.as_secs()
+            ));
+            properties["background"] = json!({
+                "type": "boolean",
+                "description": "start it and return at once; its end is reported in a new message"
+            });
+        }
         ToolSpec {
             name: "bash".into(),
-            description: "Run a command line in the sandbox, in the workspace. It is parsed and \
-                          checked first: allowed programs only (no shells or network tools), \
-                          paths inside the workspace; pipes, && || ;, redirections into the \
-                          workspace, if/for/while, ( ) and { } groups work; command substitution \
-                          does not. Project code (python3 tool.py, make, cargo build, npm test) \
-                          needs the user's approval; inline code (-c, -e) is refused. A refused \
-                          command comes back with the reason."
-                .into(),
+            description,
             input_schema: json!({
                 "type": "object",
-                "properties": {
-                    "command": {"type": "string"},
-                    "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
-                },
+                "properties": properties,
                 "required": ["command"]
             }),
         }
@@ -144,10 +298,19 @@ impl Tool for BashTool {
         let Some(command) = input.get("command").and_then(Value::as_str) else {
             return ToolOutput::error("missing string argument `command`");
         };
+        let background = match (input.get("background"), &self.background) {
+            (None | Some(Value::Bool(false)), _) => None,
+            (Some(Value::Bool(true)), Some(background)) => Some(background),
+            (Some(Value::Bool(true)), None) => {
+                return ToolOutput::error("background commands are not available here")
+            }
+            (Some(_), _) => return ToolOutput::error("`background` must be true or false"),
+        };
+        let limit = background.map_or(self.timeout, |b| b.settings().timeout);
         let timeout = input
             .get("timeout_secs")
             .and_then(Value::as_u64)
-            .map_or(self.timeout, |s| Duration::from_secs(s).min(self.timeout));
+            .map_or(limit, |s| Duration::from_secs(s).min(limit));
         let (verdict, paths) = self.check(command);
         // Do not ask a person about code this session's sandbox would refuse to run.
         if verdict.script.commands().any(|c| c.runs_code) {
@@ -167,6 +330,10 @@ impl Tool for BashTool {
         if verdict.decision == Decision::Deny {
             return ToolOutput::denied(verdict.reason);
         }
+        // Nobody is asked to approve a command that could not start.
+        if let Some(Err(why)) = background.map(|b| b.room()) {
+            return ToolOutput::denied(format!("not started: {why}"));
+        }
         // A line that reads untrusted files taints the run from here on, and already for its
         // own writes (`cat attachments/x >> MEMORY.md`).
         let untrusted = self.prompt_files.untrusted_in_script(&verdict.script);
@@ -174,27 +341,36 @@ impl Tool for BashTool {
         let persists = self
             .prompt_files
             .why_ask(&touched, &ctx.taint.with(&untrusted));
+        // Only an ask of the policy's alone may be answered by a rule the chat stored ("Always
+        // in this chat"); one about what the line writes (prompt files) goes to a person.
+        let shapes = match (verdict.decision, &persists) {
+            (Decision::Ask, None) => CommandShape::of_script(&verdict.script),
+            _ => Vec::new(),
+        };
         let reason = match (verdict.decision, persists) {
             (Decision::Ask, Some(why)) => Some(format!("{}; {why}", verdict.reason)),
             (Decision::Ask, None) => Some(verdict.reason.clone()),
             (_, why) => why,
         };
         let approved = match reason {
-            None => false,
-            Some(reason) => {
-                let request = ApprovalRequest {
-                    session: ctx.session.clone(),
-                    tool: "bash".into(),
-                    command: describe(&verdict),
-                    reason,
-                    always: None,
-                    detail: None,
-                };
-                if let Err(refused) = approval::ask(ctx.approver.as_ref(), &request).await {
-                    return refused;
+            None => Approved::No,
+            Some(reason) => match self.standing_rules(&ctx.session, &shapes) {
+                Some(ids) => Approved::ByRule(ids),
+                None => {
+                    let request = ApprovalRequest {
+                        session: ctx.session.clone(),
+                        tool: "bash".into(),
+                        command: describe(&verdict),
+                        reason,
+                        always: self.always(&shapes),
+                        detail: None,
+                    };
+                    if let Err(refused) = approval::ask(ctx.approver.as_ref(), &request).await {
+                        return refused;
+                    }
+                    Approved::ByPerson
                 }
-                true
-            }
+            },
         };
         for source in untrusted {
             ctx.taint.add(source);
@@ -206,6 +382,11 @@ impl Tool for BashTool {
                 "internal policy check failed ({violation}); not run"
             ));
         }
+        if let Some(background) = background {
+            return self
+                .start_background(background, verdict, paths, timeout, approved, ctx)
+                .await;
+        }
         (ctx.progress)(format!(
             "Running `{}`…",
             describe(&verdict).replace('\n', " | ")
@@ -214,12 +395,8 @@ impl Tool for BashTool {
             Ok(out) => ToolOutput {
                 content: format_result(command, &out, timeout),
                 is_error: out.timed_out || out.cancelled,
-                decision: if approved {
-                    AuditDecision::Approved
-                } else {
-                    AuditDecision::Allow
-                },
-                reason: verdict.reason,
+                decision: approved.decision(),
+                reason: approved.reason(verdict.reason),
                 exit_code: Some(out.status),
             },
             Err(e) => ToolOutput::error(format!("the command could not be run: {e}")),

@@ -3,12 +3,15 @@
 //! written to the audit log before its result reaches the model.
 
 pub mod approval;
+pub mod approval_rules;
+pub mod background;
 pub mod bash;
 pub mod cron;
 pub mod files;
 pub mod mcp;
 pub mod memory_search;
 pub mod output;
+pub mod process;
 pub mod skill;
 pub mod web_fetch;
 pub mod web_search;
@@ -20,6 +23,7 @@ use crate::llm::ToolSpec;
 use crate::taint::Taint;
 use approval::Approver;
 use async_trait::async_trait;
+use background::BackgroundFn;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -107,11 +111,13 @@ pub struct ToolContext {
     pub taint: Taint,
     /// URLs this run may request without the model having composed them.
     pub provenance: Provenance,
+    /// Where background commands this run starts report (their end goes to the chat).
+    pub background: BackgroundFn,
 }
 
 impl ToolContext {
     /// A context outside an agent run: nobody to approve, never cancelled, no progress shown,
-    /// an untainted run that knows no URLs.
+    /// an untainted run that knows no URLs, nobody told about background commands.
     pub fn detached(session: impl Into<String>) -> ToolContext {
         ToolContext {
             session: session.into(),
@@ -121,6 +127,7 @@ impl ToolContext {
             progress: Arc::new(|_| {}),
             taint: Taint::new(),
             provenance: Provenance::new(),
+            background: background::ignore_background(),
         }
     }
 

@@ -31,6 +31,7 @@ pub async fn say(app: &App, session: &str, text: &str) -> RunOutcome {
             approver: Arc::new(NoApprover),
             events: Arc::new(|_| {}),
             control: RunControl::new(),
+            background: warden::tools::background::ignore_background(),
         })
         .await
         .expect("the run failed")

@@ -43,6 +43,19 @@ pub async fn warden_run_with(
     .unwrap()
 }
 
+/// `warden chat` with HOME in `home` and the model at `llm` (the caller sets its stdio).
+pub fn warden_chat(home: &Path, llm: &FakeLlm) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+    command
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ANTHROPIC_BASE_URL", llm.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .arg("chat");
+    command
+}
+
 /// `warden ARGS…` with HOME in `home`.
 pub fn warden(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_warden"))

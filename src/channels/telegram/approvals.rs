@@ -3,13 +3,16 @@
 //! run, a shutdown or a failure to post the request all mean deny. Afterwards the request
 //! message is edited to show what was decided (and the buttons disappear). An egress approval
 //! for a host without a rule also offers "Always for HOST", which approves and stores a rule
-//! for the chat (`warden egress list|rm`).
+//! for the chat (`warden egress list|rm`); a bash approval the policy asked for offers
+//! "Always in this chat", which stores the commands' shapes (`warden approvals list|rm`,
+//! `/approvals`).
 
 use super::access::Access;
 use super::api::{describe, Telegram};
 use super::format::escape;
 use crate::egress::Grants;
-use crate::tools::approval::{Approval, ApprovalRequest, Approver};
+use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
+use crate::tools::approval_rules::ApprovalRules;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +35,8 @@ pub struct Approvals {
     closing: CancellationToken,
     /// Where "Always for this host" is stored; `None`: the button is not offered.
     grants: Option<Grants>,
+    /// Where "Always in this chat" is stored; `None`: the button is not offered.
+    rules: Option<ApprovalRules>,
 }
 
 struct Pending {
@@ -43,7 +48,7 @@ enum Decision {
     Approved {
         by: String,
     },
-    /// Approved, and the host allowed from now on in this chat.
+    /// Approved, and the same approved from now on in this chat.
     Always {
         by: String,
     },
@@ -71,13 +76,60 @@ impl Approvals {
             timeout,
             closing: CancellationToken::new(),
             grants: None,
+            rules: None,
         }
     }
 
-    /// Offer "Always for this host" on egress approvals, storing the answers in `grants`.
-    pub fn with_grants(mut self, grants: Grants) -> Approvals {
+    /// Offer "Always for this host" on egress approvals, storing the answers in `grants`,
+    /// and "Always in this chat" on bash approvals, storing them in `rules`.
+    pub fn with_grants(mut self, grants: Grants, rules: ApprovalRules) -> Approvals {
         self.grants = Some(grants);
+        self.rules = Some(rules);
         self
+    }
+
+    /// Whether this standing approval can be stored (so its button is offered).
+    fn can_store(&self, always: &Always) -> bool {
+        match always {
+            Always::Host(_) => self.grants.is_some(),
+            Always::Commands(shapes) => self.rules.is_some() && !shapes.is_empty(),
+        }
+    }
+
+    /// Store `always` for `session`; the note for the request message says what was stored.
+    fn store(&self, session: &str, always: &Always, by: &str) -> String {
+        let granted_by = format!("{by} in Telegram");
+        let stored = match (always, &self.grants, &self.rules) {
+            (Always::Host(host), Some(grants), _) => {
+                grants.allow(session, host, &granted_by).map(|()| {
+                    format!(
+                        "{} is allowed from now on in this chat (<code>warden egress rm {}</code> \
+                         revokes it)",
+                        escape(host),
+                        escape(host)
+                    )
+                })
+            }
+            (Always::Commands(shapes), _, Some(rules)) => {
+                rules.grant(session, shapes, &granted_by).map(|()| {
+                    format!(
+                        "from now on in this chat: {} (/approvals lists and revokes)",
+                        shown_list(shapes)
+                    )
+                })
+            }
+            _ => return format!("✅ Approved by {} this once.", escape(by)),
+        };
+        match stored {
+            Ok(what) => format!("✅ Approved by {}; {what}.", escape(by)),
+            Err(e) => {
+                tracing::error!("storing an approval rule: {e}");
+                format!(
+                    "✅ Approved by {} this once; the rule could not be stored.",
+                    escape(by)
+                )
+            }
+        }
     }
 
     /// Shutdown: every waiting request is denied now, and new ones at once.
@@ -170,13 +222,29 @@ pub struct ChatApprover {
     pub cancel: CancellationToken,
 }
 
-fn request_html(request: &ApprovalRequest) -> String {
-    let html = format!(
+/// The shapes as a list of `<code>` items.
+fn shown_list(shapes: &[(crate::policy::shape::CommandShape, String)]) -> String {
+    shapes
+        .iter()
+        .map(|(_, shown)| format!("<code>{}</code>", escape(shown)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The request as posted; `offered` is the "always" answer its buttons offer.
+fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
+    let mut html = format!(
         "🔐 <b>Approval needed</b> ({tool})\n<pre>{command}</pre>\n{reason}",
         tool = escape(&request.tool),
         command = escape(&request.command),
         reason = escape(&request.reason),
     );
+    if let Some(Always::Commands(shapes)) = offered {
+        html.push_str(&format!(
+            "\n“Always in this chat” would approve from now on: {}",
+            shown_list(shapes)
+        ));
+    }
     let Some(detail) = &request.detail else {
         return html;
     };
@@ -216,26 +284,35 @@ impl Approver for ChatApprover {
         if self.approvals.closing.is_cancelled() {
             return Approval::Denied("warden is shutting down".into());
         }
-        let html = request_html(request);
+        let always = request
+            .always
+            .as_ref()
+            .filter(|a| self.approvals.can_store(a));
+        let html = request_html(request, always);
         if html.chars().count() > MAX_SHOWN {
             return Approval::Denied(
                 "the command is too long to show in full for approval in Telegram".into(),
             );
         }
         let (id, answer) = self.approvals.register(self.chat_id);
-        let always = request
-            .always
-            .as_deref()
-            .zip(self.approvals.grants.as_ref());
+        let approve = match always {
+            Some(Always::Commands(_)) => "✅ Approve once",
+            _ => "✅ Approve",
+        };
         let mut rows = vec![vec![
-            InlineKeyboardButton::callback("✅ Approve", format!("ap:{id}:y")),
+            InlineKeyboardButton::callback(approve, format!("ap:{id}:y")),
             InlineKeyboardButton::callback("❌ Deny", format!("ap:{id}:n")),
         ]];
-        if let Some((host, _)) = always {
-            rows.push(vec![InlineKeyboardButton::callback(
+        match always {
+            Some(Always::Host(host)) => rows.push(vec![InlineKeyboardButton::callback(
                 format!("♾ Always for {host}"),
                 format!("ap:{id}:a"),
-            )]);
+            )]),
+            Some(Always::Commands(_)) => rows.push(vec![InlineKeyboardButton::callback(
+                "♾ Always in this chat",
+                format!("ap:{id}:a"),
+            )]),
+            None => {}
         }
         let keyboard = InlineKeyboardMarkup::new(rows);
         let sent = self
@@ -256,26 +333,8 @@ impl Approver for ChatApprover {
                     (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
                 }
                 Ok(Decision::Always { by }) => match always {
-                    Some((host, grants)) => {
-                        let stored =
-                            grants.allow(&request.session, host, &format!("{by} in Telegram"));
-                        let note = match stored {
-                            Ok(()) => format!(
-                                "✅ Approved by {}; {} is allowed from now on in this chat \
-                                 (<code>warden egress rm {}</code> revokes it).",
-                                escape(&by),
-                                escape(host),
-                                escape(host)
-                            ),
-                            Err(e) => {
-                                tracing::error!("storing an egress rule: {e}");
-                                format!(
-                                    "✅ Approved by {} this once; the rule could not be stored.",
-                                    escape(&by)
-                                )
-                            }
-                        };
-                        (Approval::Approved, note)
+                    Some(always) => {
+                        (Approval::Approved, self.approvals.store(&request.session, always, &by))
                     }
                     // Not offered for this request: a forged press approves nothing.
                     None => (
@@ -322,14 +381,17 @@ mod tests {
     #[test]
     fn a_long_diff_is_cut_at_a_line_and_never_inside_an_entity() {
         let detail: String = (0..2000).map(|i| format!("+line {i} <&>\n")).collect();
-        let html = request_html(&ApprovalRequest {
-            session: "telegram:1".into(),
-            tool: "write".into(),
-            command: "write AGENTS.md".into(),
-            reason: "AGENTS.md tells the agent how to behave".into(),
-            always: None,
-            detail: Some(detail),
-        });
+        let html = request_html(
+            &ApprovalRequest {
+                session: "telegram:1".into(),
+                tool: "write".into(),
+                command: "write AGENTS.md".into(),
+                reason: "AGENTS.md tells the agent how to behave".into(),
+                always: None,
+                detail: Some(detail),
+            },
+            None,
+        );
         assert!(html.chars().count() <= MAX_SHOWN, "{}", html.len());
         assert!(html.contains("+line 0 &lt;&amp;&gt;\n"), "{html}");
         assert!(html.contains("more lines not shown</pre>"), "{html}");
@@ -341,18 +403,42 @@ mod tests {
                 "{line}"
             );
         }
-        let short = request_html(&ApprovalRequest {
-            detail: Some("-a\n+b\n".into()),
-            ..ApprovalRequest {
-                session: "telegram:1".into(),
-                tool: "edit".into(),
-                command: "edit SOUL.md".into(),
-                reason: "r".into(),
-                always: None,
-                detail: None,
-            }
-        });
+        let short = request_html(
+            &ApprovalRequest {
+                detail: Some("-a\n+b\n".into()),
+                ..ApprovalRequest {
+                    session: "telegram:1".into(),
+                    tool: "edit".into(),
+                    command: "edit SOUL.md".into(),
+                    reason: "r".into(),
+                    always: None,
+                    detail: None,
+                }
+            },
+            None,
+        );
         assert!(short.ends_with("<pre>-a\n+b\n</pre>"), "{short}");
+    }
+
+    #[test]
+    fn what_always_would_approve_is_shown_only_when_offered() {
+        let shape = crate::policy::shape::CommandShape {
+            cwd: "/ws".into(),
+            words: vec!["cargo".into(), "test".into()],
+            reasons: vec!["runs code".into()],
+        };
+        let always = Always::Commands(vec![(shape, "cargo test <x>".into())]);
+        let request = ApprovalRequest {
+            session: "telegram:1".into(),
+            tool: "bash".into(),
+            command: "cargo test".into(),
+            reason: "runs code".into(),
+            always: Some(always.clone()),
+            detail: None,
+        };
+        assert!(request_html(&request, Some(&always))
+            .ends_with("would approve from now on: <code>cargo test &lt;x&gt;</code>"));
+        assert!(!request_html(&request, None).contains("would approve"));
     }
 
     #[test]
@@ -370,14 +456,17 @@ mod tests {
 
     #[test]
     fn the_request_shows_the_exact_command_escaped() {
-        let html = request_html(&ApprovalRequest {
-            session: "telegram:1".into(),
-            tool: "bash".into(),
-            command: "rm -r 'a <b>' && echo &".into(),
-            reason: "rm -r deletes a directory tree".into(),
-            always: None,
-            detail: None,
-        });
+        let html = request_html(
+            &ApprovalRequest {
+                session: "telegram:1".into(),
+                tool: "bash".into(),
+                command: "rm -r 'a <b>' && echo &".into(),
+                reason: "rm -r deletes a directory tree".into(),
+                always: None,
+                detail: None,
+            },
+            None,
+        );
         assert!(html.contains("<pre>rm -r 'a &lt;b&gt;' &amp;&amp; echo &amp;</pre>"));
     }
 }

@@ -1,4 +1,5 @@
-//! The chat commands: `/stop`, `/steer TEXT`, `/new`, `/status`, `/help` (and `/start`), their
+//! The chat commands: `/stop`, `/steer TEXT`, `/new`, `/status`, `/approvals [rm N]`, `/help`
+//! (and `/start`), their
 //! parsing — including `/cmd@botname` in groups — and the texts they answer with.
 
 use super::format::escape;
@@ -11,6 +12,8 @@ pub enum Command {
     Steer(String),
     New,
     Status,
+    /// `/approvals`: list what the chat approved for good; `/approvals rm N`: revoke rule N.
+    Approvals(String),
     Unknown(String),
 }
 
@@ -41,6 +44,7 @@ pub fn parse(text: &str, bot_username: &str) -> Option<Command> {
         "steer" => Command::Steer(args.to_string()),
         "new" | "reset" => Command::New,
         "status" => Command::Status,
+        "approvals" => Command::Approvals(args.to_string()),
         other => Command::Unknown(other.to_string()),
     })
 }
@@ -53,6 +57,7 @@ approval (buttons).\n\n\
 /stop — stop the current run and drop waiting messages\n\
 /steer <i>text</i> — tell the running task something before its next step\n\
 /new — start a fresh conversation\n\
+/approvals — what you approved “Always in this chat”, to revoke\n\
 /help — this text";
 
 /// The command list registered with Telegram (`setMyCommands`).
@@ -61,6 +66,7 @@ pub const MENU: &[(&str, &str)] = &[
     ("stop", "Stop the current run"),
     ("steer", "Tell the running task something"),
     ("new", "Start a fresh conversation"),
+    ("approvals", "What is approved for good"),
     ("help", "How to use me"),
 ];
 
@@ -116,6 +122,10 @@ mod tests {
             Some(Command::Steer("use the other file".into()))
         );
         assert_eq!(parse("/start", "wb"), Some(Command::Help));
+        assert_eq!(
+            parse("/approvals rm 3", "wb"),
+            Some(Command::Approvals("rm 3".into()))
+        );
         assert_eq!(
             parse("/frob x", "wb"),
             Some(Command::Unknown("frob".into()))

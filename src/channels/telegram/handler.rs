@@ -7,6 +7,7 @@ use super::approvals::Approvals;
 use super::commands::{self, Command};
 use super::format::escape;
 use super::inputs::{Inputs, Prepared};
+use super::standing::{self, Standing};
 use super::store::UpdateLog;
 use crate::gateway::{Gateway, Origin, Submission, SubmitError};
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub struct Handler {
     pub access: Access,
     pub log: UpdateLog,
     pub approvals: Arc<Approvals>,
+    pub standing: Standing,
     pub inputs: Inputs,
 }
 
@@ -41,6 +43,18 @@ impl Handler {
         let update_id = i64::from(update.id.0);
         match update.kind {
             UpdateKind::Message(msg) => self.on_message(update_id, &msg).await,
+            UpdateKind::CallbackQuery(query) if standing::is_revoke(&query) => {
+                let gateway = &self.gateway;
+                self.standing
+                    .on_callback(
+                        &self.tg,
+                        &self.access,
+                        |chat| gateway.session_key(chat),
+                        query,
+                    )
+                    .await;
+                Handled::Done
+            }
             UpdateKind::CallbackQuery(query) => {
                 self.approvals
                     .on_callback(&self.tg, &self.access, query)
@@ -135,6 +149,32 @@ impl Handler {
                 }
             },
             Command::Status => Some(commands::status_reply(&self.gateway.status(chat))),
+            Command::Approvals(args) => {
+                let session = self.gateway.session_key(chat);
+                let words: Vec<&str> = args.split_whitespace().collect();
+                match words.as_slice() {
+                    [] => {
+                        let (html, keyboard) = self.standing.list(&session);
+                        if let Err(e) = self
+                            .tg
+                            .send_html(chat, Some(message_id), &html, keyboard)
+                            .await
+                        {
+                            tracing::warn!(chat, "reply not sent: {e}");
+                        }
+                        None
+                    }
+                    ["rm", id] => Some(match id.trim_start_matches('#').parse::<i64>() {
+                        Ok(id) => escape(&self.standing.revoke(&session, id)),
+                        Err(_) => {
+                            "Usage: /approvals rm <i>N</i> (the number /approvals shows)".into()
+                        }
+                    }),
+                    _ => Some(
+                        "Usage: /approvals lists them, /approvals rm <i>N</i> revokes one".into(),
+                    ),
+                }
+            }
             Command::Unknown(name) => Some(format!(
                 "Unknown command /{}. /help lists the commands.",
                 escape(&name)

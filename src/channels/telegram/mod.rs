@@ -24,6 +24,7 @@ mod inputs;
 mod lanes;
 mod poll;
 pub mod split;
+mod standing;
 pub mod store;
 mod view;
 
@@ -34,6 +35,7 @@ use crate::db::Database;
 use crate::egress::Grants;
 use crate::gateway::{AgentRunner, Gateway, GatewaySettings};
 use crate::policy::PathPolicy;
+use crate::tools::approval_rules::ApprovalRules;
 use access::Access;
 use anyhow::Context;
 use api::{describe, Telegram};
@@ -115,8 +117,10 @@ impl TelegramBot {
             tracing::warn!("pruning old updates: {e}");
         }
         let approvals = Arc::new(
-            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1)))
-                .with_grants(Grants::new(app.db.clone())),
+            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1))).with_grants(
+                Grants::new(app.db.clone()),
+                ApprovalRules::new(app.db.clone()),
+            ),
         );
         let channel = Arc::new(TelegramChannel::new(tg.clone(), approvals.clone()));
         let gateway = Gateway::new(
@@ -145,6 +149,10 @@ impl TelegramBot {
             access: Access::new(&config.allowed_users, me.user.id.0 as i64, &username),
             log,
             approvals: approvals.clone(),
+            standing: standing::Standing {
+                rules: ApprovalRules::new(app.db.clone()),
+                grants: Grants::new(app.db.clone()),
+            },
             inputs: Inputs {
                 tg: tg.clone(),
                 paths: app.paths.clone(),

@@ -1,10 +1,12 @@
 //! The bot's side: start the worker when a run needs one, route each run's messages, stop the
-//! worker after `idle` without runs, and fail the runs in flight when it dies.
+//! worker after `idle` without runs or background commands, and fail the runs in flight when
+//! it dies.
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{EventFn, RunOutcome, RunRequest};
 use crate::gateway::{lock, AgentRunner};
 use crate::tools::approval::{Approval, Approver};
+use crate::tools::background::{self, BackgroundEvent, BackgroundFn};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -52,6 +54,9 @@ struct Connection {
     /// Counts runs started, so an idle timer knows whether a run came and went meanwhile.
     started: AtomicU64,
     supports_images: bool,
+    /// Background commands running in the worker, with where each reports (its run's chat).
+    /// The worker is not retired while any runs.
+    jobs: Mutex<HashMap<u64, BackgroundFn>>,
     /// Cancelled when the worker's output ended (it exited or closed it).
     gone: CancellationToken,
     /// Cancelled once the worker was reaped.
@@ -61,6 +66,7 @@ struct Connection {
 struct RunSlot {
     events: EventFn,
     approver: Arc<dyn Approver>,
+    background: BackgroundFn,
     done: oneshot::Sender<Result<RunOutcome, String>>,
 }
 
@@ -128,7 +134,8 @@ impl WorkerAgent {
         let conn = match live.as_ref().filter(|c| !c.gone.is_cancelled()) {
             Some(conn) => conn.clone(),
             None => {
-                let conn = spawn(&self.shared.command).await?;
+                let (conn, lines, child) = spawn(&self.shared.command).await?;
+                tokio::spawn(read_replies(self.clone(), conn.clone(), lines, child));
                 *live = Some(conn.clone());
                 conn
             }
@@ -140,13 +147,15 @@ impl WorkerAgent {
         Ok(conn)
     }
 
-    /// Stop `conn` if it is still the live worker and no run started since `started`.
+    /// Stop `conn` if it is still the live worker, no run started since `started` and no
+    /// background command runs in it.
     async fn retire(&self, conn: &Arc<Connection>, started: u64) {
         let mut live = self.shared.live.lock().await;
         let current = live.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn));
         if current
             && conn.active.load(Ordering::SeqCst) == 0
             && conn.started.load(Ordering::SeqCst) == started
+            && lock(&conn.jobs).is_empty()
         {
             live.take();
             conn.close();
@@ -175,6 +184,7 @@ impl AgentRunner for WorkerAgent {
             RunSlot {
                 events: request.events,
                 approver: request.approver,
+                background: request.background,
                 done,
             },
         );
@@ -221,8 +231,11 @@ impl AgentRunner for WorkerAgent {
     }
 }
 
+/// The worker's replies, read by [`read_replies`].
+type Replies = Lines<BufReader<ChildStdout>>;
+
 /// Start a worker and wait for its `ready`.
-async fn spawn(command: &WorkerCommand) -> Result<Arc<Connection>, String> {
+async fn spawn(command: &WorkerCommand) -> Result<(Arc<Connection>, Replies, Child), String> {
     let mut child = tokio::process::Command::new(&command.program)
         .args(&command.args)
         // The agent never needs the bot token: it stays in the bot process.
@@ -285,17 +298,18 @@ async fn spawn(command: &WorkerCommand) -> Result<Arc<Connection>, String> {
         active: AtomicUsize::new(0),
         started: AtomicU64::new(0),
         supports_images,
+        jobs: Mutex::new(HashMap::new()),
         gone: CancellationToken::new(),
         exited: CancellationToken::new(),
     });
-    tokio::spawn(read_replies(conn.clone(), lines, child));
-    Ok(conn)
+    Ok((conn, lines, child))
 }
 
 /// Route the worker's messages until its output ends, then fail whatever still waits.
 async fn read_replies(
+    agent: WorkerAgent,
     conn: Arc<Connection>,
-    mut lines: Lines<BufReader<ChildStdout>>,
+    mut lines: Replies,
     mut child: Child,
 ) {
     loop {
@@ -330,6 +344,9 @@ async fn read_replies(
                     let _ = slot.done.send(result);
                 }
             }
+            Ok(FromWorker::Background { run, event }) => {
+                background(&agent, &conn, run, event);
+            }
             Ok(FromWorker::Ready { .. }) => {
                 tracing::error!("the agent worker said ready twice; stopping it");
                 let _ = child.start_kill();
@@ -351,5 +368,39 @@ async fn read_replies(
     for (_, slot) in lock(&conn.runs).drain() {
         let _ = slot.done.send(Err(reason.clone()));
     }
+    // Background commands whose end never came: their chats are told rather than left
+    // waiting (at a shutdown the gateway no longer takes the notice).
+    let lost: Vec<(u64, BackgroundFn)> = lock(&conn.jobs).drain().collect();
+    for (job, report) in lost {
+        report(BackgroundEvent::Ended {
+            job,
+            notice: Some(background::lost_notice(job, &reason)),
+        });
+    }
     conn.exited.cancel();
+}
+
+/// A background command started (its run's reporter is kept until it ends) or ended (its
+/// notice goes where its run said; the worker may retire once nothing runs in it).
+fn background(agent: &WorkerAgent, conn: &Arc<Connection>, run: u64, event: BackgroundEvent) {
+    let report = match &event {
+        BackgroundEvent::Started { job } => {
+            let Some(report) = lock(&conn.runs).get(&run).map(|s| s.background.clone()) else {
+                tracing::warn!(run, job, "a background command of a run that has ended");
+                return;
+            };
+            lock(&conn.jobs).insert(*job, report.clone());
+            report
+        }
+        BackgroundEvent::Ended { job, .. } => {
+            let Some(report) = lock(&conn.jobs).remove(job) else {
+                return;
+            };
+            if conn.active.load(Ordering::SeqCst) == 0 && lock(&conn.jobs).is_empty() {
+                agent.retire_later(conn.clone(), conn.started.load(Ordering::SeqCst));
+            }
+            report
+        }
+    };
+    report(event);
 }

@@ -3,6 +3,7 @@
 use crate::agent::{AgentEvent, RunOutcome};
 use crate::llm::ContentBlock;
 use crate::tools::approval::{Approval, ApprovalRequest};
+use crate::tools::background::BackgroundEvent;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +55,12 @@ pub enum FromWorker {
     Done {
         run: u64,
         result: Result<RunOutcome, String>,
+    },
+    /// A background command `run` started began or ended (maybe long after the run): the
+    /// bot keeps the worker while any runs, and queues the notice in the run's chat.
+    Background {
+        run: u64,
+        event: BackgroundEvent,
     },
 }
 
@@ -142,6 +149,17 @@ mod tests {
             FromWorker::Done {
                 run: 2,
                 result: Err("the model could not be reached".into()),
+            },
+            FromWorker::Background {
+                run: 2,
+                event: BackgroundEvent::Started { job: 4 },
+            },
+            FromWorker::Background {
+                run: 2,
+                event: BackgroundEvent::Ended {
+                    job: 4,
+                    notice: Some("`sleep 1` exited\nwith status 0".into()),
+                },
             },
         ];
         for message in from {

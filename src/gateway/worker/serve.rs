@@ -4,6 +4,7 @@ use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{Agent, AgentEvent, RunControl, RunRequest};
 use crate::gateway::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
+use crate::tools::background::BackgroundEvent;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
+
+/// How long the last messages may take to reach the bot once the worker is done.
+const WRITER_GRACE: Duration = Duration::from_secs(1);
 
 /// Runs the worker knows about: how to stop each, and its unanswered approvals.
 #[derive(Default)]
@@ -87,6 +91,13 @@ pub async fn serve(
                         })
                     },
                     control,
+                    // Also after the run: the bot routes by the run it remembers.
+                    background: {
+                        let out = out.clone();
+                        Arc::new(move |event: BackgroundEvent| {
+                            let _ = out.send(FromWorker::Background { run, event });
+                        })
+                    },
                 };
                 let (agent, runs, out) = (agent.clone(), runs.clone(), out.clone());
                 tasks.spawn(async move {
@@ -128,8 +139,12 @@ pub async fn serve(
     if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
         tracing::warn!("agent worker: some runs did not stop within {grace:?} of the abort");
     }
+    // Background commands still hold senders until the caller kills them: do not wait for
+    // every sender, only for what is already written to reach the pipe.
     drop(out);
-    let _ = writer.await;
+    if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
+        tracing::debug!("agent worker: stopped writing to the bot");
+    }
     ended
 }
 

@@ -165,6 +165,7 @@ pub fn analyze(
             .map(|(p, access)| (base.join(&p).to_string_lossy().into_owned(), access)),
     );
     analysis.ask.extend(sub_analysis.ask);
+    analysis.shape = Some(i + 1);
     let mut argv = vec![program.to_string(), "--no-pager".to_string()];
     for setting in SAFETY_CONFIG {
         argv.push("-c".into());

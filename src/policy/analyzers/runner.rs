@@ -32,11 +32,15 @@ pub fn analyze(rule: &ProgramRule, program: &str, args: &[String]) -> Result<Ana
         }
         RunnerKind::Build => {
             // `cargo +nightly build`: rustup's toolchain choice comes first.
-            let args = match args.first() {
-                Some(first) if first.starts_with('+') && first.len() > 1 => &args[1..],
-                _ => args,
-            };
+            let toolchain = usize::from(
+                args.first()
+                    .is_some_and(|first| first.starts_with('+') && first.len() > 1),
+            );
+            let args = &args[toolchain..];
             let mut analysis = rule.analyze_command(program, args)?;
+            // The toolchain is part of the shape (`cargo +nightly test`); without subcommands
+            // (`make TARGET…`) every argument is.
+            analysis.shape = analysis.shape.map(|n| n + toolchain);
             let sub = args
                 .iter()
                 .find(|a| !a.starts_with('-'))
@@ -114,6 +118,8 @@ fn script(
             }
         },
     };
+    // The interpreter's options and the script or module name what runs; its arguments do not.
+    analysis.shape = Some(args.len() - rest.len());
     // The script's arguments mean what the script decides: each is checked as a read, the
     // strict choice for words the policy cannot interpret — and so is the value of a
     // `--name=VALUE` option (argparse and getopt_long read it as the option's value).

@@ -1,0 +1,47 @@
+//! Background commands end after the run that started them: their notice becomes a new
+//! prompt in the chat's queue (`Origin::Background`, a durable row like any other), in the
+//! session of that run, so the agent reads the exit status and the output and can act on it.
+//! With the queue full, the notice is sent to the chat as it is rather than lost.
+
+use super::{Gateway, Origin, Submission, SubmitError};
+use crate::tools::background::{BackgroundEvent, BackgroundFn};
+use std::sync::Arc;
+
+impl Gateway {
+    /// Where the background commands of a run in `chat_id` report; `session` is the run's
+    /// own session when it is not the chat's (a scheduled job's fresh one).
+    pub fn background_reporter(&self, chat_id: i64, session: Option<String>) -> BackgroundFn {
+        let gateway = self.clone();
+        Arc::new(move |event| {
+            let BackgroundEvent::Ended {
+                job,
+                notice: Some(notice),
+            } = event
+            else {
+                return;
+            };
+            let origin = Origin::Background { job };
+            let mut submission = Submission::text(chat_id, origin.clone(), notice.clone());
+            if let Some(session) = &session {
+                submission = submission.in_session(session.clone());
+            }
+            match gateway.submit(submission) {
+                Ok(_) => {}
+                Err(SubmitError::Busy { .. }) => {
+                    let gateway = gateway.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = gateway.send(chat_id, origin, &notice).await {
+                            tracing::warn!(chat = chat_id, job, "background notice not sent: {e}");
+                        }
+                    });
+                }
+                Err(SubmitError::ShuttingDown) => {
+                    tracing::debug!(chat = chat_id, job, "background notice dropped: stopping")
+                }
+                Err(e) => {
+                    tracing::warn!(chat = chat_id, job, "background notice not queued: {e}")
+                }
+            }
+        })
+    }
+}
