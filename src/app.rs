@@ -22,9 +22,11 @@ use crate::skills::settings::SkillSettings;
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
+use crate::tools::send_file::SendFile;
 use crate::tools::skill::SkillTool;
 use crate::tools::web_fetch::{self, Names, WebFetch};
 use crate::tools::{files, ToolSet};
+use crate::voice::{Transcribe, Transcriber};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +48,8 @@ pub struct App {
     pub sandboxes: Arc<SandboxPool>,
     /// Runs skills, each in a sandbox of its own (the `skill` tool and `warden skill run`).
     pub skills: Arc<SkillRunner>,
+    /// Speech to text for voice messages (`[voice]`); `None` when no endpoint is configured.
+    pub voice: Option<Arc<dyn Transcribe>>,
 }
 
 impl App {
@@ -135,11 +139,18 @@ impl App {
             WebFetch::new(Arc::new(gate), names).context("building the HTTP client")?,
         ));
         tools.add(Arc::new(MemorySearch::new(memory.clone())));
+        tools.add(Arc::new(SendFile::new(
+            paths.clone(),
+            config.telegram.max_send_bytes,
+        )));
         tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));
         let skills = Arc::new(SkillRunner::new(skill_settings.clone(), db.clone()));
         if config.skills.enabled {
             tools.add(Arc::new(SkillTool::new(skills.clone())));
         }
+        let voice = Transcriber::from_config(&config.voice, paths.clone())
+            .map_err(anyhow::Error::msg)?
+            .map(|t| Arc::new(t) as Arc<dyn Transcribe>);
         let mut prompt = SystemPrompt::new(&workspace, tools.names());
         prompt.add_section(Arc::new(ConventionFiles::new(
             paths.clone(),
@@ -175,6 +186,7 @@ impl App {
             jobs,
             sandboxes,
             skills,
+            voice,
         })
     }
 

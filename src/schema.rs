@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[Migration] = &[
     ),
     ("skills", crate::skills::grants::SCHEMA),
     ("egress_grants", crate::egress::grants::SCHEMA),
+    ("gateway_runs_draft", crate::gateway::store::DRAFT_COLUMN),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -19,6 +19,7 @@ use crate::memory::sessions::SessionStore;
 use crate::persistence::{JobState, PromptFiles, Snapshot};
 use crate::taint::Taint;
 use crate::tools::approval::Approver;
+use crate::tools::outbox::Outbox;
 use crate::tools::{ToolContext, ToolSet};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -145,6 +146,8 @@ pub struct RunRequest {
     /// The user's message (text, images).
     pub input: Vec<ContentBlock>,
     pub approver: Arc<dyn Approver>,
+    /// Where the run's `send_file` calls go (the chat it answers, or nowhere).
+    pub outbox: Arc<dyn Outbox>,
     pub events: EventFn,
     pub control: RunControl,
 }
@@ -226,6 +229,7 @@ impl Agent {
             session,
             input,
             approver,
+            outbox,
             events,
             control,
         } = request;
@@ -242,6 +246,7 @@ impl Agent {
             session: session.clone(),
             cancel: control.cancel_token(),
             approver,
+            outbox,
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
             // What the model sees (the history and this message) decides both: URLs the user
             // wrote may be fetched without asking; untrusted content already there taints.

@@ -7,6 +7,7 @@ use crate::app::App;
 use crate::audit::AuditDecision;
 use crate::llm::ContentBlock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver, NoApprover};
+use crate::tools::outbox::Nowhere;
 use async_trait::async_trait;
 use std::io::Write;
 use std::sync::Arc;
@@ -63,6 +64,7 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
             session,
             input: vec![ContentBlock::text(prompt)],
             approver: Arc::new(NoApprover),
+            outbox: Arc::new(Nowhere::TERMINAL),
             events: printer(false),
             control,
         })
@@ -172,6 +174,7 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
                 session: session.clone(),
                 input: vec![ContentBlock::text(line)],
                 approver: approver.clone(),
+                outbox: Arc::new(Nowhere::TERMINAL),
                 events: printer(true),
                 control,
             })
