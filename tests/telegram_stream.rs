@@ -136,7 +136,10 @@ async fn a_streamed_answer_is_edited_in_place_and_ends_complete_split_at_4096() 
     assert_eq!(answer.len(), 1, "{answer:#?}");
     let draft = &answer[0];
     assert_eq!(draft.shown(), parts[0]);
-    assert_ne!(draft.visible, parts[0], "it was sent before the answer was complete");
+    assert_ne!(
+        draft.visible, parts[0],
+        "it was sent before the answer was complete"
+    );
     let edits = edits_of(&s.tg, draft.message_id);
     assert!(edits.len() >= 3, "several edits: {}", edits.len());
     // Every edit was well-formed HTML within the limit (the fake refuses anything else) and
@@ -157,15 +160,17 @@ async fn a_streamed_answer_is_edited_in_place_and_ends_complete_split_at_4096() 
         last = *at;
     }
     // No edit repeated the text before it.
-    let texts: Vec<&str> = edits.iter().map(|(_, b)| b["text"].as_str().unwrap()).collect();
+    let texts: Vec<&str> = edits
+        .iter()
+        .map(|(_, b)| b["text"].as_str().unwrap())
+        .collect();
     assert!(texts.windows(2).all(|w| w[0] != w[1]), "{texts:?}");
     // The rest came as a new message after it, not as a reply.
-    let rest: Vec<Sent> = s
-        .tg
-        .messages_to(OWNER)
-        .into_iter()
-        .filter(|m| m.visible == parts[1])
-        .collect();
+    let rest: Vec<Sent> =
+        s.tg.messages_to(OWNER)
+            .into_iter()
+            .filter(|m| m.visible == parts[1])
+            .collect();
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].reply_to, None);
     assert!(rest[0].message_id > draft.message_id);
@@ -177,13 +182,17 @@ async fn flood_control_on_an_edit_is_waited_out() {
     let s = start("").await;
     let (_, prompt) = s.tg.push_text(OWNER, OWNER, "short");
     s.tg.wait_until("the first edit", WAIT, |t| {
-        replies(t, prompt).first().is_some_and(|m| !m.edits.is_empty())
+        replies(t, prompt)
+            .first()
+            .is_some_and(|m| !m.edits.is_empty())
     })
     .await;
     s.tg.throttle_next_edit(3);
     let full = expected_parts(&("Counting: ".to_string() + &"one two three ".repeat(40)));
     s.tg.wait_until("the complete answer", WAIT, |t| {
-        replies(t, prompt).first().is_some_and(|m| m.shown() == full[0])
+        replies(t, prompt)
+            .first()
+            .is_some_and(|m| m.shown() == full[0])
     })
     .await;
     let throttled = s.tg.throttled();
@@ -243,12 +252,11 @@ async fn kill_9_while_the_answer_replaces_its_draft_neither_loses_nor_repeats_it
     let answer = replies(&s.tg, prompt);
     assert_eq!(answer.len(), 1, "{answer:#?}");
     assert!(!answer[0].deleted);
-    let copies = s
-        .tg
-        .messages_to(OWNER)
-        .iter()
-        .filter(|m| m.shown().contains("I stopped after"))
-        .count();
+    let copies =
+        s.tg.messages_to(OWNER)
+            .iter()
+            .filter(|m| m.shown().contains("I stopped after"))
+            .count();
     assert_eq!(copies, 1, "the answer is shown once");
     assert!(s.tg.rejected().is_empty(), "{:?}", s.tg.rejected());
 }
@@ -260,7 +268,9 @@ async fn kill_9_mid_stream_turns_the_draft_into_the_restart_notice() {
     // An edit comes after the draft's id was stored (a kill between Telegram accepting a
     // message and the bot storing its id is the one window no bot can close).
     s.tg.wait_until("the draft was edited", WAIT, |t| {
-        replies(t, prompt).first().is_some_and(|m| !m.edits.is_empty())
+        replies(t, prompt)
+            .first()
+            .is_some_and(|m| !m.edits.is_empty())
     })
     .await;
     s.bot.kill9();
@@ -272,5 +282,9 @@ async fn kill_9_mid_stream_turns_the_draft_into_the_restart_notice() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(replies(&s.tg, prompt).len(), 1, "the notice took the draft's place");
+    assert_eq!(
+        replies(&s.tg, prompt).len(),
+        1,
+        "the notice took the draft's place"
+    );
 }

@@ -64,7 +64,13 @@ impl Setup {
     }
 
     fn attachment(&self, name: &str) -> Option<Vec<u8>> {
-        std::fs::read(self.home.path().join(".warden/workspace/attachments").join(name)).ok()
+        std::fs::read(
+            self.home
+                .path()
+                .join(".warden/workspace/attachments")
+                .join(name),
+        )
+        .ok()
     }
 }
 
@@ -72,9 +78,8 @@ impl Setup {
 async fn a_voice_message_is_answered_from_its_transcript() {
     let s = start(Some("base_url = \"{url}\"\nmodel = \"whisper-large-v3\"")).await;
     s.tg.add_file("voice-1", OGG.to_vec());
-    let (_, id) = s
-        .tg
-        .push_message(OWNER, OWNER, voice_fields("voice-1", 4, OGG.len()));
+    let (_, id) =
+        s.tg.push_message(OWNER, OWNER, voice_fields("voice-1", 4, OGG.len()));
     let answer = s.message(1).await;
     assert_eq!(
         answer,
@@ -84,17 +89,27 @@ async fn a_voice_message_is_answered_from_its_transcript() {
     assert_eq!(heard.len(), 1);
     let request = &heard[0];
     assert_eq!(request.model.as_deref(), Some("whisper-large-v3"));
-    assert_eq!(request.file_name.as_deref(), Some(format!("voice-{id}.ogg").as_str()));
+    assert_eq!(
+        request.file_name.as_deref(),
+        Some(format!("voice-{id}.ogg").as_str())
+    );
     assert_eq!(request.content_type.as_deref(), Some("audio/ogg"));
     assert_eq!(request.bytes, OGG);
     assert_eq!(request.response_format.as_deref(), Some("json"));
     assert_eq!(request.authorization.as_deref(), Some("Bearer voice-key"));
-    assert_eq!(s.attachment(&format!("voice-{id}.ogg")).as_deref(), Some(OGG));
+    assert_eq!(
+        s.attachment(&format!("voice-{id}.ogg")).as_deref(),
+        Some(OGG)
+    );
 
     // An audio file: transcribed too, but marked as a recording's content, not the user's
     // words (it taints the run like any file sent in the chat).
     s.tg.add_file("audio-1", b"ID3 fake mp3".to_vec());
-    s.tg.push_message(OWNER, OWNER, audio_fields("audio-1", "interview.mp3", 30, 12));
+    s.tg.push_message(
+        OWNER,
+        OWNER,
+        audio_fields("audio-1", "interview.mp3", 30, 12),
+    );
     let answer = s.message(2).await;
     assert!(
         answer.starts_with(
@@ -149,7 +164,11 @@ async fn caps_and_a_failing_endpoint_are_told_and_start_no_run() {
         s.message(2).await,
         "That voice message is 4.9 KB; the limit is 1000 bytes ([voice] max_bytes)."
     );
-    assert_eq!(s.tg.count("getFile"), 0, "nothing over the caps was downloaded");
+    assert_eq!(
+        s.tg.count("getFile"),
+        0,
+        "nothing over the caps was downloaded"
+    );
 
     s.stt.fail_with(500);
     s.tg.add_file("ok", OGG.to_vec());

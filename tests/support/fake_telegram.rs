@@ -525,7 +525,10 @@ fn upload(shared: &Shared, method: &str, form: &uploads::Form) -> Response {
         "document"
     };
     let Some((file_name, bytes)) = form.file(param) else {
-        return error(400, &format!("Bad Request: there is no {param} in the request"));
+        return error(
+            400,
+            &format!("Bad Request: there is no {param} in the request"),
+        );
     };
     let body = &form.params;
     let caption = body["caption"].as_str().map(str::to_string);

@@ -39,3 +39,36 @@ impl Outbox for ChatOutbox {
             .map(|_| "It arrived in the chat.".to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the worker asked for is checked again here, before any request to Telegram (the
+    /// client points at a closed port: a request would fail differently).
+    #[tokio::test]
+    async fn the_gateway_checks_the_file_again_before_uploading() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
+        // Swapped in after the worker's check: a link out of the workspace.
+        std::os::unix::fs::symlink(dir.path().join("secret.txt"), ws.join("chart.png")).unwrap();
+        std::fs::write(ws.join("big.txt"), vec![b'x'; 100]).unwrap();
+        let outbox = ChatOutbox {
+            tg: Telegram::new("test-token", Some("http://127.0.0.1:9")).unwrap(),
+            chat: 1,
+            paths: Arc::new(PathPolicy::new(&ws, &[], &[], dir.path()).unwrap()),
+            max_bytes: 50,
+        };
+        let file = |path: &str| OutgoingFile {
+            path: path.into(),
+            photo: false,
+            caption: None,
+        };
+        let err = outbox.send_file(&file("chart.png")).await.unwrap_err();
+        assert!(err.contains("outside the workspace"), "{err}");
+        let err = outbox.send_file(&file("big.txt")).await.unwrap_err();
+        assert!(err.contains("more than the 50 bytes limit"), "{err}");
+    }
+}

@@ -69,7 +69,9 @@ impl Form {
     /// The file given for parameter `param` (`document`, `photo`).
     pub fn file(&self, param: &str) -> Option<&(String, Vec<u8>)> {
         match self.params[param].as_str() {
-            Some(value) => self.files.get(value.strip_prefix("attach://").unwrap_or(value)),
+            Some(value) => self
+                .files
+                .get(value.strip_prefix("attach://").unwrap_or(value)),
             None => self.files.get(param),
         }
     }
