@@ -20,16 +20,11 @@ const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake image data";
 /// `send PATH [as KIND] [caption TEXT]` calls send_file; its result comes back as `result: …`.
 async fn llm() -> FakeLlm {
     FakeLlm::anthropic_with(|req: &Request| {
-        let newest_is_result = req.messages().last().is_some_and(|m| {
-            m["content"]
-                .as_array()
-                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
-        });
-        if newest_is_result {
+        let (text, step) = req.prompt_and_step();
+        if step > 0 {
             let result = req.tool_results().pop().unwrap();
             return Turn::text(format!("result: {}", result.content));
         }
-        let text = req.last_user_text();
         let rest = text.strip_prefix("send ").unwrap_or(&text);
         let (rest, caption) = match rest.split_once(" caption ") {
             Some((rest, caption)) => (rest, Some(caption)),

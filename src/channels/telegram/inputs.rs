@@ -221,13 +221,8 @@ impl Inputs {
                 format!("[audio {saved}] {caption}").trim_end().to_string(),
             ),
         };
-        let text = if caption.is_empty() {
-            format!("{context}{note}")
-        } else {
-            format!("{context}{note}\n\n{caption}")
-        };
         Prepared::Run {
-            input: vec![ContentBlock::text(text)],
+            input: vec![ContentBlock::text(noted(context, &note, caption))],
             preview,
         }
     }
@@ -299,13 +294,8 @@ impl Inputs {
             "{DOCUMENT_MARK}, saved in the workspace as {saved} ({}{kind}).]",
             human_size(data.len() as u64)
         );
-        let text = if caption.is_empty() {
-            format!("{context}{note}")
-        } else {
-            format!("{context}{note}\n\n{caption}")
-        };
         Prepared::Run {
-            input: vec![ContentBlock::text(text)],
+            input: vec![ContentBlock::text(noted(context, &note, caption))],
             preview: format!("[file {saved}] {caption}").trim_end().to_string(),
         }
     }
@@ -335,6 +325,16 @@ impl Inputs {
         tokio::time::timeout(DOWNLOAD_TIMEOUT, fetch)
             .await
             .unwrap_or_else(|_| Err("the download took too long".into()))
+    }
+}
+
+/// What the agent receives for a file or recording: the context, the note about it, and the
+/// user's caption.
+fn noted(context: &str, note: &str, caption: &str) -> String {
+    if caption.is_empty() {
+        format!("{context}{note}")
+    } else {
+        format!("{context}{note}\n\n{caption}")
     }
 }
 
