@@ -217,6 +217,33 @@ async fn flood_control_on_an_edit_is_waited_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draft_the_user_deleted_gives_way_to_a_new_message() {
+    let s = start("").await;
+    let (_, prompt) = s.tg.push_text(OWNER, OWNER, "short");
+    s.tg.wait_until("the first edit", WAIT, |t| {
+        replies(t, prompt)
+            .first()
+            .is_some_and(|m| !m.edits.is_empty())
+    })
+    .await;
+    let draft = replies(&s.tg, prompt)[0].message_id;
+    s.tg.user_deletes(draft);
+    let full = expected_parts(&("Counting: ".to_string() + &"one two three ".repeat(40)));
+    s.tg.wait_until("the answer in a new message", WAIT, |t| {
+        replies(t, prompt)
+            .iter()
+            .any(|m| !m.deleted && m.visible == full[0])
+    })
+    .await;
+    let answer: Vec<Sent> = replies(&s.tg, prompt)
+        .into_iter()
+        .filter(|m| !m.deleted)
+        .collect();
+    assert_eq!(answer.len(), 1, "{answer:#?}");
+    assert!(answer[0].message_id > draft);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_the_answer_replaces_its_draft_neither_loses_nor_repeats_it() {
     // One model call: the step streams, runs `ls`, and the run stops at the limit; the
     // answer ("I stopped after 1 model calls…") is text the stream never showed.
@@ -241,7 +268,7 @@ async fn kill_9_while_the_answer_replaces_its_draft_neither_loses_nor_repeats_it
     s.bot.kill9();
     s.tg.stall_edits_containing(None);
 
-    let _bot = BotProcess::start(&s.env);
+    let bot = BotProcess::start(&s.env);
     s.tg.wait_until("the draft became the answer", WAIT, |t| {
         replies(t, prompt)
             .first()
@@ -250,7 +277,7 @@ async fn kill_9_while_the_answer_replaces_its_draft_neither_loses_nor_repeats_it
     .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let answer = replies(&s.tg, prompt);
-    assert_eq!(answer.len(), 1, "{answer:#?}");
+    assert_eq!(answer.len(), 1, "{answer:#?}\n{}", bot.stderr());
     assert!(!answer[0].deleted);
     let copies =
         s.tg.messages_to(OWNER)

@@ -252,6 +252,18 @@ impl FakeTelegram {
         self.shared.lock().refuse_html = Some(fragment.to_string());
     }
 
+    /// The user deletes the bot's message `message_id` (edits of it fail from now on).
+    pub fn user_deletes(&self, message_id: i64) {
+        let mut inner = self.shared.lock();
+        if let Some(m) = inner
+            .messages
+            .iter_mut()
+            .find(|m| m.message_id == message_id)
+        {
+            m.deleted = true;
+        }
+    }
+
     /// Files the bot uploaded (sendDocument, sendPhoto), in order.
     pub fn uploads(&self) -> Vec<Upload> {
         self.shared.lock().uploads.clone()
@@ -407,11 +419,20 @@ async fn api(
             .unwrap_or_default();
         (None, serde_json::from_slice(&bytes).unwrap_or(json!({})))
     };
-    shared.lock().calls.push(Call {
-        method: method.clone(),
-        body: body.clone(),
-        at: Instant::now(),
-    });
+    // Whether an edit stalls is decided as it is recorded: a test that saw the call knows.
+    let stalled = {
+        let mut inner = shared.lock();
+        inner.calls.push(Call {
+            method: method.clone(),
+            body: body.clone(),
+            at: Instant::now(),
+        });
+        method == "editmessagetext"
+            && inner
+                .stall_edits
+                .as_ref()
+                .is_some_and(|f| body["text"].as_str().unwrap_or("").contains(f.as_str()))
+    };
     shared.changed.notify_waiters();
     let response = match method.as_str() {
         "getme" => ok(me()),
@@ -424,12 +445,11 @@ async fn api(
         "getupdates" => get_updates(&shared, &body).await,
         "sendmessage" => send_message(&shared, &body),
         "editmessagetext" => {
+            if stalled {
+                std::future::pending::<()>().await;
+            }
             if let Some(response) = throttle_edit(&shared) {
                 return response;
-            }
-            let stall = shared.lock().stall_edits.clone();
-            if stall.is_some_and(|f| body["text"].as_str().unwrap_or("").contains(&f)) {
-                std::future::pending::<()>().await;
             }
             edit_message(&shared, &body)
         }
@@ -641,7 +661,7 @@ fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
     let Some(sent) = inner
         .messages
         .iter_mut()
-        .find(|m| Some(m.message_id) == id && m.chat_id == chat_id)
+        .find(|m| Some(m.message_id) == id && m.chat_id == chat_id && !m.deleted)
     else {
         return error(400, "Bad Request: message to edit not found");
     };
@@ -649,7 +669,12 @@ fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
         && body.get("reply_markup").is_none()
         && sent.keyboard.is_none()
     {
-        return error(400, "Bad Request: message is not modified");
+        // Telegram's exact words: clients recognize this error by them.
+        return error(
+            400,
+            "Bad Request: message is not modified: specified new message content and reply \
+             markup are exactly the same as a current content and reply markup of the message",
+        );
     }
     sent.edits.push(visible.clone());
     sent.keyboard = body.get("reply_markup").cloned();

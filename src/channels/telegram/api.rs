@@ -289,8 +289,9 @@ impl Telegram {
         Ok(())
     }
 
-    /// Turn the draft into `html`: unchanged text is not sent again; a draft that cannot be
-    /// edited (deleted by the user) gives way to a new message.
+    /// Turn the draft into `html`: unchanged text is not sent again; a draft that is gone or
+    /// cannot be edited gives way to a new message. (Any other failure is the answer's: sending
+    /// it anew could show it twice.)
     async fn replace_draft(
         &self,
         chat: i64,
@@ -301,17 +302,22 @@ impl Telegram {
         if draft.shown.as_deref() == Some(html) {
             return Ok(());
         }
-        match self.edit_html(chat, draft.message_id, html).await {
+        match self
+            .edit_html_tries(ATTEMPTS, chat, draft.message_id, html)
+            .await
+        {
             Ok(()) => Ok(()),
-            Err(e) => {
-                tracing::info!(
-                    chat,
-                    "the streamed message could not be edited ({e}); sending anew"
-                );
+            Err(RequestError::Api(
+                e @ (ApiError::MessageToEditNotFound
+                | ApiError::MessageCantBeEdited
+                | ApiError::MessageIdInvalid),
+            )) => {
+                tracing::info!(chat, "the streamed message is gone ({e}); sending anew");
                 self.send_html(chat, reply_to, html, None).await?;
                 self.delete(chat, draft.message_id).await;
                 Ok(())
             }
+            Err(e) => Err(describe(&e)),
         }
     }
 
