@@ -35,7 +35,7 @@ const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// Quoted context longer than this is cut.
 const MAX_QUOTE_CHARS: usize = 2000;
 /// How a voice message's words reach the agent: the user's own words, transcribed.
-pub const VOICE_MARK: &str = "[Voice message, transcribed]";
+const VOICE_MARK: &str = "[Voice message, transcribed]";
 /// The gateway gives up on a transcription this long after the endpoint's own timeout.
 const TRANSCRIBE_SLACK: Duration = Duration::from_secs(60);
 
