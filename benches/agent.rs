@@ -101,6 +101,7 @@ fn bench_agent(c: &mut Criterion) {
                         session: format!("bench:{session}"),
                         input: vec![ContentBlock::text("list my files")],
                         approver: Arc::new(NoApprover),
+                        outbox: Arc::new(warden::tools::outbox::Nowhere::TERMINAL),
                         events: Arc::new(|_| {}),
                         control: RunControl::new(),
                         background: warden::tools::background::ignore_background(),

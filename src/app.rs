@@ -27,10 +27,12 @@ use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
 use crate::tools::process::ProcessTool;
+use crate::tools::send_file::SendFile;
 use crate::tools::skill::SkillTool;
 use crate::tools::web_fetch::{self, Names, WebClient, WebFetch};
 use crate::tools::web_search::{self, WebSearch};
 use crate::tools::{files, ToolSet};
+use crate::voice::{Transcribe, Transcriber};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,6 +61,8 @@ pub struct App {
     pub mcp: Arc<McpServers>,
     /// Commands the agent started in the background (killed at shutdown).
     pub background: Arc<Background>,
+    /// Speech to text for voice messages (`[voice]`); `None` when no endpoint is configured.
+    pub voice: Option<Arc<dyn Transcribe>>,
 }
 
 /// What every entry point that runs tools on the workspace needs — the agent and `warden mcp
@@ -217,6 +221,10 @@ impl App {
             tools.add(Arc::new(WebSearch::new(web, search)));
         }
         tools.add(Arc::new(MemorySearch::new(memory.clone())));
+        tools.add(Arc::new(SendFile::new(
+            paths.clone(),
+            config.telegram.max_send_bytes,
+        )));
         tools.add(Arc::new(CronTool::new(jobs.clone(), scheduler.tz)));
         let skills = Arc::new(SkillRunner::new(skill_settings.clone(), db.clone()));
         if config.skills.enabled {
@@ -226,6 +234,9 @@ impl App {
         for tool in crate::tools::mcp::tools(&mcp) {
             tools.add(tool);
         }
+        let voice = Transcriber::from_config(&config.voice, paths.clone())
+            .map_err(anyhow::Error::msg)?
+            .map(|t| Arc::new(t) as Arc<dyn Transcribe>);
         let mut prompt = SystemPrompt::new(&workspace, tools.names());
         prompt.add_section(Arc::new(ConventionFiles::new(
             paths.clone(),
@@ -281,6 +292,7 @@ impl App {
             skills,
             mcp,
             background,
+            voice,
         })
     }
 

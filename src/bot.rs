@@ -5,7 +5,7 @@
 //! waits for messages.
 
 use crate::app::{prepare_workspace, App};
-use crate::channels::telegram::{self, TelegramBot, TelegramSetup};
+use crate::channels::telegram::{self, TelegramBot, TelegramSetup, VoiceLimits};
 use crate::config::Config;
 use crate::db::Database;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
@@ -13,6 +13,7 @@ use crate::gateway::AgentRunner;
 use crate::policy::paths::{home_dir, PathPolicy};
 use crate::scheduler::daemon::{Daemon, DaemonSetup};
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::voice::Transcribe;
 use anyhow::Context;
 use std::ffi::OsString;
 use std::path::Path;
@@ -34,12 +35,16 @@ pub struct BotApp {
     pub worker: Option<WorkerAgent>,
     /// Whether the configured model takes images (the worker says so when it starts).
     pub supports_images: bool,
+    /// Who transcribes voice messages: the worker, when `[voice]` has an endpoint.
+    pub voice: Option<Arc<dyn Transcribe>>,
 }
 
 impl BotApp {
     /// Start a worker once to check the whole setup (config, policy, keys, sandbox), then
     /// build the gateway's part. `config_path` is passed on to the worker.
-    pub async fn build(config: Config, config_path: Option<&Path>) -> anyhow::Result<BotApp> {
+    pub async fn build(mut config: Config, config_path: Option<&Path>) -> anyhow::Result<BotApp> {
+        // The worker calls the speech-to-text endpoint; the gateway never needs its key.
+        config.voice.api_key = Default::default();
         // Agents run in `warden-full agent-worker`, beside this binary.
         let program = crate::cli::front::full_binary().context("locating warden itself")?;
         let mut args: Vec<OsString> = Vec::new();
@@ -53,6 +58,10 @@ impl BotApp {
             Duration::from_secs(config.telegram.worker_idle_secs),
         );
         let supports_images = worker.check().await.map_err(anyhow::Error::msg)?;
+        let voice = config
+            .voice
+            .endpoint()
+            .map(|_| Arc::new(worker.clone()) as Arc<dyn Transcribe>);
 
         let workspace = prepare_workspace(&config.workspace)?;
         let db = crate::schema::open_in(&config.data_dir)
@@ -76,6 +85,7 @@ impl BotApp {
             agent: Arc::new(worker.clone()),
             worker: Some(worker),
             supports_images,
+            voice,
         })
     }
 
@@ -87,6 +97,8 @@ impl BotApp {
             agent: self.agent.clone(),
             paths: &self.paths,
             supports_images: self.supports_images,
+            voice: self.voice.clone(),
+            voice_limits: VoiceLimits::from(&self.config.voice),
         }
     }
 
@@ -112,6 +124,7 @@ impl BotApp {
             agent: app.agent.clone(),
             worker: None,
             supports_images: app.agent.provider().supports_images(),
+            voice: app.voice.clone(),
         }
     }
 }

@@ -77,6 +77,7 @@ pub struct Config {
     pub mcp: crate::mcp::config::McpConfig,
     pub search: SearchConfig,
     pub delegate: DelegateConfig,
+    pub voice: VoiceConfig,
 }
 
 /// `[search]`: the `web_search` tool's provider (see `crate::tools::web_search`). Without a
@@ -170,6 +171,69 @@ impl Default for DelegateConfig {
         DelegateConfig {
             enabled: true,
             max_iterations: 10,
+        }
+    }
+}
+
+/// `[voice]`: speech-to-text for Telegram voice messages and audio, through an OpenAI-compatible
+/// `/v1/audio/transcriptions` endpoint (OpenAI, or a local whisper.cpp / faster-whisper
+/// server). Called by the agent worker only, which holds the key; without `base_url` voice
+/// messages get a reply saying so and start no run.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VoiceConfig {
+    /// Base URL including `/v1` (e.g. `http://127.0.0.1:8080/v1`); empty: voice is off.
+    pub base_url: Option<String>,
+    pub model: String,
+    /// Sent as `Authorization: Bearer` when set (also `WARDEN_VOICE_API_KEY`).
+    pub api_key: Secret,
+    /// Largest voice message or audio file taken, in bytes (the Bot API serves ≤ 20 MB).
+    pub max_bytes: u64,
+    /// Longest voice message or audio file taken, in seconds (Telegram gives its duration).
+    pub max_seconds: u64,
+    /// Seconds before a transcription request is abandoned.
+    pub timeout_secs: u64,
+}
+
+impl VoiceConfig {
+    /// The endpoint's base URL, when voice is on.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if let Some(url) = self.endpoint() {
+            let parsed = url::Url::parse(url)
+                .map_err(|e| format!("voice.base_url = {url:?} is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(format!("voice.base_url = {url:?} must be http or https"));
+            }
+        }
+        if self.model.trim().is_empty() {
+            return Err("voice.model must name the transcription model (e.g. whisper-1)".into());
+        }
+        if self.max_bytes == 0 {
+            return Err("voice.max_bytes must be at least 1".into());
+        }
+        if self.max_seconds == 0 || self.timeout_secs == 0 {
+            return Err("voice.max_seconds and voice.timeout_secs must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for VoiceConfig {
+    fn default() -> Self {
+        VoiceConfig {
+            base_url: None,
+            model: "whisper-1".into(),
+            api_key: Secret::default(),
+            max_bytes: 20 * 1024 * 1024,
+            max_seconds: 600,
+            timeout_secs: 120,
         }
     }
 }
@@ -457,6 +521,9 @@ pub struct TelegramConfig {
     pub queue_depth: usize,
     /// Largest photo or document downloaded, in bytes (the Bot API itself serves ≤ 20 MB).
     pub max_file_bytes: u64,
+    /// Largest workspace file the `send_file` tool uploads, in bytes. The Bot API's own limits
+    /// apply on top: 50 MB for a document, 10 MB for a photo.
+    pub max_send_bytes: u64,
     /// Seconds a shutdown waits for running agents before recording them as interrupted.
     pub shutdown_grace_secs: u64,
     /// Long-polling timeout of `getUpdates`, in seconds.
@@ -475,6 +542,7 @@ impl Default for TelegramConfig {
             approval_timeout_secs: 120,
             queue_depth: 5,
             max_file_bytes: 20 * 1024 * 1024,
+            max_send_bytes: 50 * 1024 * 1024,
             shutdown_grace_secs: 20,
             poll_timeout_secs: 30,
             worker_idle_secs: 300,
@@ -541,6 +609,7 @@ impl Default for Config {
             mcp: Default::default(),
             search: SearchConfig::default(),
             delegate: DelegateConfig::default(),
+            voice: VoiceConfig::default(),
         }
     }
 }
@@ -647,6 +716,7 @@ impl Config {
         config
             .memory
             .validate()
+            .and_then(|()| config.voice.validate())
             .and_then(|()| config.check_durations())
             .and_then(|()| config.sandbox.background.validate())
             .and_then(|()| crate::skills::egress::parse_hosts(&config.skills.hosts).map(|_| ()))
@@ -704,6 +774,8 @@ impl Config {
                 "telegram.worker_idle_secs".into(),
                 Some(self.telegram.worker_idle_secs),
             ),
+            ("voice.max_seconds".into(), Some(self.voice.max_seconds)),
+            ("voice.timeout_secs".into(), Some(self.voice.timeout_secs)),
             (
                 "scheduler.min_interval_secs".into(),
                 Some(self.scheduler.min_interval_secs),
@@ -765,6 +837,7 @@ impl Config {
             &self.llm.anthropic.api_key,
             &self.llm.openai.api_key,
             &self.memory.embeddings.api_key,
+            &self.voice.api_key,
             &self.telegram.token,
             &self.search.api_key,
         ]
@@ -793,6 +866,9 @@ impl Config {
         }
         if let Some(v) = env.var("BRAVE_API_KEY") {
             self.search.api_key = Secret::new(v);
+        }
+        if let Some(v) = env.var("WARDEN_VOICE_API_KEY") {
+            self.voice.api_key = Secret::new(v);
         }
         if let Some(v) = env.var("TELEGRAM_BOT_TOKEN") {
             self.telegram.token = Secret::new(v);
@@ -1006,6 +1082,35 @@ mod tests {
                 .to_string();
             assert!(err.contains(key), "{err}");
         }
+    }
+
+    #[test]
+    fn voice_is_off_by_default_and_its_keys_are_checked() {
+        let config = Config::default();
+        assert_eq!(config.voice.endpoint(), None);
+        let config = Config::parse(
+            "[voice]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"small\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(config.voice.endpoint(), Some("http://127.0.0.1:8080/v1"));
+        for (text, key) in [
+            ("[voice]\nbase_url = \"nowhere\"\n", "voice.base_url"),
+            ("[voice]\nbase_url = \"ftp://x/v1\"\n", "voice.base_url"),
+            ("[voice]\nmodel = \"\"\n", "voice.model"),
+            ("[voice]\nmax_bytes = 0\n", "voice.max_bytes"),
+            ("[voice]\nmax_seconds = 99999999\n", "voice.max_seconds"),
+        ] {
+            let err = Config::parse(text, Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        let mut config = Config::default();
+        let env = FakeEnv(HashMap::from([("WARDEN_VOICE_API_KEY", "sk-voice")]));
+        config.apply_env(&env).unwrap();
+        assert_eq!(config.voice.api_key.expose(), "sk-voice");
+        assert!(config.secrets().iter().any(|s| s.expose() == "sk-voice"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[Migration] = &[
     ("egress_grants", crate::egress::grants::SCHEMA),
     ("mcp_grants", crate::mcp::grants::SCHEMA),
     ("approval_rules", crate::tools::approval_rules::SCHEMA),
+    ("gateway_runs_draft", crate::gateway::store::DRAFT_COLUMN),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -41,6 +41,7 @@ impl Harness {
             session: "test:1".into(),
             input: vec![ContentBlock::text(text)],
             approver: Arc::new(NoApprover),
+            outbox: Arc::new(warden::tools::outbox::Nowhere::TERMINAL),
             events: Arc::new(move |e| events.lock().unwrap().push(e)),
             control,
             background: warden::tools::background::ignore_background(),

@@ -374,6 +374,7 @@ async fn stopping_a_run_during_the_summary_leaves_the_history_alone() {
                     session: "test:stop".into(),
                     input: vec![ContentBlock::text(long_message(6))],
                     approver: Arc::new(NoApprover),
+                    outbox: Arc::new(warden::tools::outbox::Nowhere::TERMINAL),
                     events: Arc::new(|_| {}),
                     control,
                     background: warden::tools::background::ignore_background(),

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use support::fake_llm::{FakeLlm, Request, Turn};
 use warden::agent::{Agent, EventFn, RunControl, SystemPrompt};
 use warden::db::Database;
-use warden::gateway::{Channel, Gateway, GatewaySettings, Origin, RunInfo, RunView, Submission};
+use warden::gateway::{
+    Channel, DraftFn, Gateway, GatewaySettings, Origin, RunInfo, RunView, Submission,
+};
 use warden::memory::sessions::SessionStore;
 use warden::policy::PathPolicy;
 use warden::scheduler::active_hours::ActiveHours;
@@ -60,7 +62,7 @@ impl RunView for View {
 
 #[async_trait]
 impl Channel for Recorder {
-    fn open_run(&self, _run: &RunInfo, _control: &RunControl) -> Box<dyn RunView> {
+    fn open_run(&self, _run: &RunInfo, _control: &RunControl, _draft: DraftFn) -> Box<dyn RunView> {
         Box::new(View)
     }
     async fn deliver(

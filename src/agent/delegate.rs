@@ -275,6 +275,8 @@ fn child_context(ctx: &ToolContext, id: &str, key: &str, control: &RunControl) -
         provenance: ctx.provenance.clone(),
         // A background command it starts reports to the parent's chat.
         background: ctx.background.clone(),
+        // A file it sends goes to the parent's chat.
+        outbox: ctx.outbox.clone(),
     }
 }
 

@@ -23,6 +23,7 @@ use crate::persistence::{JobState, PromptFiles, Snapshot};
 use crate::taint::Taint;
 use crate::tools::approval::Approver;
 use crate::tools::background::BackgroundFn;
+use crate::tools::outbox::Outbox;
 use crate::tools::{ToolContext, ToolSet};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -149,6 +150,8 @@ pub struct RunRequest {
     /// The user's message (text, images).
     pub input: Vec<ContentBlock>,
     pub approver: Arc<dyn Approver>,
+    /// Where the run's `send_file` calls go (the chat it answers, or nowhere).
+    pub outbox: Arc<dyn Outbox>,
     pub events: EventFn,
     pub control: RunControl,
     /// Where background commands started in this run report, also after it ended: the
@@ -233,6 +236,7 @@ impl Agent {
             session,
             input,
             approver,
+            outbox,
             events,
             control,
             background,
@@ -251,6 +255,7 @@ impl Agent {
             sub_agent: None,
             cancel: control.cancel_token(),
             approver,
+            outbox,
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
             // What the model sees (the history and this message) decides both: URLs the user
             // wrote may be fetched without asking; untrusted content already there taints.

@@ -8,6 +8,7 @@ use crate::audit::AuditDecision;
 use crate::llm::ContentBlock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver, NoApprover};
 use crate::tools::background::{BackgroundEvent, BackgroundFn};
+use crate::tools::outbox::Nowhere;
 use async_trait::async_trait;
 use std::io::Write;
 use std::sync::Arc;
@@ -78,6 +79,7 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
             session,
             input: vec![ContentBlock::text(prompt)],
             approver: Arc::new(NoApprover),
+            outbox: Arc::new(Nowhere::TERMINAL),
             events: printer(false),
             control,
             background: background_printer(),
@@ -193,6 +195,7 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
                 session: session.clone(),
                 input: vec![ContentBlock::text(line)],
                 approver: approver.clone(),
+                outbox: Arc::new(Nowhere::TERMINAL),
                 events: printer(true),
                 control,
                 background: background_printer(),

@@ -25,6 +25,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
     config.telegram.token = Default::default();
     let app = App::build(config)?;
     let supports_images = app.agent.provider().supports_images();
+    let voice = app.voice.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -38,6 +39,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
         let served = serve(
             app.agent.clone(),
             supports_images,
+            voice,
             input,
             output,
             ABORT_GRACE,

@@ -44,6 +44,8 @@ pub(super) fn info(row: &RunRow) -> RunInfo {
         reply_to: row.reply_to,
         preview: row.preview.clone(),
         origin: row.origin.clone(),
+        deliver: row.deliver,
+        draft: row.draft,
     }
 }
 
@@ -116,13 +118,17 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
         control: control.clone(),
     });
     let info = info(&row);
-    let view = inner.channel.open_run(&info, &control);
+    let draft = Arc::new(Mutex::new(None));
+    let view = inner
+        .channel
+        .open_run(&info, &control, draft_recorder(inner, row.id, &draft));
     let result = inner
         .agent
         .run(RunRequest {
             session: inner.session_of(&row),
             input: row.input.clone(),
             approver: view.approver(),
+            outbox: view.outbox(),
             events: view.events(),
             control,
             background: super::Gateway {
@@ -133,6 +139,10 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
         .await;
     view.finish().await;
     lock(&slot.state).running = None;
+    let row = RunRow {
+        draft: *lock(&draft),
+        ..row
+    };
 
     let (status, text, leftover) = match result {
         Ok(outcome) => match outcome.end {
@@ -192,6 +202,18 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
             tracing::warn!(chat = row.chat_id, "queueing a late steer message: {e}");
         }
     }
+}
+
+/// Keeps the run's draft (see [`super::DraftFn`]) in `cell` for this process and in the store
+/// for the next one.
+fn draft_recorder(inner: &Inner, run: i64, cell: &Arc<Mutex<Option<i64>>>) -> super::DraftFn {
+    let (store, cell) = (inner.store.clone(), cell.clone());
+    Arc::new(move |message| {
+        *lock(&cell) = Some(message);
+        if let Err(e) = store.set_draft(run, message) {
+            tracing::error!(run, "recording where the answer streams: {e}");
+        }
+    })
 }
 
 /// Send the stored answer (skipping parts sent before a restart), then mark the run answered.

@@ -1,9 +1,11 @@
 //! What the gateway needs from a channel (Telegram, or a test double): a way to show a run
-//! while it goes (typing, status, approvals) and a way to deliver text to a chat.
+//! while it goes (typing, status, the answer as it streams, approvals, files) and a way to
+//! deliver text to a chat.
 
 use super::Origin;
 use crate::agent::{EventFn, RunControl};
 use crate::tools::approval::Approver;
+use crate::tools::outbox::{Nowhere, Outbox};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -17,17 +19,30 @@ pub struct RunInfo {
     /// A short preview of the prompt (for status and restart notices).
     pub preview: String,
     pub origin: Origin,
+    /// Whether the answer goes to the chat (a silent run's answer is filtered first, so it
+    /// must not stream there, nor send files).
+    pub deliver: bool,
+    /// The message the channel streamed the answer into while the run went (see [`DraftFn`]):
+    /// the answer's first part replaces it.
+    pub draft: Option<i64>,
 }
+
+/// Told the id of the message a channel streams a run's answer into (its draft) as soon as
+/// it exists. The gateway stores it with the run, so the answer replaces the draft instead of
+/// repeating it — also when a restart comes between the two.
+pub type DraftFn = Arc<dyn Fn(i64) + Send + Sync>;
 
 #[async_trait]
 pub trait Channel: Send + Sync + 'static {
     /// Start showing `run`. The view's approver and event sink go to the agent; `control`
-    /// lets the view stop waiting (e.g. for an approval) when the run is aborted.
-    fn open_run(&self, run: &RunInfo, control: &RunControl) -> Box<dyn RunView>;
+    /// lets the view stop waiting (e.g. for an approval) when the run is aborted; `draft`
+    /// learns where the answer streams, if it does.
+    fn open_run(&self, run: &RunInfo, control: &RunControl, draft: DraftFn) -> Box<dyn RunView>;
 
-    /// Send `text` (markdown) to the run's chat, split into parts the same way every time.
-    /// `already_sent` parts were delivered before a restart and are skipped; `sent(n)` is
-    /// called after part `n` (counting from 1) was accepted, so progress can be stored.
+    /// Send `text` (markdown) to the run's chat, split into parts the same way every time; the
+    /// first part replaces the run's draft, if it has one. `already_sent` parts were
+    /// delivered before a restart and are skipped; `sent(n)` is called after part `n`
+    /// (counting from 1) was accepted, so progress can be stored.
     async fn deliver(
         &self,
         run: &RunInfo,
@@ -37,11 +52,15 @@ pub trait Channel: Send + Sync + 'static {
     ) -> Result<(), String>;
 }
 
-/// A run on screen: where agent events and approval requests go until it ends.
+/// A run on screen: where agent events, approval requests and files go until it ends.
 #[async_trait]
 pub trait RunView: Send + Sync {
     fn approver(&self) -> Arc<dyn Approver>;
     fn events(&self) -> EventFn;
+    /// Where the run's `send_file` calls go; by default nowhere.
+    fn outbox(&self) -> Arc<dyn Outbox> {
+        Arc::new(Nowhere("this channel cannot send files"))
+    }
     /// The agent is done: stop the typing indicator, remove the status message.
     async fn finish(self: Box<Self>);
 }

@@ -25,7 +25,7 @@ pub mod runner;
 pub mod store;
 pub mod worker;
 
-pub use channel::{Channel, RunInfo, RunView};
+pub use channel::{Channel, DraftFn, RunInfo, RunView};
 pub use runner::AgentRunner;
 
 use crate::db::{Database, DbError};
@@ -284,7 +284,8 @@ struct Inner {
     tasks: TaskTracker,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// A lock whose holder panicked still guards good data here (no invariant spans a panic).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -412,6 +413,8 @@ impl Gateway {
             reply_to: None,
             preview: preview(text),
             origin,
+            deliver: true,
+            draft: None,
         };
         self.inner.channel.deliver(&info, text, 0, &|_| {}).await
     }

@@ -34,6 +34,11 @@ CREATE INDEX gateway_runs_state ON gateway_runs (state, id);
 /// with a fresh session each run, the heartbeat). NULL: the chat's session.
 pub const SESSION_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN session TEXT;";
 
+/// A later migration: the message a channel streamed the run's answer into while it ran (its
+/// draft; a Telegram message id), so the answer replaces it — also after a restart — instead
+/// of repeating it. NULL: nothing was streamed.
+pub const DRAFT_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN draft INTEGER;";
+
 /// Where a run is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {
@@ -92,6 +97,8 @@ pub struct RunRow {
     pub notified: bool,
     /// The session to run in, when not the chat's own.
     pub session: Option<String>,
+    /// The message the answer streamed into, if any.
+    pub draft: Option<i64>,
 }
 
 /// A run to insert.
@@ -118,7 +125,7 @@ pub struct RunStore {
 }
 
 const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
-                       answer, parts_sent, notified, session";
+                       answer, parts_sent, notified, session, draft";
 
 fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let origin: String = row.get(2)?;
@@ -139,6 +146,7 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         parts_sent: row.get::<_, i64>(10)?.max(0) as usize,
         notified: row.get(11)?,
         session: row.get(12)?,
+        draft: row.get(13)?,
     })
 }
 
@@ -234,6 +242,15 @@ impl RunStore {
             "UPDATE gateway_runs SET state = 'replying', outcome = ?2, answer = ?3,
                  updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
             params![id, outcome, answer],
+        )?;
+        Ok(())
+    }
+
+    /// The channel shows the run's answer, as it streams, in message `draft`.
+    pub fn set_draft(&self, id: i64, draft: i64) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET draft = ?2 WHERE id = ?1",
+            params![id, draft],
         )?;
         Ok(())
     }
@@ -338,6 +355,7 @@ mod tests {
             .set_replying(ids[2], "answered", "the answer")
             .unwrap();
         store.set_parts_sent(ids[2], 1).unwrap();
+        store.set_draft(ids[2], 77).unwrap();
         store.set_answered(ids[3]).unwrap();
         store.set_interrupted(ids[4]).unwrap();
         let rows = store.unfinished().unwrap();
@@ -353,6 +371,8 @@ mod tests {
         );
         assert_eq!(rows[2].answer.as_deref(), Some("the answer"));
         assert_eq!(rows[2].parts_sent, 1);
+        assert_eq!(rows[2].draft, Some(77));
+        assert_eq!(rows[1].draft, None);
         store.set_notified(ids[4]).unwrap();
         assert_eq!(store.unfinished().unwrap().len(), 3);
     }

@@ -81,6 +81,8 @@ impl Provider for Model {
 struct Recorder {
     /// (run id, chat, text, parts already sent)
     delivered: Mutex<Vec<(i64, i64, String, usize)>>,
+    /// The draft each delivery was asked to replace, in order.
+    drafts: Mutex<Vec<Option<i64>>>,
     opened: AtomicUsize,
 }
 
@@ -99,8 +101,12 @@ impl RunView for View {
 
 #[async_trait]
 impl Channel for Recorder {
-    fn open_run(&self, _run: &RunInfo, _control: &RunControl) -> Box<dyn RunView> {
+    fn open_run(&self, run: &RunInfo, _control: &RunControl, draft: DraftFn) -> Box<dyn RunView> {
         self.opened.fetch_add(1, Ordering::SeqCst);
+        // A run whose answer goes to the chat "streams" into message 500 + run id.
+        if run.deliver {
+            draft(500 + run.run_id);
+        }
         Box::new(View)
     }
     async fn deliver(
@@ -111,6 +117,7 @@ impl Channel for Recorder {
         sent: &(dyn Fn(usize) + Send + Sync),
     ) -> Result<(), String> {
         lock(&self.delivered).push((run.run_id, run.chat_id, text.to_string(), already_sent));
+        lock(&self.drafts).push(run.draft);
         sent(1);
         Ok(())
     }
@@ -198,6 +205,16 @@ async fn one_chat_runs_in_order_never_overlapping_while_chats_run_concurrently()
     let delivered = lock(&s.channel.delivered);
     assert_eq!(delivered.len(), 4);
     assert!(delivered.iter().all(|d| d.3 == 0));
+    // Each answer replaces the draft its run streamed into, and the store knows it.
+    let drafts = lock(&s.channel.drafts);
+    for (d, draft) in delivered.iter().zip(drafts.iter()) {
+        assert_eq!(*draft, Some(500 + d.0));
+        let row = store::RunStore::new(s.db.clone())
+            .get(d.0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.draft, Some(500 + d.0));
+    }
 }
 
 #[tokio::test]
@@ -390,10 +407,12 @@ async fn recovery_after_a_crash_resumes_delivery_where_it_stopped() {
     };
     let crashed_mid_run = insert("was running");
     store.set_running(crashed_mid_run).unwrap();
+    store.set_draft(crashed_mid_run, 70).unwrap();
     let crashed_mid_reply = insert("was replying");
     store
         .set_replying(crashed_mid_reply, "answered", "part one, part two")
         .unwrap();
+    store.set_draft(crashed_mid_reply, 71).unwrap();
     store.set_parts_sent(crashed_mid_reply, 1).unwrap();
 
     s.gateway.recover().await.unwrap();
@@ -404,6 +423,8 @@ async fn recovery_after_a_crash_resumes_delivery_where_it_stopped() {
         (delivered[1].2.as_str(), delivered[1].3),
         ("part one, part two", 1)
     );
+    // The notice replaces what the cut-off run had streamed; the answer its own draft.
+    assert_eq!(*lock(&s.channel.drafts), [Some(70), Some(71)]);
     wait_until("marked answered", || {
         store.get(crashed_mid_reply).unwrap().unwrap().state == RunState::Answered
     })

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::egress::Provenance;
 use crate::taint::Taint;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
+use crate::tools::outbox::Nowhere;
 use crate::tools::{ToolContext, ToolSet};
 use async_trait::async_trait;
 use rmcp::model::{
@@ -148,6 +149,9 @@ impl ServerHandler for WardenServer {
             taint: self.taint.clone(),
             provenance: self.provenance.clone(),
             background: crate::tools::background::ignore_background(),
+            outbox: Arc::new(Nowhere(
+                "an MCP client has no chat to send files to: tell it the file's path",
+            )),
         };
         let output = self.tools.call(&name, &input, &ctx).await;
         let content = vec![Content::text(output.content)];

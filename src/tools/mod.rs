@@ -10,8 +10,10 @@ pub mod cron;
 pub mod files;
 pub mod mcp;
 pub mod memory_search;
+pub mod outbox;
 pub mod output;
 pub mod process;
+pub mod send_file;
 pub mod skill;
 pub mod web_fetch;
 pub mod web_search;
@@ -25,6 +27,7 @@ use approval::Approver;
 use async_trait::async_trait;
 use background::BackgroundFn;
 use futures::FutureExt;
+use outbox::Outbox;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -106,6 +109,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Decides `ask` commands (terminal prompt, Telegram buttons, or nobody → deny).
     pub approver: Arc<dyn Approver>,
+    /// Where `send_file` sends files (the run's chat, or nowhere).
+    pub outbox: Arc<dyn Outbox>,
     pub progress: ProgressFn,
     /// Untrusted content this run has read (shared by the run's calls).
     pub taint: Taint,
@@ -116,14 +121,16 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
-    /// A context outside an agent run: nobody to approve, never cancelled, no progress shown,
-    /// an untainted run that knows no URLs, nobody told about background commands.
+    /// A context outside an agent run: nobody to approve, no chat, never cancelled, no
+    /// progress shown, an untainted run that knows no URLs, nobody told about background
+    /// commands.
     pub fn detached(session: impl Into<String>) -> ToolContext {
         ToolContext {
             session: session.into(),
             sub_agent: None,
             cancel: CancellationToken::new(),
             approver: Arc::new(approval::NoApprover),
+            outbox: Arc::new(outbox::Nowhere::TERMINAL),
             progress: Arc::new(|_| {}),
             taint: Taint::new(),
             provenance: Provenance::new(),

@@ -29,6 +29,7 @@ pub async fn say(app: &App, session: &str, text: &str) -> RunOutcome {
             session: session.to_string(),
             input: vec![ContentBlock::text(text)],
             approver: Arc::new(NoApprover),
+            outbox: Arc::new(warden::tools::outbox::Nowhere::TERMINAL),
             events: Arc::new(|_| {}),
             control: RunControl::new(),
             background: warden::tools::background::ignore_background(),

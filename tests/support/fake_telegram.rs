@@ -1,26 +1,32 @@
 //! A fake Telegram Bot API: axum on 127.0.0.1:0 answering what teloxide calls —
 //! `getMe`, `getWebhookInfo`, `deleteWebhook`, `setMyCommands`, `getUpdates` (long poll that
 //! honors `offset` and `timeout`), `sendMessage` and `editMessageText` (HTML checked as
-//! Telegram checks it, 4096-character limit), `sendChatAction`, `deleteMessage`,
-//! `answerCallbackQuery`, `getFile` and file downloads (`/file/bot<token>/<path>`).
+//! Telegram checks it, 4096-character limit, "message is not modified"), `sendChatAction`,
+//! `deleteMessage`, `answerCallbackQuery`, `getFile` and file downloads
+//! (`/file/bot<token>/<path>`), `sendDocument` and `sendPhoto` (multipart uploads).
 //!
 //! Methods are matched case-insensitively (teloxide sends `/bot<token>/SendMessage`). Tests
 //! push updates (`push_text`, `push_callback`…) and inspect what the bot sent (`messages`,
-//! `calls`, `rejected`), waiting with `wait_until`.
+//! `uploads`, `calls`, `rejected`), waiting with `wait_until`. Edits can be answered with
+//! flood control (`throttle_next_edit`: 429 with `retry_after`) or left hanging
+//! (`stall_edits_containing`).
 
 mod html;
 #[allow(unused_imports)]
 pub use html::parse as check_html;
 mod updates;
+mod uploads;
 
 #[allow(unused_imports)]
 pub use updates::{
-    callback, document_fields, message, photo_fields, text_fields, BOT_ID, BOT_USERNAME,
+    audio_fields, callback, document_fields, message, photo_fields, text_fields, voice_fields,
+    BOT_ID, BOT_USERNAME,
 };
+pub use uploads::Upload;
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -56,6 +62,13 @@ pub struct Sent {
     pub at: Instant,
 }
 
+impl Sent {
+    /// What the message shows now: its last edit, or its text as sent.
+    pub fn shown(&self) -> &str {
+        self.edits.last().unwrap_or(&self.visible)
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     next_update_id: i64,
@@ -72,6 +85,15 @@ struct Inner {
     served: HashMap<i64, Instant>,
     /// HTML containing this is refused as if Telegram could not parse it.
     refuse_html: Option<String>,
+    uploads: Vec<Upload>,
+    /// The next edit is answered with flood control: `retry_after` this many seconds.
+    throttle_next_edit: Option<u64>,
+    /// Edits before this instant are answered with flood control.
+    throttled_until: Option<Instant>,
+    /// When each request was answered with flood control, and its method.
+    throttled: Vec<(String, Instant)>,
+    /// Edits whose text contains this are never answered nor applied.
+    stall_edits: Option<String>,
 }
 
 struct Shared {
@@ -118,6 +140,7 @@ impl FakeTelegram {
         let app = axum::Router::new()
             .route("/{bot}/{method}", axum::routing::any(api))
             .route("/file/{bot}/{*path}", axum::routing::get(file))
+            .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
@@ -229,6 +252,40 @@ impl FakeTelegram {
         self.shared.lock().refuse_html = Some(fragment.to_string());
     }
 
+    /// The user deletes the bot's message `message_id` (edits of it fail from now on).
+    pub fn user_deletes(&self, message_id: i64) {
+        let mut inner = self.shared.lock();
+        if let Some(m) = inner
+            .messages
+            .iter_mut()
+            .find(|m| m.message_id == message_id)
+        {
+            m.deleted = true;
+        }
+    }
+
+    /// Files the bot uploaded (sendDocument, sendPhoto), in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.shared.lock().uploads.clone()
+    }
+
+    /// Answer the next editMessageText with 429 `retry_after: secs`, and every edit within
+    /// those seconds too.
+    pub fn throttle_next_edit(&self, secs: u64) {
+        self.shared.lock().throttle_next_edit = Some(secs);
+    }
+
+    /// When requests were answered with flood control: (method, when).
+    pub fn throttled(&self) -> Vec<(String, Instant)> {
+        self.shared.lock().throttled.clone()
+    }
+
+    /// From now on, never answer (nor apply) an edit whose text contains `fragment`; `None`
+    /// stops that.
+    pub fn stall_edits_containing(&self, fragment: Option<&str>) {
+        self.shared.lock().stall_edits = fragment.map(str::to_string);
+    }
+
     /// When `update_id` was first returned by getUpdates.
     pub fn served_at(&self, update_id: i64) -> Option<Instant> {
         self.shared.lock().served.get(&update_id).copied()
@@ -328,22 +385,54 @@ fn me() -> Value {
     me
 }
 
+fn too_many_requests(secs: u64) -> Response {
+    respond(
+        429,
+        json!({
+            "ok": false, "error_code": 429,
+            "description": format!("Too Many Requests: retry after {secs}"),
+            "parameters": {"retry_after": secs},
+        }),
+    )
+}
+
 async fn api(
     State(shared): State<Arc<Shared>>,
     Path((bot, method)): Path<(String, String)>,
-    _http_method: Method,
-    body: Bytes,
+    request: Request,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
     let method = method.to_ascii_lowercase();
     if bot != format!("bot{}", shared.token) {
         return error(401, "Unauthorized");
     }
-    shared.lock().calls.push(Call {
-        method: method.clone(),
-        body: body.clone(),
-        at: Instant::now(),
-    });
+    let (form, body) = if uploads::is_multipart(&request) {
+        match uploads::read(request).await {
+            Ok(form) => {
+                let params = form.params.clone();
+                (Some(form), params)
+            }
+            Err(e) => return error(400, &format!("Bad Request: {e}")),
+        }
+    } else {
+        let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
+            .await
+            .unwrap_or_default();
+        (None, serde_json::from_slice(&bytes).unwrap_or(json!({})))
+    };
+    // Whether an edit stalls is decided as it is recorded: a test that saw the call knows.
+    let stalled = {
+        let mut inner = shared.lock();
+        inner.calls.push(Call {
+            method: method.clone(),
+            body: body.clone(),
+            at: Instant::now(),
+        });
+        method == "editmessagetext"
+            && inner
+                .stall_edits
+                .as_ref()
+                .is_some_and(|f| body["text"].as_str().unwrap_or("").contains(f.as_str()))
+    };
     shared.changed.notify_waiters();
     let response = match method.as_str() {
         "getme" => ok(me()),
@@ -355,7 +444,19 @@ async fn api(
         }
         "getupdates" => get_updates(&shared, &body).await,
         "sendmessage" => send_message(&shared, &body),
-        "editmessagetext" => edit_message(&shared, &body),
+        "editmessagetext" => {
+            if stalled {
+                std::future::pending::<()>().await;
+            }
+            if let Some(response) = throttle_edit(&shared) {
+                return response;
+            }
+            edit_message(&shared, &body)
+        }
+        "senddocument" | "sendphoto" => match &form {
+            Some(form) => upload(&shared, &method, form),
+            None => error(400, "Bad Request: there is no file in the request"),
+        },
         "deletemessage" => {
             let id = body["message_id"].as_i64();
             let mut inner = shared.lock();
@@ -416,6 +517,72 @@ async fn get_updates(shared: &Arc<Shared>, body: &Value) -> Response {
 
 fn chat_json(chat_id: i64) -> Value {
     updates::chat(chat_id)
+}
+
+/// Flood control for an edit, if it is due.
+fn throttle_edit(shared: &Shared) -> Option<Response> {
+    let mut inner = shared.lock();
+    let now = Instant::now();
+    let secs = match (inner.throttle_next_edit.take(), inner.throttled_until) {
+        (Some(secs), _) => {
+            inner.throttled_until = Some(now + Duration::from_secs(secs));
+            secs
+        }
+        (None, Some(until)) if until > now => (until - now).as_secs_f64().ceil() as u64,
+        _ => return None,
+    };
+    inner.throttled.push(("editmessagetext".into(), now));
+    drop(inner);
+    shared.changed.notify_waiters();
+    Some(too_many_requests(secs))
+}
+
+/// sendDocument / sendPhoto: the file, its caption checked like a message's HTML.
+fn upload(shared: &Shared, method: &str, form: &uploads::Form) -> Response {
+    let param = if method == "sendphoto" {
+        "photo"
+    } else {
+        "document"
+    };
+    let Some((file_name, bytes)) = form.file(param) else {
+        return error(
+            400,
+            &format!("Bad Request: there is no {param} in the request"),
+        );
+    };
+    let body = &form.params;
+    let caption = body["caption"].as_str().map(str::to_string);
+    let parse_mode = body["parse_mode"].as_str().map(str::to_string);
+    if let (Some(caption), Some("HTML")) = (&caption, parse_mode.as_deref()) {
+        if let Err(e) = html::parse(caption) {
+            let description = format!("Bad Request: can't parse entities: {e}");
+            shared
+                .lock()
+                .rejected
+                .push((method.to_string(), description.clone()));
+            return error(400, &description);
+        }
+    }
+    let chat_id = body["chat_id"].as_i64().unwrap_or(0);
+    let mut inner = shared.lock();
+    inner.next_message_id += 1;
+    let upload = Upload {
+        method: method.to_string(),
+        chat_id,
+        message_id: inner.next_message_id,
+        file_name: file_name.clone(),
+        bytes: bytes.clone(),
+        caption,
+        parse_mode,
+    };
+    let message = uploads::message_json(
+        &upload,
+        chat_json(chat_id),
+        updates::bot_user(),
+        updates::now(),
+    );
+    inner.uploads.push(upload);
+    ok(message)
 }
 
 /// Check text as Telegram would: returns (as sent, visible) or the error response.
@@ -494,7 +661,7 @@ fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
     let Some(sent) = inner
         .messages
         .iter_mut()
-        .find(|m| Some(m.message_id) == id && m.chat_id == chat_id)
+        .find(|m| Some(m.message_id) == id && m.chat_id == chat_id && !m.deleted)
     else {
         return error(400, "Bad Request: message to edit not found");
     };
@@ -502,7 +669,12 @@ fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
         && body.get("reply_markup").is_none()
         && sent.keyboard.is_none()
     {
-        return error(400, "Bad Request: message is not modified");
+        // Telegram's exact words: clients recognize this error by them.
+        return error(
+            400,
+            "Bad Request: message is not modified: specified new message content and reply \
+             markup are exactly the same as a current content and reply markup of the message",
+        );
     }
     sent.edits.push(visible.clone());
     sent.keyboard = body.get("reply_markup").cloned();

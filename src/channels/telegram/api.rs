@@ -1,17 +1,22 @@
 //! Talking to the Bot API: teloxide's client plus what every outgoing message needs —
-//! flood-control waits and a few retries, the plain-text fallback when Telegram refuses a
-//! message's HTML, splitting long answers, and error texts with the token taken out.
+//! flood-control waits and a few retries (or, for the live message, one attempt whose
+//! `retry_after` the caller honors), the plain-text fallback when Telegram refuses a message's
+//! HTML, splitting long answers (the first part replacing the streamed draft), file uploads,
+//! and error texts with the token taken out.
 
 use super::format::{html_to_plain, markdown_to_html};
 use super::split::{split_html, MESSAGE_LIMIT};
 use crate::redact::redact;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
-use teloxide::payloads::{EditMessageTextSetters, SendMessageSetters};
+use teloxide::payloads::{
+    EditMessageTextSetters, SendDocumentSetters, SendMessageSetters, SendPhotoSetters,
+};
 use teloxide::prelude::Requester;
 use teloxide::types::{
-    ChatAction, ChatId, InlineKeyboardMarkup, LinkPreviewOptions, Message, MessageId, ParseMode,
-    ReplyParameters,
+    ChatAction, ChatId, InlineKeyboardMarkup, InputFile, LinkPreviewOptions, Message, MessageId,
+    ParseMode, ReplyParameters,
 };
 use teloxide::{ApiError, Bot, RequestError};
 
@@ -23,6 +28,34 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 #[derive(Clone)]
 pub struct Telegram {
     bot: Bot,
+}
+
+/// A message the answer streamed into, and the HTML it shows if this process knows it.
+#[derive(Clone, Debug)]
+pub struct Draft {
+    pub message_id: i32,
+    pub shown: Option<String>,
+}
+
+/// A file to upload, opened by the caller.
+pub struct Upload<'a> {
+    pub file: &'a std::fs::File,
+    pub name: &'a str,
+    /// At most this many bytes are sent (the file may grow after its size was checked).
+    pub max: u64,
+    pub photo: bool,
+}
+
+impl Upload<'_> {
+    /// The file from its start, as teloxide streams it.
+    fn input(&self) -> std::io::Result<InputFile> {
+        use std::io::{Seek, SeekFrom};
+        use tokio::io::AsyncReadExt;
+        let mut file = self.file.try_clone()?;
+        file.seek(SeekFrom::Start(0))?;
+        let reader = tokio::fs::File::from_std(file).take(self.max);
+        Ok(InputFile::read(reader).file_name(self.name.to_string()))
+    }
 }
 
 /// An error's text without the bot token (teloxide errors can carry the request URL).
@@ -66,6 +99,20 @@ impl Telegram {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, RequestError>>,
     {
+        self.attempts(ATTEMPTS, what, request).await
+    }
+
+    /// Run `request` up to `attempts` times (see [`Telegram::retrying`]).
+    async fn attempts<T, F, Fut>(
+        &self,
+        attempts: u32,
+        what: &str,
+        request: F,
+    ) -> Result<T, RequestError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, RequestError>>,
+    {
         let mut attempt = 1;
         loop {
             let error = match request().await {
@@ -81,7 +128,7 @@ impl Telegram {
                 }
                 _ => return Err(error),
             };
-            if attempt >= ATTEMPTS {
+            if attempt >= attempts {
                 return Err(error);
             }
             tracing::debug!("{what}: {} (retrying in {wait:?})", describe(&error));
@@ -98,6 +145,29 @@ impl Telegram {
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<Message, String> {
+        self.send_html_tries(ATTEMPTS, chat, reply_to, html, keyboard)
+            .await
+            .map_err(|e| describe(&e))
+    }
+
+    /// [`Telegram::send_html`] in one attempt: flood control comes back to the caller.
+    pub async fn send_html_once(
+        &self,
+        chat: i64,
+        reply_to: Option<i32>,
+        html: &str,
+    ) -> Result<Message, RequestError> {
+        self.send_html_tries(1, chat, reply_to, html, None).await
+    }
+
+    async fn send_html_tries(
+        &self,
+        attempts: u32,
+        chat: i64,
+        reply_to: Option<i32>,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+    ) -> Result<Message, RequestError> {
         let send = |text: String, html_mode: bool| {
             let keyboard = keyboard.clone();
             async move {
@@ -120,27 +190,47 @@ impl Telegram {
             }
         };
         let first = self
-            .retrying("sendMessage", || send(html.to_string(), true))
+            .attempts(attempts, "sendMessage", || send(html.to_string(), true))
             .await;
         match first {
-            Ok(message) => Ok(message),
             Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
                 tracing::warn!(
                     chat,
                     "Telegram refused the HTML ({why}); sending plain text"
                 );
                 let plain = html_to_plain(html);
-                self.retrying("sendMessage", || send(plain.clone(), false))
+                self.attempts(attempts, "sendMessage", || send(plain.clone(), false))
                     .await
-                    .map_err(|e| describe(&e))
             }
-            Err(e) => Err(describe(&e)),
+            other => other,
         }
     }
 
     /// Replace a message's text (and drop its buttons), with the same plain-text fallback.
     /// "Not modified" counts as success.
     pub async fn edit_html(&self, chat: i64, message_id: i32, html: &str) -> Result<(), String> {
+        self.edit_html_tries(ATTEMPTS, chat, message_id, html)
+            .await
+            .map_err(|e| describe(&e))
+    }
+
+    /// [`Telegram::edit_html`] in one attempt: flood control comes back to the caller.
+    pub async fn edit_html_once(
+        &self,
+        chat: i64,
+        message_id: i32,
+        html: &str,
+    ) -> Result<(), RequestError> {
+        self.edit_html_tries(1, chat, message_id, html).await
+    }
+
+    async fn edit_html_tries(
+        &self,
+        attempts: u32,
+        chat: i64,
+        message_id: i32,
+        html: &str,
+    ) -> Result<(), RequestError> {
         let edit = |text: String, html_mode: bool| async move {
             let mut req = self
                 .bot
@@ -152,24 +242,25 @@ impl Telegram {
             req.await
         };
         let result = match self
-            .retrying("editMessageText", || edit(html.to_string(), true))
+            .attempts(attempts, "editMessageText", || edit(html.to_string(), true))
             .await
         {
             Err(RequestError::Api(ApiError::CantParseEntities(_))) => {
                 let plain = html_to_plain(html);
-                self.retrying("editMessageText", || edit(plain.clone(), false))
+                self.attempts(attempts, "editMessageText", || edit(plain.clone(), false))
                     .await
             }
             other => other,
         };
         match result {
             Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
-            Err(e) => Err(describe(&e)),
+            Err(e) => Err(e),
         }
     }
 
     /// Send markdown as one or more HTML messages (the first replies to `reply_to`), skipping
-    /// the first `skip` parts; `sent(n)` after part `n` (from 1) was accepted.
+    /// the first `skip` parts; `sent(n)` after part `n` (from 1) was accepted. With a `draft`,
+    /// the first part replaces it (edited in place; sent anew if the draft cannot be edited).
     pub async fn send_markdown(
         &self,
         chat: i64,
@@ -177,14 +268,90 @@ impl Telegram {
         markdown: &str,
         skip: usize,
         sent: &(dyn Fn(usize) + Send + Sync),
+        draft: Option<Draft>,
     ) -> Result<(), String> {
         let parts = split_html(&markdown_to_html(markdown), MESSAGE_LIMIT);
+        if parts.is_empty() && skip == 0 {
+            if let Some(draft) = &draft {
+                self.delete(chat, draft.message_id).await;
+            }
+        }
         for (i, part) in parts.iter().enumerate().skip(skip) {
-            let reply = if i == 0 { reply_to } else { None };
-            self.send_html(chat, reply, part, None).await?;
+            match (i, &draft) {
+                (0, Some(draft)) => self.replace_draft(chat, reply_to, draft, part).await?,
+                _ => {
+                    let reply = if i == 0 { reply_to } else { None };
+                    self.send_html(chat, reply, part, None).await?;
+                }
+            }
             sent(i + 1);
         }
         Ok(())
+    }
+
+    /// Turn the draft into `html`: unchanged text is not sent again; a draft that is gone or
+    /// cannot be edited gives way to a new message. (Any other failure is the answer's: sending
+    /// it anew could show it twice.)
+    async fn replace_draft(
+        &self,
+        chat: i64,
+        reply_to: Option<i32>,
+        draft: &Draft,
+        html: &str,
+    ) -> Result<(), String> {
+        if draft.shown.as_deref() == Some(html) {
+            return Ok(());
+        }
+        match self
+            .edit_html_tries(ATTEMPTS, chat, draft.message_id, html)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(RequestError::Api(
+                e @ (ApiError::MessageToEditNotFound
+                | ApiError::MessageCantBeEdited
+                | ApiError::MessageIdInvalid),
+            )) => {
+                tracing::info!(chat, "the streamed message is gone ({e}); sending anew");
+                self.send_html(chat, reply_to, html, None).await?;
+                self.delete(chat, draft.message_id).await;
+                Ok(())
+            }
+            Err(e) => Err(describe(&e)),
+        }
+    }
+
+    /// Upload `file` (opened by the caller, at most `max` bytes are read) as a document or a
+    /// photo named `name`, with an HTML `caption`.
+    pub async fn send_file(
+        &self,
+        chat: i64,
+        upload: &Upload<'_>,
+        caption: Option<&str>,
+    ) -> Result<Message, String> {
+        let what = if upload.photo {
+            "sendPhoto"
+        } else {
+            "sendDocument"
+        };
+        let send = || async move {
+            // Every attempt reads the file from its start again.
+            let input = upload.input().map_err(|e| RequestError::Io(Arc::new(e)))?;
+            if upload.photo {
+                let mut req = self.bot.send_photo(ChatId(chat), input);
+                if let Some(caption) = caption {
+                    req = req.caption(caption).parse_mode(ParseMode::Html);
+                }
+                req.await
+            } else {
+                let mut req = self.bot.send_document(ChatId(chat), input);
+                if let Some(caption) = caption {
+                    req = req.caption(caption).parse_mode(ParseMode::Html);
+                }
+                req.await
+            }
+        };
+        self.retrying(what, send).await.map_err(|e| describe(&e))
     }
 
     /// Best effort: "typing…" for about five seconds.

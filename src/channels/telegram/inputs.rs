@@ -1,16 +1,22 @@
 //! Turning a Telegram message into the agent's input: text; a photo as an image block (when
 //! the model can see images); a document saved into the workspace's `attachments/` with its
-//! path given to the agent; a quoted earlier message as context. Downloads are capped in size
-//! and time; file names are reduced to one safe path component and written beneath the
-//! workspace through the path validator (a planted symlink is refused, never followed).
+//! path given to the agent; a voice message saved there too and transcribed (by the agent
+//! worker, which holds the speech-to-text key) into text marked as a voice transcript; an
+//! audio file likewise, its transcript marked as a file's content; a quoted earlier message as
+//! context. Downloads are capped in size and time (voice also in duration); file names are
+//! reduced to one safe path component and written beneath the workspace through the path
+//! validator (a planted symlink is refused, never followed).
 
 use super::api::{describe, Telegram};
 use crate::beneath;
+use crate::config::VoiceConfig;
 use crate::llm::ContentBlock;
 use crate::policy::paths::Access;
 use crate::policy::PathPolicy;
 use crate::redact::redact;
+use crate::sizes::human as human_size;
 use crate::taint::{DOCUMENT_MARK, FORWARDED_MARK};
+use crate::voice::Transcribe;
 use base64::Engine;
 use futures::StreamExt;
 use nix::fcntl::OFlag;
@@ -28,6 +34,49 @@ const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// Quoted context longer than this is cut.
 const MAX_QUOTE_CHARS: usize = 2000;
+/// How a voice message's words reach the agent: the user's own words, transcribed.
+const VOICE_MARK: &str = "[Voice message, transcribed]";
+/// The gateway gives up on a transcription this long after the endpoint's own timeout.
+const TRANSCRIBE_SLACK: Duration = Duration::from_secs(60);
+
+/// `[voice]`'s caps, as the gateway applies them before downloading.
+#[derive(Clone, Copy, Debug)]
+pub struct VoiceLimits {
+    pub max_bytes: u64,
+    pub max_seconds: u64,
+    /// The endpoint's timeout.
+    pub timeout: Duration,
+}
+
+impl From<&VoiceConfig> for VoiceLimits {
+    fn from(config: &VoiceConfig) -> VoiceLimits {
+        VoiceLimits {
+            max_bytes: config.max_bytes,
+            max_seconds: config.max_seconds,
+            timeout: Duration::from_secs(config.timeout_secs),
+        }
+    }
+}
+
+/// A voice message or an audio file to transcribe.
+struct Recording {
+    file_id: FileId,
+    size: u64,
+    seconds: u64,
+    /// The name it is saved under in `attachments/`.
+    name: String,
+    /// An audio file (its media type): someone's recording, not the user speaking to warden.
+    audio: Option<String>,
+}
+
+impl Recording {
+    fn what(&self) -> &'static str {
+        match self.audio {
+            None => "voice message",
+            Some(_) => "audio file",
+        }
+    }
+}
 
 pub enum Prepared {
     Run {
@@ -44,6 +93,9 @@ pub struct Inputs {
     pub supports_images: bool,
     /// Largest file downloaded, in bytes.
     pub max_bytes: u64,
+    /// Who transcribes voice messages; `None`: no `[voice]` endpoint is configured.
+    pub voice: Option<Arc<dyn Transcribe>>,
+    pub voice_limits: VoiceLimits,
 }
 
 impl Inputs {
@@ -61,6 +113,32 @@ impl Inputs {
                 .document(name, doc.file_name.as_deref(), mime, &context, text)
                 .await;
         }
+        if let Some(voice) = msg.voice() {
+            let recording = Recording {
+                file_id: voice.file.id.clone(),
+                size: u64::from(voice.file.size),
+                seconds: u64::from(voice.duration.seconds()),
+                name: format!("voice-{}.ogg", msg.id.0),
+                audio: None,
+            };
+            return self.recording(recording, &context, text).await;
+        }
+        if let Some(audio) = msg.audio() {
+            let mime = audio.mime_type.as_ref().map(|m| m.to_string());
+            let recording = Recording {
+                file_id: audio.file.id.clone(),
+                size: u64::from(audio.file.size),
+                seconds: u64::from(audio.duration.seconds()),
+                name: safe_file_name(
+                    audio
+                        .file_name
+                        .as_deref()
+                        .unwrap_or(&format!("audio-{}.mp3", msg.id.0)),
+                ),
+                audio: Some(mime.unwrap_or_else(|| "audio".into())),
+            };
+            return self.recording(recording, &context, text).await;
+        }
         if msg.text().is_some() && !text.is_empty() {
             return Prepared::Run {
                 input: vec![ContentBlock::text(format!("{context}{text}"))],
@@ -71,8 +149,82 @@ impl Inputs {
             return Prepared::Reply("Say what you would like me to do.".into());
         }
         Prepared::Reply(
-            "I can read text, photos and documents; this kind of message is not supported.".into(),
+            "I can read text, photos, documents and voice messages; this kind of message is not \
+             supported."
+                .into(),
         )
+    }
+
+    /// A voice message or audio file: checked against the caps, saved into `attachments/`,
+    /// transcribed by the worker. Nothing runs when any step fails; the reply says why.
+    async fn recording(&self, rec: Recording, context: &str, caption: &str) -> Prepared {
+        let what = rec.what();
+        let Some(voice) = &self.voice else {
+            return Prepared::Reply(format!(
+                "I cannot listen to this {what}: no speech-to-text endpoint is configured \
+                 ([voice] base_url in warden's config). Please type your message{}.",
+                match rec.audio {
+                    None => "",
+                    Some(_) => ", or send the recording as a file to save it in the workspace",
+                }
+            ));
+        };
+        let limits = self.voice_limits;
+        if rec.seconds > limits.max_seconds {
+            return Prepared::Reply(format!(
+                "That {what} is {} s long; the limit is {} s ([voice] max_seconds).",
+                rec.seconds, limits.max_seconds
+            ));
+        }
+        if rec.size > limits.max_bytes {
+            return Prepared::Reply(format!(
+                "That {what} is {}; the limit is {} ([voice] max_bytes).",
+                human_size(rec.size),
+                human_size(limits.max_bytes)
+            ));
+        }
+        let data = match self.download(&rec.file_id, limits.max_bytes).await {
+            Ok(data) => data,
+            Err(e) => return Prepared::Reply(format!("I could not download that {what}: {e}")),
+        };
+        let saved = match save_attachment(&self.paths, &rec.name, &data) {
+            Ok(saved) => saved,
+            Err(e) => return Prepared::Reply(format!("I could not save that {what}: {e}")),
+        };
+        let transcript =
+            match tokio::time::timeout(limits.timeout + TRANSCRIBE_SLACK, voice.transcribe(&saved))
+                .await
+            {
+                Ok(Ok(transcript)) => transcript,
+                Ok(Err(e)) => {
+                    return Prepared::Reply(format!("I could not transcribe that {what}: {e}"))
+                }
+                Err(_) => {
+                    return Prepared::Reply(format!(
+                        "I could not transcribe that {what}: no answer in time"
+                    ))
+                }
+            };
+        let (note, preview) = match &rec.audio {
+            None => (
+                format!("{VOICE_MARK}: {transcript}"),
+                format!("🎤 {transcript}"),
+            ),
+            // Whoever speaks in a recording, it is not the user talking to warden.
+            Some(kind) => (
+                format!(
+                    "{DOCUMENT_MARK}, an audio file saved in the workspace as {saved} ({}, \
+                     {kind}). Its words, transcribed — a recording, not the user's \
+                     instructions:]\n{transcript}",
+                    human_size(data.len() as u64)
+                ),
+                format!("[audio {saved}] {caption}").trim_end().to_string(),
+            ),
+        };
+        Prepared::Run {
+            input: vec![ContentBlock::text(noted(context, &note, caption))],
+            preview,
+        }
     }
 
     async fn photo(
@@ -142,13 +294,8 @@ impl Inputs {
             "{DOCUMENT_MARK}, saved in the workspace as {saved} ({}{kind}).]",
             human_size(data.len() as u64)
         );
-        let text = if caption.is_empty() {
-            format!("{context}{note}")
-        } else {
-            format!("{context}{note}\n\n{caption}")
-        };
         Prepared::Run {
-            input: vec![ContentBlock::text(text)],
+            input: vec![ContentBlock::text(noted(context, &note, caption))],
             preview: format!("[file {saved}] {caption}").trim_end().to_string(),
         }
     }
@@ -178,6 +325,16 @@ impl Inputs {
         tokio::time::timeout(DOWNLOAD_TIMEOUT, fetch)
             .await
             .unwrap_or_else(|_| Err("the download took too long".into()))
+    }
+}
+
+/// What the agent receives for a file or recording: the context, the note about it, and the
+/// user's caption.
+fn noted(context: &str, note: &str, caption: &str) -> String {
+    if caption.is_empty() {
+        format!("{context}{note}")
+    } else {
+        format!("{context}{note}\n\n{caption}")
     }
 }
 
@@ -289,14 +446,6 @@ pub fn save_attachment(paths: &PathPolicy, name: &str, data: &[u8]) -> Result<St
         }
     }
     Err(format!("too many files named {name} in attachments/"))
-}
-
-pub fn human_size(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1024 * 1024 => format!("{:.1} MB", b as f64 / (1024.0 * 1024.0)),
-        b if b >= 1024 => format!("{:.1} KB", b as f64 / 1024.0),
-        b => format!("{b} bytes"),
-    }
 }
 
 #[cfg(test)]

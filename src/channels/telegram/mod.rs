@@ -22,10 +22,12 @@ pub mod format;
 mod handler;
 mod inputs;
 mod lanes;
+mod live;
 mod poll;
 pub mod split;
 mod standing;
 pub mod store;
+mod upload;
 mod view;
 
 pub use inputs::safe_file_name;
@@ -36,12 +38,14 @@ use crate::egress::Grants;
 use crate::gateway::{AgentRunner, Gateway, GatewaySettings};
 use crate::policy::PathPolicy;
 use crate::tools::approval_rules::ApprovalRules;
+use crate::voice::Transcribe;
 use access::Access;
 use anyhow::Context;
 use api::{describe, Telegram};
 use approvals::Approvals;
 use handler::Handler;
 use inputs::Inputs;
+pub use inputs::VoiceLimits;
 use std::sync::Arc;
 use std::time::Duration;
 use store::UpdateLog;
@@ -77,10 +81,14 @@ pub struct TelegramSetup<'a> {
     pub db: &'a Arc<Database>,
     /// Who runs the agents (a worker process, or an agent in this process).
     pub agent: Arc<dyn AgentRunner>,
-    /// The workspace: attachments are saved there.
+    /// The workspace: attachments are saved there, `send_file` uploads from there.
     pub paths: &'a Arc<PathPolicy>,
     /// Whether the model takes images.
     pub supports_images: bool,
+    /// Who transcribes voice messages (the worker); `None`: no `[voice]` endpoint.
+    pub voice: Option<Arc<dyn Transcribe>>,
+    /// `[voice] max_bytes` and `max_seconds`.
+    pub voice_limits: VoiceLimits,
 }
 
 /// A connected bot, ready to poll.
@@ -122,7 +130,12 @@ impl TelegramBot {
                 ApprovalRules::new(app.db.clone()),
             ),
         );
-        let channel = Arc::new(TelegramChannel::new(tg.clone(), approvals.clone()));
+        let channel = Arc::new(TelegramChannel::new(
+            tg.clone(),
+            approvals.clone(),
+            app.paths.clone(),
+            config.max_send_bytes,
+        ));
         let gateway = Gateway::new(
             app.agent,
             app.db.clone(),
@@ -158,6 +171,8 @@ impl TelegramBot {
                 paths: app.paths.clone(),
                 supports_images: app.supports_images,
                 max_bytes: config.max_file_bytes,
+                voice: app.voice.clone(),
+                voice_limits: app.voice_limits,
             },
         });
         Ok(TelegramBot {

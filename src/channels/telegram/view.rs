@@ -1,43 +1,111 @@
-//! How a run looks in a Telegram chat while it goes: "typing…" every few seconds, and for runs
-//! longer than a few seconds a status message ("Running `ls -la`…") edited in place as tools
-//! start, removed when the answer is ready. Also the gateway's [`Channel`] for Telegram.
+//! How a run looks in a Telegram chat while it goes, and the gateway's [`Channel`] for
+//! Telegram.
+//!
+//! "typing…" every few seconds, and one live message ([`super::live`]) edited in place:
+//!
+//! - the model's text as it streams, once it has streamed for a second (a quick answer simply
+//!   arrives as the answer). This message replies to the prompt and is the answer's **draft**:
+//!   its id is stored with the run, and the answer's first part replaces it, also after a
+//!   restart, so the answer is never shown twice;
+//! - before any text, after a few seconds, a status line alone ("⏳ Running `ls`…"), which is
+//!   removed at the end (or when text starts, which then gets a message of its own).
+//!
+//! Telegram limits edits: at most one call per [`EDIT_EVERY`] per run (one run per chat at a
+//! time), a `retry_after` answer is waited out, unchanged text is not sent again, and the
+//! answer's first edit keeps the same pace.
 
-use super::api::Telegram;
+use super::api::{Draft, Telegram};
 use super::approvals::{Approvals, ChatApprover};
-use super::format::escape;
-use crate::agent::{AgentEvent, EventFn, RunControl};
-use crate::gateway::{Channel, RunInfo, RunView};
+use super::live::{Live, Shown};
+use super::split::MESSAGE_LIMIT;
+use super::upload::ChatOutbox;
+use crate::agent::{EventFn, RunControl};
+use crate::gateway::{lock, Channel, DraftFn, RunInfo, RunView};
+use crate::policy::PathPolicy;
 use crate::tools::approval::Approver;
+use crate::tools::outbox::{Nowhere, Outbox};
 use async_trait::async_trait;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use teloxide::RequestError;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// A status message appears once a run has taken this long.
 const STATUS_AFTER: Duration = Duration::from_secs(3);
+/// Streamed text appears once it has streamed this long.
+const STREAM_AFTER: Duration = Duration::from_secs(1);
 /// Telegram shows "typing…" for about 5 s per chat action.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
-/// Edits of the status message are spaced out (Telegram limits edits per chat).
-const EDIT_EVERY: Duration = Duration::from_secs(2);
+/// Sends and edits of the live message are at least this far apart.
+pub const EDIT_EVERY: Duration = Duration::from_secs(1);
+/// Longest the end of a run waits for the edit pace (longer flood waits: the answer's own
+/// retries honor them).
+const END_PACE_WAIT: Duration = Duration::from_secs(4);
+/// How long the end of a run waits for the presenter.
+const FINISH_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a run whose answer is filtered first (the heartbeat) sends no files.
+const SILENT_RUN: Nowhere = Nowhere(
+    "this run's answer is checked before it reaches the chat (the heartbeat), so it sends no \
+     files",
+);
 
 pub struct TelegramChannel {
     tg: Telegram,
     approvals: Arc<Approvals>,
+    /// The workspace: `send_file` uploads from here.
+    paths: Arc<PathPolicy>,
+    /// `telegram.max_send_bytes`.
+    max_send_bytes: u64,
+    /// The HTML each draft showed when its run ended, until the answer replaces it.
+    drafts: Arc<Mutex<HashMap<i32, String>>>,
 }
 
 impl TelegramChannel {
-    pub fn new(tg: Telegram, approvals: Arc<Approvals>) -> TelegramChannel {
-        TelegramChannel { tg, approvals }
+    pub fn new(
+        tg: Telegram,
+        approvals: Arc<Approvals>,
+        paths: Arc<PathPolicy>,
+        max_send_bytes: u64,
+    ) -> TelegramChannel {
+        TelegramChannel {
+            tg,
+            approvals,
+            paths,
+            max_send_bytes,
+            drafts: Arc::default(),
+        }
     }
 }
 
 #[async_trait]
 impl Channel for TelegramChannel {
-    fn open_run(&self, run: &RunInfo, control: &RunControl) -> Box<dyn RunView> {
-        let (status, watch) = watch::channel(String::new());
+    fn open_run(&self, run: &RunInfo, control: &RunControl, draft: DraftFn) -> Box<dyn RunView> {
+        let live = Arc::new(Mutex::new(Live::new(run.deliver)));
+        let wake = Arc::new(Notify::new());
         let done = CancellationToken::new();
-        let task = tokio::spawn(show(self.tg.clone(), run.chat_id, watch, done.clone()));
+        let presenter = Presenter {
+            tg: self.tg.clone(),
+            chat: run.chat_id,
+            reply_to: run.reply_to,
+            live: live.clone(),
+            wake: wake.clone(),
+            done: done.clone(),
+            on_draft: draft,
+            drafts: self.drafts.clone(),
+        };
+        let outbox: Arc<dyn Outbox> = if run.deliver {
+            Arc::new(ChatOutbox {
+                tg: self.tg.clone(),
+                chat: run.chat_id,
+                paths: self.paths.clone(),
+                max_bytes: self.max_send_bytes,
+            })
+        } else {
+            Arc::new(SILENT_RUN)
+        };
         Box::new(TelegramView {
             approver: Arc::new(ChatApprover {
                 approvals: self.approvals.clone(),
@@ -46,9 +114,11 @@ impl Channel for TelegramChannel {
                 reply_to: run.reply_to,
                 cancel: control.cancel_token(),
             }),
-            status: Arc::new(status),
+            outbox,
+            live,
+            wake,
             done,
-            task,
+            task: tokio::spawn(presenter.show()),
         })
     }
 
@@ -59,16 +129,24 @@ impl Channel for TelegramChannel {
         already_sent: usize,
         sent: &(dyn Fn(usize) + Send + Sync),
     ) -> Result<(), String> {
+        let draft = run
+            .draft
+            .and_then(|id| i32::try_from(id).ok())
+            .map(|message_id| Draft {
+                message_id,
+                shown: lock(&self.drafts).remove(&message_id),
+            });
         self.tg
-            .send_markdown(run.chat_id, run.reply_to, text, already_sent, sent)
+            .send_markdown(run.chat_id, run.reply_to, text, already_sent, sent, draft)
             .await
     }
 }
 
 struct TelegramView {
     approver: Arc<ChatApprover>,
-    /// The latest status line (HTML); empty until a tool starts.
-    status: Arc<watch::Sender<String>>,
+    outbox: Arc<dyn Outbox>,
+    live: Arc<Mutex<Live>>,
+    wake: Arc<Notify>,
     done: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -80,119 +158,180 @@ impl RunView for TelegramView {
     }
 
     fn events(&self) -> EventFn {
-        let status = self.status.clone();
+        let (live, wake) = (self.live.clone(), self.wake.clone());
         Arc::new(move |event| {
-            if let Some(line) = status_line(&event) {
-                status.send_replace(line);
-            }
+            lock(&live).apply(&event);
+            wake.notify_one();
         })
+    }
+
+    fn outbox(&self) -> Arc<dyn Outbox> {
+        self.outbox.clone()
     }
 
     async fn finish(self: Box<Self>) {
         self.done.cancel();
         let mut task = self.task;
-        // The presenter ends with one best-effort request; never let it hold up the answer.
-        if tokio::time::timeout(Duration::from_secs(5), &mut task)
-            .await
-            .is_err()
-        {
+        // The presenter ends with at most a short wait and one request; never let it hold up
+        // the answer.
+        if tokio::time::timeout(FINISH_WAIT, &mut task).await.is_err() {
             task.abort();
         }
     }
 }
 
-/// The status line for an event, if it changes the status.
-fn status_line(event: &AgentEvent) -> Option<String> {
-    match event {
-        AgentEvent::ToolStart { name, summary, .. } if name == "bash" => {
-            Some(format!("⏳ Running <code>{}</code>…", escape(summary)))
-        }
-        AgentEvent::ToolStart { name, summary, .. } => Some(format!(
-            "⏳ {}: <code>{}</code>…",
-            escape(name),
-            escape(summary)
-        )),
-        AgentEvent::Progress(text) => Some(format!("⏳ {}", escape(text))),
-        AgentEvent::Steered(_) => Some("⏳ Got your steer; continuing…".into()),
-        AgentEvent::TextDelta(_) | AgentEvent::ToolEnd { .. } => None,
-    }
+/// The live message on screen.
+#[derive(Clone, Copy)]
+struct OnScreen {
+    id: i32,
+    /// It shows model text: the answer's draft (else a status message, removed at the end).
+    draft: bool,
 }
 
-/// The presenter task of one run, until `done`.
-async fn show(
+/// The task that keeps one run's live message up to date, until `done`.
+struct Presenter {
     tg: Telegram,
     chat: i64,
-    mut status: watch::Receiver<String>,
+    reply_to: Option<i32>,
+    live: Arc<Mutex<Live>>,
+    wake: Arc<Notify>,
     done: CancellationToken,
-) {
-    let started = Instant::now();
-    let mut last_typing: Option<Instant> = None;
-    let mut message: Option<i32> = None;
-    let mut shown = String::new();
-    let mut last_edit = Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut events_open = true;
-    loop {
-        tokio::select! {
-            biased;
-            _ = done.cancelled() => break,
-            changed = status.changed(), if events_open => events_open = changed.is_ok(),
-            _ = tick.tick() => {}
-        }
-        if last_typing.is_none_or(|t| t.elapsed() >= TYPING_EVERY) {
-            last_typing = Some(Instant::now());
-            tg.typing(chat).await;
-        }
-        if started.elapsed() < STATUS_AFTER {
-            continue;
-        }
-        let current = match status.borrow_and_update().clone() {
-            line if line.is_empty() => "⏳ Working…".to_string(),
-            line => line,
-        };
-        match message {
-            None => match tg.send_html(chat, None, &current, None).await {
-                Ok(sent) => {
-                    message = Some(sent.id.0);
-                    shown = current;
-                    last_edit = Instant::now();
-                }
-                Err(e) => {
-                    tracing::debug!(chat, "status message: {e}");
-                    // Do not try again every tick.
-                    message = Some(-1);
-                }
-            },
-            Some(id) if id > 0 && current != shown && last_edit.elapsed() >= EDIT_EVERY => {
-                if let Err(e) = tg.edit_html(chat, id, &current).await {
-                    tracing::debug!(chat, "editing the status message: {e}");
-                }
-                shown = current;
-                last_edit = Instant::now();
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some(id) = message.filter(|&id| id > 0) {
-        tg.delete(chat, id).await;
-    }
+    on_draft: DraftFn,
+    drafts: Arc<Mutex<HashMap<i32, String>>>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What one call to Telegram came to.
+enum Called {
+    Done,
+    /// Flood control: the next call waits this long.
+    Wait(Duration),
+    /// It cannot work (the message is gone, the chat refuses): stop trying.
+    GaveUp,
+}
 
-    #[test]
-    fn status_lines_escape_commands() {
-        let line = status_line(&AgentEvent::ToolStart {
-            id: "t".into(),
-            name: "bash".into(),
-            summary: "ls <dir> && echo".into(),
-        });
-        assert_eq!(
-            line.as_deref(),
-            Some("⏳ Running <code>ls &lt;dir&gt; &amp;&amp; echo</code>…")
-        );
-        assert_eq!(status_line(&AgentEvent::TextDelta("x".into())), None);
+impl Presenter {
+    async fn show(self) {
+        let started = Instant::now();
+        let mut last_typing: Option<Instant> = None;
+        let mut message: Option<OnScreen> = None;
+        let mut shown = String::new();
+        let mut next_call = Instant::now();
+        let mut text_since: Option<Instant> = None;
+        let mut gave_up = false;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut waiting = false;
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.done.cancelled() => break,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep_until(next_call.into()), if waiting => {}
+                _ = tick.tick() => {}
+            }
+            if last_typing.is_none_or(|t| t.elapsed() >= TYPING_EVERY) {
+                last_typing = Some(Instant::now());
+                self.tg.typing(self.chat).await;
+            }
+            waiting = false;
+            if gave_up {
+                continue;
+            }
+            let current = lock(&self.live).render(MESSAGE_LIMIT);
+            if current.has_text {
+                text_since.get_or_insert_with(Instant::now);
+            }
+            let due = match text_since {
+                Some(since) if current.has_text => since.elapsed() >= STREAM_AFTER,
+                _ => started.elapsed() >= STATUS_AFTER,
+            };
+            if !due || (message.is_some() && current.html == shown) {
+                continue;
+            }
+            if Instant::now() < next_call {
+                waiting = true;
+                continue;
+            }
+            let called = self.update(&mut message, &current).await;
+            match called {
+                Called::Done => {
+                    shown = current.html;
+                    next_call = Instant::now() + EDIT_EVERY;
+                }
+                Called::Wait(wait) => {
+                    tracing::debug!(chat = self.chat, "live message: flood control, {wait:?}");
+                    next_call = Instant::now() + wait;
+                    waiting = true;
+                }
+                Called::GaveUp => gave_up = true,
+            }
+        }
+        self.end(message, shown, next_call).await;
+    }
+
+    /// Bring the live message to `current`: send it, edit it, or — when text first replaces a
+    /// status — remove the status message and send the draft in its place.
+    async fn update(&self, message: &mut Option<OnScreen>, current: &Shown) -> Called {
+        if let Some(status) = message.filter(|m| !m.draft && current.has_text) {
+            self.tg.delete(self.chat, status.id).await;
+            *message = None;
+        }
+        let Some(on_screen) = *message else {
+            let reply_to = if current.has_text {
+                self.reply_to
+            } else {
+                None
+            };
+            return match self
+                .tg
+                .send_html_once(self.chat, reply_to, &current.html)
+                .await
+            {
+                Ok(sent) => {
+                    *message = Some(OnScreen {
+                        id: sent.id.0,
+                        draft: current.has_text,
+                    });
+                    if current.has_text {
+                        (self.on_draft)(i64::from(sent.id.0));
+                    }
+                    Called::Done
+                }
+                Err(e) => self.failed("sending the live message", e),
+            };
+        };
+        match self
+            .tg
+            .edit_html_once(self.chat, on_screen.id, &current.html)
+            .await
+        {
+            Ok(()) => Called::Done,
+            Err(e) => self.failed("editing the live message", e),
+        }
+    }
+
+    fn failed(&self, what: &str, error: RequestError) -> Called {
+        match error {
+            RequestError::RetryAfter(secs) => Called::Wait(secs.duration()),
+            // A network hiccup: the next tick tries again.
+            RequestError::Network(_) | RequestError::Io(_) => Called::Wait(EDIT_EVERY),
+            other => {
+                tracing::debug!(chat = self.chat, "{what}: {}", super::api::describe(&other));
+                Called::GaveUp
+            }
+        }
+    }
+
+    /// The run is over: a status message goes; a draft stays for the answer to replace, which
+    /// comes no sooner than the edit pace allows.
+    async fn end(&self, message: Option<OnScreen>, shown: String, next_call: Instant) {
+        match message {
+            Some(draft) if draft.draft => {
+                lock(&self.drafts).insert(draft.id, shown);
+                let pace = next_call.saturating_duration_since(Instant::now());
+                tokio::time::sleep(pace.min(END_PACE_WAIT)).await;
+            }
+            Some(status) => self.tg.delete(self.chat, status.id).await,
+            None => {}
+        }
     }
 }

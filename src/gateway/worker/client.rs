@@ -1,12 +1,14 @@
-//! The bot's side: start the worker when a run needs one, route each run's messages, stop the
-//! worker after `idle` without runs or background commands, and fail the runs in flight when
-//! it dies.
+//! The bot's side: start the worker when a run (or a voice message) needs one, route each
+//! run's messages, stop the worker after `idle` without runs or background commands, and fail
+//! the runs in flight when it dies.
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{EventFn, RunOutcome, RunRequest};
 use crate::gateway::{lock, AgentRunner};
 use crate::tools::approval::{Approval, Approver};
 use crate::tools::background::{self, BackgroundEvent, BackgroundFn};
+use crate::tools::outbox::Outbox;
+use crate::voice::Transcribe;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -43,6 +45,7 @@ struct Shared {
     /// The worker now serving runs, if one is up. An async lock: starting one takes a while,
     /// and runs that arrive meanwhile wait for it instead of starting a second.
     live: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Names runs and transcriptions alike.
     next_run: AtomicU64,
 }
 
@@ -50,6 +53,9 @@ struct Connection {
     /// Dropping the sender closes the worker's stdin: it aborts what runs and exits.
     tx: Mutex<Option<mpsc::UnboundedSender<ToWorker>>>,
     runs: Mutex<HashMap<u64, RunSlot>>,
+    /// Transcriptions asked for and not answered yet.
+    transcriptions: Mutex<HashMap<u64, oneshot::Sender<Result<String, String>>>>,
+    /// Runs and transcriptions in progress: the worker is not retired under them.
     active: AtomicUsize,
     /// Counts runs started, so an idle timer knows whether a run came and went meanwhile.
     started: AtomicU64,
@@ -67,6 +73,7 @@ struct RunSlot {
     events: EventFn,
     approver: Arc<dyn Approver>,
     background: BackgroundFn,
+    outbox: Arc<dyn Outbox>,
     done: oneshot::Sender<Result<RunOutcome, String>>,
 }
 
@@ -162,6 +169,13 @@ impl WorkerAgent {
         }
     }
 
+    /// A run or transcription on `conn` ended: retire the worker `idle` after the last one.
+    fn release(&self, conn: &Arc<Connection>) {
+        if conn.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.retire_later(conn.clone(), conn.started.load(Ordering::SeqCst));
+        }
+    }
+
     fn retire_later(&self, conn: Arc<Connection>, started: u64) {
         let this = self.clone();
         tokio::spawn(async move {
@@ -185,6 +199,7 @@ impl AgentRunner for WorkerAgent {
                 events: request.events,
                 approver: request.approver,
                 background: request.background,
+                outbox: request.outbox,
                 done,
             },
         );
@@ -224,9 +239,32 @@ impl AgentRunner for WorkerAgent {
         if let Ok(outcome) = &mut result {
             outcome.unconsumed_steer.extend(control.take_steer());
         }
-        if conn.active.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.retire_later(conn.clone(), conn.started.load(Ordering::SeqCst));
-        }
+        self.release(&conn);
+        result
+    }
+}
+
+#[async_trait]
+impl Transcribe for WorkerAgent {
+    /// The worker transcribes (it holds `[voice] api_key`); the bot only asks.
+    async fn transcribe(&self, path: &str) -> Result<String, String> {
+        let conn = self.connection(true).await?;
+        let id = self.shared.next_run.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&conn.transcriptions).insert(id, tx);
+        let result = match conn.send(ToWorker::Transcribe {
+            id,
+            path: path.to_string(),
+        }) {
+            Ok(()) => rx
+                .await
+                .unwrap_or_else(|_| Err("the agent worker stopped".into())),
+            Err(e) => {
+                lock(&conn.transcriptions).remove(&id);
+                Err(e)
+            }
+        };
+        self.release(&conn);
         result
     }
 }
@@ -295,6 +333,7 @@ async fn spawn(command: &WorkerCommand) -> Result<(Arc<Connection>, Replies, Chi
     let conn = Arc::new(Connection {
         tx: Mutex::new(Some(tx)),
         runs: Mutex::new(HashMap::new()),
+        transcriptions: Mutex::new(HashMap::new()),
         active: AtomicUsize::new(0),
         started: AtomicU64::new(0),
         supports_images,
@@ -339,6 +378,22 @@ async fn read_replies(
                     let _ = conn.send(ToWorker::Answer { run, ask, approval });
                 });
             }
+            Ok(FromWorker::SendFile { run, ask, file }) => {
+                let outbox = lock(&conn.runs).get(&run).map(|s| s.outbox.clone());
+                let conn = conn.clone();
+                tokio::spawn(async move {
+                    let result = match outbox {
+                        Some(outbox) => outbox.send_file(&file).await,
+                        None => Err("the run has ended".into()),
+                    };
+                    let _ = conn.send(ToWorker::FileSent { run, ask, result });
+                });
+            }
+            Ok(FromWorker::Transcribed { id, result }) => {
+                if let Some(tx) = lock(&conn.transcriptions).remove(&id) {
+                    let _ = tx.send(result);
+                }
+            }
             Ok(FromWorker::Done { run, result }) => {
                 if let Some(slot) = lock(&conn.runs).remove(&run) {
                     let _ = slot.done.send(result);
@@ -376,6 +431,9 @@ async fn read_replies(
             job,
             notice: Some(background::lost_notice(job, &reason)),
         });
+    }
+    for (_, tx) in lock(&conn.transcriptions).drain() {
+        let _ = tx.send(Err(reason.clone()));
     }
     conn.exited.cancel();
 }

@@ -4,6 +4,7 @@ use crate::agent::{AgentEvent, RunOutcome};
 use crate::llm::ContentBlock;
 use crate::tools::approval::{Approval, ApprovalRequest};
 use crate::tools::background::BackgroundEvent;
+use crate::tools::outbox::OutgoingFile;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +32,15 @@ pub enum ToWorker {
         ask: u64,
         approval: Approval,
     },
+    /// How a [`FromWorker::SendFile`] went: how it was sent, or why not.
+    FileSent {
+        run: u64,
+        ask: u64,
+        result: Result<String, String>,
+    },
+    /// Transcribe the audio file at `path` (relative to the workspace; the gateway saved it
+    /// there). Answered by [`FromWorker::Transcribed`] with the same `id`.
+    Transcribe { id: u64, path: String },
 }
 
 /// Worker → bot.
@@ -50,6 +60,18 @@ pub enum FromWorker {
         run: u64,
         ask: u64,
         request: ApprovalRequest,
+    },
+    /// The run's `send_file`: the bot sends the file to the chat (it holds the token) and
+    /// answers with a [`ToWorker::FileSent`].
+    SendFile {
+        run: u64,
+        ask: u64,
+        file: OutgoingFile,
+    },
+    /// The words in a [`ToWorker::Transcribe`]'s file, or why there are none.
+    Transcribed {
+        id: u64,
+        result: Result<String, String>,
     },
     /// The run ended; the error is the reason it could not finish.
     Done {
@@ -102,6 +124,15 @@ mod tests {
                 run: 1,
                 ask: 3,
                 approval: Approval::Denied("no answer within 120 s".into()),
+            },
+            ToWorker::FileSent {
+                run: 1,
+                ask: 4,
+                result: Err("too\nlarge".into()),
+            },
+            ToWorker::Transcribe {
+                id: 9,
+                path: "attachments/voice-1.ogg".into(),
             },
         ];
         for message in to {
@@ -160,6 +191,19 @@ mod tests {
                     job: 4,
                     notice: Some("`sleep 1` exited\nwith status 0".into()),
                 },
+            },
+            FromWorker::SendFile {
+                run: 1,
+                ask: 4,
+                file: OutgoingFile {
+                    path: "out/chart.png".into(),
+                    photo: true,
+                    caption: Some("two\nlines".into()),
+                },
+            },
+            FromWorker::Transcribed {
+                id: 9,
+                result: Ok("hello there".into()),
             },
         ];
         for message in from {

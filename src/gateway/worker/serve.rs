@@ -1,10 +1,13 @@
-//! The worker's side: read runs from the bot, run them with the agent, report back.
+//! The worker's side: read runs from the bot, run them with the agent, report back; transcribe
+//! the voice messages the bot saved.
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{Agent, AgentEvent, RunControl, RunRequest};
 use crate::gateway::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use crate::tools::background::BackgroundEvent;
+use crate::tools::outbox::{Outbox, OutgoingFile};
+use crate::voice::Transcribe;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +20,8 @@ use tokio_util::task::TaskTracker;
 /// How long the last messages may take to reach the bot once the worker is done.
 const WRITER_GRACE: Duration = Duration::from_secs(1);
 
-/// Runs the worker knows about: how to stop each, and its unanswered approvals.
+/// Runs the worker knows about: how to stop each, and its questions the bot has not answered
+/// yet (approvals, files to send).
 #[derive(Default)]
 struct Runs {
     runs: Mutex<HashMap<u64, RunEntry>>,
@@ -25,12 +29,29 @@ struct Runs {
 
 struct RunEntry {
     control: RunControl,
-    asks: HashMap<u64, oneshot::Sender<Approval>>,
+    asks: HashMap<u64, oneshot::Sender<Reply>>,
+}
+
+/// The bot's answer to one of a run's questions.
+enum Reply {
+    Approval(Approval),
+    FileSent(Result<String, String>),
 }
 
 impl Runs {
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, RunEntry>> {
         lock(&self.runs)
+    }
+
+    /// Hand the bot's answer to the run's question that waits for it.
+    fn reply(&self, run: u64, ask: u64, reply: Reply) {
+        let waiting = self
+            .lock()
+            .get_mut(&run)
+            .and_then(|entry| entry.asks.remove(&ask));
+        if let Some(tx) = waiting {
+            let _ = tx.send(reply);
+        }
     }
 }
 
@@ -39,6 +60,7 @@ impl Runs {
 pub async fn serve(
     agent: Arc<Agent>,
     supports_images: bool,
+    voice: Option<Arc<dyn Transcribe>>,
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
     grace: Duration,
@@ -74,16 +96,18 @@ pub async fn serve(
                         asks: HashMap::new(),
                     },
                 );
+                let bot = Arc::new(AskTheBot {
+                    run,
+                    runs: runs.clone(),
+                    out: out.clone(),
+                    control: control.clone(),
+                    next: AtomicU64::new(1),
+                });
                 let request = RunRequest {
                     session,
                     input,
-                    approver: Arc::new(AskTheBot {
-                        run,
-                        runs: runs.clone(),
-                        out: out.clone(),
-                        control: control.clone(),
-                        next: AtomicU64::new(1),
-                    }),
+                    approver: bot.clone(),
+                    outbox: bot,
                     events: {
                         let out = out.clone();
                         Arc::new(move |event: AgentEvent| {
@@ -121,13 +145,22 @@ pub async fn serve(
                 }
             }
             ToWorker::Answer { run, ask, approval } => {
-                let waiting = runs
-                    .lock()
-                    .get_mut(&run)
-                    .and_then(|entry| entry.asks.remove(&ask));
-                if let Some(tx) = waiting {
-                    let _ = tx.send(approval);
-                }
+                runs.reply(run, ask, Reply::Approval(approval));
+            }
+            ToWorker::FileSent { run, ask, result } => {
+                runs.reply(run, ask, Reply::FileSent(result));
+            }
+            ToWorker::Transcribe { id, path } => {
+                let (voice, out) = (voice.clone(), out.clone());
+                tasks.spawn(async move {
+                    let result = match voice {
+                        Some(voice) => voice.transcribe(&path).await,
+                        None => Err("no speech-to-text endpoint is configured \
+                                     ([voice] base_url)"
+                            .to_string()),
+                    };
+                    let _ = out.send(FromWorker::Transcribed { id, result });
+                });
             }
         }
     };
@@ -161,7 +194,8 @@ async fn write_lines(
     }
 }
 
-/// The approver a worker's run gets: the question goes to the bot, which shows the buttons.
+/// A worker run's line to the bot: its approver (the bot shows the buttons) and its outbox
+/// (the bot, which holds the token, sends the files).
 struct AskTheBot {
     run: u64,
     runs: Arc<Runs>,
@@ -170,31 +204,59 @@ struct AskTheBot {
     next: AtomicU64,
 }
 
-#[async_trait]
-impl Approver for AskTheBot {
-    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+impl AskTheBot {
+    /// Send the question `message(ask id)` and wait for the bot's reply, or why there is none.
+    async fn ask(&self, message: impl FnOnce(u64) -> FromWorker) -> Result<Reply, String> {
         let ask = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         match self.runs.lock().get_mut(&self.run) {
             Some(entry) => entry.asks.insert(ask, tx),
-            None => return Approval::Denied("the run has ended".into()),
+            None => return Err("the run has ended".into()),
         };
-        let sent = self.out.send(FromWorker::Ask {
-            run: self.run,
-            ask,
-            request: request.clone(),
-        });
-        if sent.is_err() {
-            return Approval::Denied("the bot is gone; nobody can answer".into());
+        if self.out.send(message(ask)).is_err() {
+            return Err("the bot is gone; nobody can answer".into());
         }
         let cancelled = self.control.cancel_token();
         tokio::select! {
-            answer = rx => answer.unwrap_or_else(|_| {
-                Approval::Denied("the bot stopped before anyone answered".into())
-            }),
-            _ = cancelled.cancelled() => {
-                Approval::Denied("the run was stopped".into())
-            }
+            answer = rx => answer.map_err(|_| "the bot stopped before anyone answered".to_string()),
+            _ = cancelled.cancelled() => Err("the run was stopped".into()),
+        }
+    }
+}
+
+#[async_trait]
+impl Approver for AskTheBot {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let run = self.run;
+        let asked = self
+            .ask(|ask| FromWorker::Ask {
+                run,
+                ask,
+                request: request.clone(),
+            })
+            .await;
+        match asked {
+            Ok(Reply::Approval(approval)) => approval,
+            Ok(Reply::FileSent(_)) => Approval::Denied("the bot answered something else".into()),
+            Err(why) => Approval::Denied(why),
+        }
+    }
+}
+
+#[async_trait]
+impl Outbox for AskTheBot {
+    async fn send_file(&self, file: &OutgoingFile) -> Result<String, String> {
+        let run = self.run;
+        let asked = self
+            .ask(|ask| FromWorker::SendFile {
+                run,
+                ask,
+                file: file.clone(),
+            })
+            .await?;
+        match asked {
+            Reply::FileSent(result) => result,
+            Reply::Approval(_) => Err("the bot answered something else".into()),
         }
     }
 }

@@ -77,6 +77,22 @@ pub fn document_fields(file_id: &str, name: &str, size: usize, caption: Option<&
     fields
 }
 
+/// A voice message of `seconds`, `size` bytes.
+pub fn voice_fields(file_id: &str, seconds: u32, size: usize) -> Value {
+    json!({"voice": {
+        "file_id": file_id, "file_unique_id": "v", "duration": seconds,
+        "mime_type": "audio/ogg", "file_size": size,
+    }})
+}
+
+/// An audio file (Telegram's music kind) named `name`.
+pub fn audio_fields(file_id: &str, name: &str, seconds: u32, size: usize) -> Value {
+    json!({"audio": {
+        "file_id": file_id, "file_unique_id": "a", "duration": seconds, "file_name": name,
+        "mime_type": "audio/mpeg", "file_size": size,
+    }})
+}
+
 /// A press of an inline button on the bot's message `message_id` in `chat_id`.
 pub fn callback(id: &str, from: i64, chat_id: i64, message_id: i64, data: &str) -> Value {
     json!({
