@@ -12,7 +12,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use support::fake_llm::{FakeLlm, Turn};
+use support::fake_llm::{FakeLlm, SeenToolResult, Turn};
 use support::skills::{hosts_config, Out, Server, SkillEnv, API_KEY, SSH_KEY};
 
 /// A throwaway HOME with the fixture server copied to `srv/NAME` and configured.
@@ -65,6 +65,18 @@ impl McpEnv {
             ("RUST_LOG", "warden=info".to_string()),
         ];
         self.env.warden_async(&["run", prompt], &extra).await
+    }
+
+    /// `warden run` where the model calls `fix__add` once: its result, and the run's output.
+    async fn add_once(&self) -> (SeenToolResult, Out) {
+        let llm = FakeLlm::anthropic(vec![
+            Turn::tool_use("fix__add", json!({"a": 1, "b": 1})),
+            Turn::text("done"),
+        ])
+        .await;
+        let out = self.run(&llm, "add").await;
+        assert_eq!(out.code, 0, "{out:?}");
+        (llm.requests()[1].tool_results()[0].clone(), out)
     }
 
     /// The reasons of every audit row of `tool`, oldest first, as "decision: reason".
@@ -439,14 +451,7 @@ async fn a_server_changed_after_its_grant_is_not_started() {
 
     let list = mcp.env.warden(&["mcp", "list"]);
     assert!(list.stdout.contains("changed since its grant"), "{list:?}");
-    let llm = FakeLlm::anthropic(vec![
-        Turn::tool_use("fix__add", json!({"a": 1, "b": 1})),
-        Turn::text("refused"),
-    ])
-    .await;
-    let out = mcp.run(&llm, "add").await;
-    assert_eq!(out.code, 0, "{out:?}");
-    let result = &llm.requests()[1].tool_results()[0];
+    let (result, out) = mcp.add_once().await;
     assert!(result.is_error);
     assert!(
         result.content.contains("changed since it was granted")
@@ -465,28 +470,14 @@ async fn a_server_changed_after_its_grant_is_not_started() {
 
     // Granted again (after review), it runs.
     mcp.grant("fix");
-    let llm = FakeLlm::anthropic(vec![
-        Turn::tool_use("fix__add", json!({"a": 1, "b": 1})),
-        Turn::text("2"),
-    ])
-    .await;
-    let out = mcp.run(&llm, "add").await;
-    assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(llm.requests()[1].tool_results()[0].content, "2");
+    assert_eq!(mcp.add_once().await.0.content, "2");
 
     // Its manifest widened after the grant (a folder more to read): not started either.
     let manifest = mcp.server_dir("fix").join("mcp.toml");
     let mut text = std::fs::read_to_string(&manifest).unwrap();
     text = text.replace("read = [\"notes\"]", "read = [\"notes\", \".\"]");
     std::fs::write(&manifest, text).unwrap();
-    let llm = FakeLlm::anthropic(vec![
-        Turn::tool_use("fix__add", json!({"a": 1, "b": 1})),
-        Turn::text("refused"),
-    ])
-    .await;
-    let out = mcp.run(&llm, "add").await;
-    assert_eq!(out.code, 0, "{out:?}");
-    let result = &llm.requests()[1].tool_results()[0];
+    let (result, _) = mcp.add_once().await;
     assert!(
         result.content.contains("changed since it was granted"),
         "{result:?}"
