@@ -151,17 +151,21 @@ pub enum ArgRole {
     Write,
     /// Removed or renamed.
     Delete,
+    /// Read, then removed (gzip, xz, bzip2, zstd replace the file they compress): the name is
+    /// checked as a delete and, following links, what it names as a read.
+    Consume,
     /// Not a path (echo, printf, date formats).
     Value,
 }
 
 impl ArgRole {
-    fn access(self) -> Option<Access> {
+    fn accesses(self) -> &'static [Access] {
         match self {
-            ArgRole::Read => Some(Access::Read),
-            ArgRole::Write => Some(Access::Write),
-            ArgRole::Delete => Some(Access::Delete),
-            ArgRole::Value => None,
+            ArgRole::Read => &[Access::Read],
+            ArgRole::Write => &[Access::Write],
+            ArgRole::Delete => &[Access::Delete],
+            ArgRole::Consume => &[Access::Read, Access::Delete],
+            ArgRole::Value => &[],
         }
     }
 }
@@ -553,8 +557,8 @@ impl ProgramRule {
                 Some(role) if idx == last => role,
                 _ => self.args,
             };
-            if let Some(access) = role.access() {
-                if *arg != "-" {
+            if *arg != "-" {
+                for &access in role.accesses() {
                     analysis.paths.push((arg.to_string(), access));
                 }
             }
