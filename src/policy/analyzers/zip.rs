@@ -72,6 +72,20 @@ const UNZIP_REFUSED: &[(char, &str)] = &[
     ('M', "pipes output through a pager"),
 ];
 
+/// A member name given to unzip: a pattern matched inside the archive, never a path. One that
+/// is absolute or climbs with `..` names no member warden would extract (such members are
+/// refused) and reads like a path outside the workspace, so it is refused too.
+fn member_pattern(program: &str, name: &str) -> Result<(), Denial> {
+    let climbs = name.starts_with('/') || name.split('/').any(|part| part == "..");
+    if climbs {
+        return Err(Denial::new(format!(
+            "{program}: the member name {name:?} is absolute or climbs with '..'; members are \
+             named as stored inside the archive"
+        )));
+    }
+    Ok(())
+}
+
 pub fn unzip(program: &str, args: &[String], ctx: &AnalyzerContext) -> Result<Analysis, Denial> {
     let mut archive: Option<String> = None;
     let mut dir: Option<String> = None;
@@ -82,8 +96,9 @@ pub fn unzip(program: &str, args: &[String], ctx: &AnalyzerContext) -> Result<An
         i += 1;
         if !arg.starts_with('-') || arg == "-" {
             // The archive, then member names (patterns inside it, not paths).
-            if archive.is_none() {
-                archive = Some(arg.clone());
+            match archive {
+                None => archive = Some(arg.clone()),
+                Some(_) => member_pattern(program, arg)?,
             }
             continue;
         }
@@ -116,7 +131,8 @@ pub fn unzip(program: &str, args: &[String], ctx: &AnalyzerContext) -> Result<An
                 }
                 // `-x NAME…`: member names to leave out, up to the next option.
                 'x' => {
-                    while args.get(i).is_some_and(|a| !a.starts_with('-')) {
+                    while let Some(name) = args.get(i).filter(|a| !a.starts_with('-')) {
+                        member_pattern(program, name)?;
                         i += 1;
                     }
                 }
