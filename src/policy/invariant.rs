@@ -217,6 +217,12 @@ pub fn verify(
         if git && !command.argv.iter().any(|a| a == "--no-index") {
             continue;
         }
+        // unzip's operands after the archive are member names matched inside it, never opened
+        // as files; the archive and the `-d` folder are checked paths (re-resolved above).
+        let unzip = rule.is_some_and(|r| r.analyzer == Some(super::rules::AnalyzerKind::Unzip));
+        if unzip {
+            continue;
+        }
         // Any positional-looking argument (not the value of a preceding flag) that reaches a
         // secret means a path escaped classification. An argument checked for removal names
         // the link itself (rm, mv), so it is resolved without following its last component.
