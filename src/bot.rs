@@ -45,24 +45,6 @@ impl BotApp {
     pub async fn build(mut config: Config, config_path: Option<&Path>) -> anyhow::Result<BotApp> {
         // The worker calls the speech-to-text endpoint; the gateway never needs its key.
         config.voice.api_key = Default::default();
-        // Agents run in `warden-full agent-worker`, beside this binary.
-        let program = crate::cli::front::full_binary().context("locating warden itself")?;
-        let mut args: Vec<OsString> = Vec::new();
-        if let Some(path) = config_path {
-            args.push("--config".into());
-            args.push(path.into());
-        }
-        args.push("agent-worker".into());
-        let worker = WorkerAgent::new(
-            WorkerCommand { program, args },
-            Duration::from_secs(config.telegram.worker_idle_secs),
-        );
-        let supports_images = worker.check().await.map_err(anyhow::Error::msg)?;
-        let voice = config
-            .voice
-            .endpoint()
-            .map(|_| Arc::new(worker.clone()) as Arc<dyn Transcribe>);
-
         let workspace = prepare_workspace(&config.workspace)?;
         let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
@@ -76,6 +58,26 @@ impl BotApp {
             Arc::new(SystemClock),
             scheduler.limits.clone(),
         ));
+        // Agents run in `warden-full agent-worker`, beside this binary; the cron jobs their
+        // runs change wake this process's scheduler.
+        let program = crate::cli::front::full_binary().context("locating warden itself")?;
+        let mut args: Vec<OsString> = Vec::new();
+        if let Some(path) = config_path {
+            args.push("--config".into());
+            args.push(path.into());
+        }
+        args.push("agent-worker".into());
+        let worker = WorkerAgent::new(
+            WorkerCommand { program, args },
+            Duration::from_secs(config.telegram.worker_idle_secs),
+            jobs.wake().clone(),
+        );
+        let supports_images = worker.check().await.map_err(anyhow::Error::msg)?;
+        let voice = config
+            .voice
+            .endpoint()
+            .map(|_| Arc::new(worker.clone()) as Arc<dyn Transcribe>);
+
         Ok(BotApp {
             config,
             db,

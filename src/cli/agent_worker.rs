@@ -40,6 +40,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
             app.agent.clone(),
             supports_images,
             voice,
+            app.jobs.wake().clone(),
             input,
             output,
             ABORT_GRACE,

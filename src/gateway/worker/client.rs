@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 /// The worker must say it is ready within this time (it builds the agent: config, policy,
@@ -42,6 +42,8 @@ pub struct WorkerAgent {
 struct Shared {
     command: WorkerCommand,
     idle: Duration,
+    /// Told when a worker's cron jobs changed (the bot's scheduler waits on it).
+    jobs_changed: Arc<Notify>,
     /// The worker now serving runs, if one is up. An async lock: starting one takes a while,
     /// and runs that arrive meanwhile wait for it instead of starting a second.
     live: tokio::sync::Mutex<Option<Arc<Connection>>>,
@@ -94,12 +96,13 @@ impl Connection {
 
 impl WorkerAgent {
     /// No worker runs until [`WorkerAgent::check`] or the first run; one stops `idle` after
-    /// its last run ended.
-    pub fn new(command: WorkerCommand, idle: Duration) -> WorkerAgent {
+    /// its last run ended. `jobs_changed` is notified whenever a worker's cron jobs changed.
+    pub fn new(command: WorkerCommand, idle: Duration, jobs_changed: Arc<Notify>) -> WorkerAgent {
         WorkerAgent {
             shared: Arc::new(Shared {
                 command,
                 idle,
+                jobs_changed,
                 live: tokio::sync::Mutex::new(None),
                 next_run: AtomicU64::new(1),
             }),
@@ -402,6 +405,7 @@ async fn read_replies(
             Ok(FromWorker::Background { run, event }) => {
                 background(&agent, &conn, run, event);
             }
+            Ok(FromWorker::JobsChanged) => agent.shared.jobs_changed.notify_one(),
             Ok(FromWorker::Ready { .. }) => {
                 tracing::error!("the agent worker said ready twice; stopping it");
                 let _ = child.start_kill();

@@ -78,6 +78,10 @@ pub enum FromWorker {
         run: u64,
         result: Result<RunOutcome, String>,
     },
+    /// The worker's cron jobs changed (a run's `cron` tool added, changed or removed one):
+    /// the bot's scheduler, which shares the database, looks again now instead of at its
+    /// next rescan.
+    JobsChanged,
     /// A background command `run` started began or ended (maybe long after the run): the
     /// bot keeps the worker while any runs, and queues the notice in the run's chat.
     Background {
@@ -144,6 +148,7 @@ mod tests {
             FromWorker::Ready {
                 supports_images: true,
             },
+            FromWorker::JobsChanged,
             FromWorker::Event {
                 run: 1,
                 event: AgentEvent::ToolEnd {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::task::TaskTracker;
 
 /// How long the last messages may take to reach the bot once the worker is done.
@@ -56,11 +56,13 @@ impl Runs {
 }
 
 /// Serve the bot until `input` ends (the bot closed the pipe or died): every run still going
-/// is then aborted, and this returns once they have stopped (at most `grace` later).
+/// is then aborted, and this returns once they have stopped (at most `grace` later). Each
+/// notification on `jobs_changed` (the worker's job manager) is passed on to the bot.
 pub async fn serve(
     agent: Arc<Agent>,
     supports_images: bool,
     voice: Option<Arc<dyn Transcribe>>,
+    jobs_changed: Arc<Notify>,
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
     grace: Duration,
@@ -68,6 +70,17 @@ pub async fn serve(
     let (out, outgoing) = mpsc::unbounded_channel::<FromWorker>();
     let writer = tokio::spawn(write_lines(outgoing, output));
     let _ = out.send(FromWorker::Ready { supports_images });
+    let forward_job_changes = {
+        let out = out.clone();
+        tokio::spawn(async move {
+            loop {
+                jobs_changed.notified().await;
+                if out.send(FromWorker::JobsChanged).is_err() {
+                    return;
+                }
+            }
+        })
+    };
     let runs = Arc::new(Runs::default());
     let tasks = TaskTracker::new();
     let mut lines = BufReader::new(input).lines();
@@ -174,6 +187,7 @@ pub async fn serve(
     }
     // Background commands still hold senders until the caller kills them: do not wait for
     // every sender, only for what is already written to reach the pipe.
+    forward_job_changes.abort();
     drop(out);
     if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
         tracing::debug!("agent worker: stopped writing to the bot");
