@@ -81,6 +81,15 @@ fn json_lists_decision_reason_and_argv() {
         serde_json::json!(["grep", "-c", "one", "notes.txt"])
     );
     assert_eq!(v["commands"][1]["argv"], serde_json::json!(["sort"]));
+
+    // What runs is what was checked, with the rule's added words (npm checks no registry).
+    let out = env.check(&["policy", "check", "--json", "--", "npm ls"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        v["commands"][0]["argv"],
+        serde_json::json!(["npm", "--no-update-notifier", "ls"])
+    );
 }
 
 #[test]

@@ -423,7 +423,8 @@ impl Checker {
                 .map_or(argv.len(), |n| (n + 1).min(argv.len()))]
                 .to_vec(),
         });
-        let argv = analysis.argv.unwrap_or(argv);
+        let mut argv = analysis.argv.unwrap_or(argv);
+        argv.splice(1..1, rule.added_args.iter().cloned());
         tracing::trace!(command = %shown, "checked");
         let mut command = Command::program(argv, cwd.to_path_buf());
         command.builtin = match analysis.builtin {

@@ -122,6 +122,11 @@ pub struct ProgramRule {
     pub no_code: Vec<String>,
     /// Refuse the command without positional arguments, with this reason (bare `printenv`).
     pub needs_args: Option<String>,
+    /// Words warden puts right after the program name when it runs it (npm's
+    /// `--no-update-notifier`: no registry check from a jail without network). The check sees
+    /// the command as written; what runs is that command with these added.
+    #[serde(default)]
+    pub added_args: Vec<String>,
 }
 
 /// How a program that runs the project's code is given it (`analyzer = "runner"`).

@@ -130,6 +130,7 @@ fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
         runs: None,
         no_code: Vec::new(),
         needs_args: None,
+        added_args: Vec::new(),
     }
 }
 
