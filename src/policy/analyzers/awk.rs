@@ -27,6 +27,9 @@ pub fn analyze(
         let arg = &args[i];
         i += 1;
         if options_ended || arg == "-" || !arg.starts_with('-') {
+            // awk stops reading options at its first operand (gawk's getopt string starts
+            // with '+'): `awk prog --lint=x` reads a file named `--lint=x`.
+            options_ended = true;
             operands.push(arg.clone());
             continue;
         }
