@@ -43,8 +43,10 @@ impl BotApp {
     /// Start a worker once to check the whole setup (config, policy, keys, sandbox), then
     /// build the gateway's part. `config_path` is passed on to the worker.
     pub async fn build(mut config: Config, config_path: Option<&Path>) -> anyhow::Result<BotApp> {
-        // The worker calls the speech-to-text endpoint; the gateway never needs its key.
-        config.voice.api_key = Default::default();
+        // The worker calls the model, the embeddings, speech-to-text and search endpoints and
+        // the skills' upstreams: the gateway keeps only the bot token (logs still redact every
+        // secret: that list was taken when the config was loaded).
+        forget_the_workers_secrets(&mut config);
         let workspace = prepare_workspace(&config.workspace)?;
         let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
@@ -133,6 +135,20 @@ impl BotApp {
 
 /// `warden bot`, start to finish: load the config, check the setup through a worker, poll
 /// until SIGTERM or SIGINT. Returns the exit code.
+/// Blank every secret but the Telegram token.
+fn forget_the_workers_secrets(config: &mut Config) {
+    for key in [
+        &mut config.llm.anthropic.api_key,
+        &mut config.llm.openai.api_key,
+        &mut config.memory.embeddings.api_key,
+        &mut config.voice.api_key,
+        &mut config.search.api_key,
+    ] {
+        *key = Default::default();
+    }
+    config.skills.secrets.clear();
+}
+
 pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
     let config = crate::cli::load_config(config_path)?;
     // Refuse before starting anything: no token, or nobody allowed.
@@ -182,4 +198,29 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
         _ = tokio::signal::ctrl_c() => {}
     }
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    #[test]
+    fn the_gateway_keeps_only_the_bot_token() {
+        let mut config = Config::default();
+        config.llm.anthropic.api_key = Secret::new("sk-ant");
+        config.llm.openai.api_key = Secret::new("sk-oai");
+        config.memory.embeddings.api_key = Secret::new("sk-emb");
+        config.voice.api_key = Secret::new("sk-voice");
+        config.search.api_key = Secret::new("brave");
+        config
+            .skills
+            .secrets
+            .insert("GITHUB_TOKEN".into(), Secret::new("ghp"));
+        config.telegram.token = Secret::new("123:abc");
+        assert_eq!(config.secrets().len(), 7);
+        forget_the_workers_secrets(&mut config);
+        let left: Vec<&str> = config.secrets().iter().map(|s| s.expose()).collect();
+        assert_eq!(left, ["123:abc"]);
+    }
 }
