@@ -260,7 +260,10 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("find / -name id_rsa", Deny, "outside the workspace"),
     ("find . -newer /etc/shadow", Deny, "outside the workspace"),
     ("wc --files0-from=/etc/x", Deny, "outside the workspace"),
-    ("ls --weird=/etc/passwd", Deny, "outside the workspace"),
+    // An unlisted flag's attached value is checked as a path where the list is open...
+    ("rg --weird=/etc/passwd x", Deny, "outside the workspace"),
+    // ...and where it is closed, the flag itself is refused.
+    ("ls --weird=/etc/passwd", Deny, "not in the policy's list for ls"),
     ("echo x > .git/config", Deny, ".git"),
     ("cp notes.txt .git/hooks/pre-commit", Deny, ".git"),
     ("echo x > .gitconfig", Deny, "global config"),
