@@ -263,7 +263,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     // An unlisted flag's attached value is checked as a path where the list is open...
     ("rg --weird=/etc/passwd x", Deny, "outside the workspace"),
     // ...and where it is closed, the flag itself is refused.
-    ("ls --weird=/etc/passwd", Deny, "not in the policy's list for ls"),
+    ("ls --weird=/etc/passwd", Deny, "not in the policy's list"),
     ("echo x > .git/config", Deny, ".git"),
     ("cp notes.txt .git/hooks/pre-commit", Deny, ".git"),
     ("echo x > .gitconfig", Deny, "global config"),
