@@ -536,6 +536,11 @@ impl ProgramRule {
                         let value = if rest.is_empty() {
                             next_value(args, &mut i, program, &flag.name)?
                         } else {
+                            // Some programs skip an `=` after a short flag (zstd's `-o=FILE`),
+                            // most keep it (`sort -o=x` writes `=x`): check both names.
+                            if let Some(bare) = rest.strip_prefix('=').filter(|b| !b.is_empty()) {
+                                push_value(&mut analysis, &flag.name, takes, bare.to_string());
+                            }
                             rest
                         };
                         push_value(&mut analysis, &flag.name, takes, value);
@@ -738,6 +743,22 @@ mod tests {
             vec![
                 ("/tmp/x".into(), Access::Write),
                 ("in.txt".into(), Access::Read)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_attached_value_after_an_equals_sign_is_checked_with_and_without_it() {
+        let zstd = rule(r#"flags = { "-o" = "write", "-k" = "value" }"#);
+        let a = zstd
+            .analyze("zstd", &args(&["-o=/tmp/x", "-k=3", "in"]))
+            .unwrap();
+        assert_eq!(
+            a.paths,
+            vec![
+                ("/tmp/x".into(), Access::Write),
+                ("=/tmp/x".into(), Access::Write),
+                ("in".into(), Access::Read)
             ]
         );
     }
