@@ -260,9 +260,8 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("find / -name id_rsa", Deny, "outside the workspace"),
     ("find . -newer /etc/shadow", Deny, "outside the workspace"),
     ("wc --files0-from=/etc/x", Deny, "outside the workspace"),
-    // An unlisted flag's attached value is checked as a path where the list is open...
-    ("rg --weird=/etc/passwd x", Deny, "outside the workspace"),
-    // ...and where it is closed, the flag itself is refused.
+    // Where a program's flag list is closed, an unlisted flag is refused, value and all.
+    ("rg --weird=/etc/passwd x", Deny, "not in the policy's list"),
     ("ls --weird=/etc/passwd", Deny, "not in the policy's list"),
     ("echo x > .git/config", Deny, ".git"),
     ("cp notes.txt .git/hooks/pre-commit", Deny, ".git"),
