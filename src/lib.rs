@@ -18,6 +18,7 @@ pub mod exec;
 pub mod fuzzing;
 pub mod gateway;
 pub mod llm;
+pub mod locks;
 pub mod mcp;
 pub mod memory;
 pub mod outgoing;

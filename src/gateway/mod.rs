@@ -30,12 +30,13 @@ pub use runner::AgentRunner;
 
 use crate::db::{Database, DbError};
 use crate::llm::ContentBlock;
+use crate::locks::lock;
 use crate::memory::sessions::SessionStore;
 use actor::{ChatSlot, Queued};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::{Inserted, NewRun, RunRow, RunState, RunStore};
 use tokio::sync::oneshot;
@@ -282,11 +283,6 @@ struct Inner {
     /// Set when shutdown aborts the runs still going: their abort means "interrupted".
     aborting: AtomicBool,
     tasks: TaskTracker,
-}
-
-/// A lock whose holder panicked still guards good data here (no invariant spans a panic).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Gateway {

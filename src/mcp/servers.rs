@@ -11,6 +11,7 @@ use super::grants::{McpGrantStatus, McpGrants, ToolDesc};
 use super::stdio::{JailedServer, StartError};
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;
+use crate::locks::lock;
 use crate::skills::settings::SkillSettings;
 use crate::tools::approval::Approver;
 use serde_json::json;
@@ -650,10 +651,6 @@ impl McpServers {
 
 fn backoff(deaths: u32) -> Duration {
     FIRST_BACKOFF * 2u32.saturating_pow(deaths.saturating_sub(1).min(6))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

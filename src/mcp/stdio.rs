@@ -14,6 +14,7 @@
 //!    proxy saw of its network attempts.
 
 use super::definition::StdioServer;
+use crate::locks::lock;
 use crate::policy::ir::Command;
 use crate::policy::{invariant, Checker, Decision};
 use crate::sandbox::{ExitStatus, JailedProcess, ProcessSpec, Stdio};
@@ -312,8 +313,4 @@ async fn pump_stderr(server: String, pipe: pipe::Receiver, kept: Arc<Mutex<VecDe
         }
         kept.push_back(line);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -13,13 +13,14 @@
 
 use super::ToolContext;
 use crate::exec::{run_script, ExecOptions, OutputMode, StdinMode, Tail};
+use crate::locks::lock;
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
 use crate::sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -108,10 +109,6 @@ pub struct Start {
     pub sandbox: Arc<dyn Sandbox>,
     pub paths: PathPolicy,
     pub timeout: Duration,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Background {

@@ -11,6 +11,7 @@ use super::access::Access;
 use super::api::{describe, Telegram};
 use super::format::escape;
 use crate::egress::Grants;
+use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_rules::ApprovalRules;
 use async_trait::async_trait;
@@ -63,10 +64,6 @@ enum Answer {
     Approve,
     Deny,
     Always,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Approvals {

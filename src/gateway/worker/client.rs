@@ -4,7 +4,8 @@
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{EventFn, RunOutcome, RunRequest};
-use crate::gateway::{lock, AgentRunner};
+use crate::gateway::AgentRunner;
+use crate::locks::lock;
 use crate::tools::approval::{Approval, Approver};
 use crate::tools::background::{self, BackgroundEvent, BackgroundFn};
 use crate::tools::outbox::Outbox;

@@ -3,7 +3,7 @@
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{Agent, AgentEvent, RunControl, RunRequest};
-use crate::gateway::lock;
+use crate::locks::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use crate::tools::background::BackgroundEvent;
 use crate::tools::outbox::{Outbox, OutgoingFile};
