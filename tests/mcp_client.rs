@@ -13,7 +13,9 @@ mod support;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use support::fake_llm::{FakeLlm, SeenToolResult, Turn};
-use support::skills::{hosts_config, Out, Server, SkillEnv, API_KEY, SSH_KEY};
+use support::skills::{
+    hosts_config, namespaces_available, Out, Server, SkillEnv, API_KEY, SSH_KEY,
+};
 
 /// A throwaway HOME with the fixture server copied to `srv/NAME` and configured.
 struct McpEnv {
@@ -527,17 +529,6 @@ async fn a_tool_whose_description_changed_after_the_grant_is_not_offered() {
             .any(|r| r.contains("described differently than when granted, withheld: add")),
         "{rows:?}"
     );
-}
-
-/// Skip when this machine cannot make a network namespace (warden not root).
-fn namespaces_available() -> bool {
-    match warden::sandbox::host::netns::JailNetwork::check_available() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("skipped: no network namespace for the jail here: {why}");
-            false
-        }
-    }
 }
 
 #[tokio::test]

@@ -7,22 +7,10 @@ mod support;
 use std::net::{TcpListener, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::skills::{hosts_config, Server, SkillEnv};
+use support::skills::{hosts_config, namespaces_available, Server, SkillEnv};
 
 /// The key the `keyed` fixture's route adds; it must never be visible to the skill.
 const API_TOKEN: &str = "route-key-EGRESSTEST-93c1f7a2";
-
-/// Skip when this machine cannot make a network namespace (warden not root): skills that need
-/// the network are then refused, which `refused_without_a_namespace` covers instead.
-fn namespaces_available() -> bool {
-    match warden::sandbox::host::netns::JailNetwork::check_available() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("skipped: no network namespace for the jail here: {why}");
-            false
-        }
-    }
-}
 
 /// Wait for `path` to appear (the skill writes it from inside its jail).
 fn wait_for(path: &Path) -> String {

@@ -16,6 +16,19 @@ pub const API_KEY: &str = "fake-anthropic-key-SKILLTEST-7d1f0c";
 pub const BOT_TOKEN: &str = "fake-bot-token-SKILLTEST-4e2a";
 pub const SSH_KEY: &str = "fake ssh identity: skilltest-ssh-material";
 
+/// Whether this machine can make a network namespace for the jail (warden runs as root); when
+/// not, prints why the calling test skips. Jails that need the network are then refused, which
+/// `skills_egress::refused_without_a_namespace` covers instead.
+pub fn namespaces_available() -> bool {
+    match warden::sandbox::host::netns::JailNetwork::check_available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("skipped: no network namespace for the jail here: {why}");
+            false
+        }
+    }
+}
+
 pub struct SkillEnv {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
