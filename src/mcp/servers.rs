@@ -7,7 +7,7 @@
 use super::client::{self, Connection};
 use super::config::McpConfig;
 use super::definition::{ServerDef, ServerKind};
-use super::grants::{McpGrantStatus, McpGrants, ToolDesc};
+use super::grants::{McpGrant, McpGrantStatus, McpGrants, ToolDesc};
 use super::stdio::{JailedServer, StartError};
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;
@@ -70,6 +70,14 @@ struct State {
     retry_at: Option<Instant>,
     /// The session whose run started it (for the audit rows of its stop).
     session: String,
+}
+
+impl State {
+    /// One more death in a row: the next start waits longer.
+    fn died(&mut self) {
+        self.deaths += 1;
+        self.retry_at = Some(Instant::now() + backoff(self.deaths));
+    }
 }
 
 struct Live {
@@ -313,19 +321,15 @@ impl McpServers {
         let audit = |decision: AuditDecision, reason: &str| {
             self.audit(session, &slot.name, "start", decision, reason, started)
         };
-        let def = match self.load(&slot.name).and_then(|def| self.check_grant(def)) {
-            Ok(def) => def,
+        let (def, granted) = match self.load(&slot.name).and_then(|def| self.check_grant(def)) {
+            Ok(granted) => granted,
             Err(why) => {
                 audit(AuditDecision::Deny, &why);
                 return Err(CallOutcome::Refused(why));
             }
         };
-        let granted = match McpGrants::new(&self.db).get(&slot.name) {
-            Ok(Some(grant)) => grant.tools,
-            _ => Vec::new(),
-        };
         let opened = self
-            .open(&slot.name, &def, &granted, session, approver)
+            .open(&slot.name, &def, &granted.tools, session, approver)
             .await;
         let (connection, process) = match opened {
             Ok(opened) => opened,
@@ -336,8 +340,7 @@ impl McpServers {
             Err(StartError::Failed(why)) => {
                 let why = format!("the MCP server {} could not be started: {why}", slot.name);
                 audit(AuditDecision::Error, &why);
-                state.deaths += 1;
-                state.retry_at = Some(Instant::now() + backoff(state.deaths));
+                state.died();
                 return Err(CallOutcome::Failed(why));
             }
         };
@@ -415,13 +418,13 @@ impl McpServers {
         Ok((def, tools))
     }
 
-    /// The grant must hold for exactly this content.
-    fn check_grant(&self, def: ServerDef) -> Result<ServerDef, String> {
+    /// The grant must hold for exactly this content; returns it with the server.
+    fn check_grant(&self, def: ServerDef) -> Result<(ServerDef, McpGrant), String> {
         let status = McpGrants::new(&self.db)
             .status(&def.name, &def.hash)
             .map_err(|e| format!("reading the MCP server's grant failed: {e}"))?;
         match status {
-            McpGrantStatus::Granted(_) => Ok(def),
+            McpGrantStatus::Granted(grant) => Ok((def, grant)),
             McpGrantStatus::NotGranted => Err(format!(
                 "the MCP server {} is not granted: review what it runs and may do with `warden \
                  mcp tools {0}` and grant it with `warden mcp grant {0}`",
@@ -505,8 +508,7 @@ impl McpServers {
         let Some(live) = state.live.take() else {
             return;
         };
-        state.deaths += 1;
-        state.retry_at = Some(Instant::now() + backoff(state.deaths));
+        state.died();
         let mut reason = format!("died: {why}");
         // Gracefully: a server whose connection broke is usually exiting; let it say how.
         let stopped = live.connection.close_and_stop(live.process, true).await;
@@ -566,22 +568,22 @@ impl McpServers {
     pub async fn shutdown(&self) {
         self.closed.cancel();
         for slot in self.slots.values() {
-            let mut state = slot.state.lock().await;
-            if let Some(live) = state.live.take() {
-                self.stop_live(slot, &state.session, live, StopReason::Shutdown, "")
-                    .await;
-            }
+            self.stop_slot(slot, StopReason::Shutdown).await;
         }
     }
 
     /// Stop a running server whose grant was revoked.
     pub async fn stop(&self, name: &str) {
         if let Some(slot) = self.slots.get(name) {
-            let mut state = slot.state.lock().await;
-            if let Some(live) = state.live.take() {
-                self.stop_live(slot, &state.session, live, StopReason::Revoked, "")
-                    .await;
-            }
+            self.stop_slot(slot, StopReason::Revoked).await;
+        }
+    }
+
+    /// Stop the slot's server if one runs.
+    async fn stop_slot(&self, slot: &Slot, why: StopReason) {
+        let mut state = slot.state.lock().await;
+        if let Some(live) = state.live.take() {
+            self.stop_live(slot, &state.session, live, why, "").await;
         }
     }
 
