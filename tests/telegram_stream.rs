@@ -17,6 +17,11 @@ use warden::channels::telegram::split::{split_html, MESSAGE_LIMIT};
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The `short` answer: one message, streamed in small chunks.
+fn short_answer() -> String {
+    "Counting: ".to_string() + &"one two three ".repeat(40)
+}
+
 /// A long answer with formatting that is unbalanced at most cuts of the stream: bold, code,
 /// a fenced block, links that must stay without preview.
 fn long_answer() -> String {
@@ -41,7 +46,7 @@ async fn llm() -> FakeLlm {
             "long" => Turn::text(long_answer())
                 .chunked(60)
                 .gap(Duration::from_millis(80)),
-            "short" => Turn::text("Counting: ".to_string() + &"one two three ".repeat(40))
+            "short" => Turn::text(short_answer())
                 .chunked(8)
                 .gap(Duration::from_millis(80)),
             "tool" => Turn::blocks(vec![
@@ -89,6 +94,16 @@ fn replies(tg: &FakeTelegram, prompt: i64) -> Vec<Sent> {
         .into_iter()
         .filter(|m| m.reply_to == Some(prompt))
         .collect()
+}
+
+/// Wait until the reply to `prompt` was edited at least once.
+async fn first_edit(tg: &FakeTelegram, prompt: i64, what: &str) {
+    tg.wait_until(what, WAIT, |t| {
+        replies(t, prompt)
+            .first()
+            .is_some_and(|m| !m.edits.is_empty())
+    })
+    .await;
 }
 
 /// The visible text of each part the answer `markdown` is delivered in.
@@ -181,14 +196,9 @@ async fn a_streamed_answer_is_edited_in_place_and_ends_complete_split_at_4096() 
 async fn flood_control_on_an_edit_is_waited_out() {
     let s = start("").await;
     let (_, prompt) = s.tg.push_text(OWNER, OWNER, "short");
-    s.tg.wait_until("the first edit", WAIT, |t| {
-        replies(t, prompt)
-            .first()
-            .is_some_and(|m| !m.edits.is_empty())
-    })
-    .await;
+    first_edit(&s.tg, prompt, "the first edit").await;
     s.tg.throttle_next_edit(3);
-    let full = expected_parts(&("Counting: ".to_string() + &"one two three ".repeat(40)));
+    let full = expected_parts(&short_answer());
     s.tg.wait_until("the complete answer", WAIT, |t| {
         replies(t, prompt)
             .first()
@@ -220,15 +230,10 @@ async fn flood_control_on_an_edit_is_waited_out() {
 async fn a_draft_the_user_deleted_gives_way_to_a_new_message() {
     let s = start("").await;
     let (_, prompt) = s.tg.push_text(OWNER, OWNER, "short");
-    s.tg.wait_until("the first edit", WAIT, |t| {
-        replies(t, prompt)
-            .first()
-            .is_some_and(|m| !m.edits.is_empty())
-    })
-    .await;
+    first_edit(&s.tg, prompt, "the first edit").await;
     let draft = replies(&s.tg, prompt)[0].message_id;
     s.tg.user_deletes(draft);
-    let full = expected_parts(&("Counting: ".to_string() + &"one two three ".repeat(40)));
+    let full = expected_parts(&short_answer());
     s.tg.wait_until("the answer in a new message", WAIT, |t| {
         replies(t, prompt)
             .iter()
@@ -294,12 +299,7 @@ async fn kill_9_mid_stream_turns_the_draft_into_the_restart_notice() {
     let (_, prompt) = s.tg.push_text(OWNER, OWNER, "endless");
     // An edit comes after the draft's id was stored (a kill between Telegram accepting a
     // message and the bot storing its id is the one window no bot can close).
-    s.tg.wait_until("the draft was edited", WAIT, |t| {
-        replies(t, prompt)
-            .first()
-            .is_some_and(|m| !m.edits.is_empty())
-    })
-    .await;
+    first_edit(&s.tg, prompt, "the draft was edited").await;
     s.bot.kill9();
     let _bot = BotProcess::start(&s.env);
     s.tg.wait_until("the restart notice", WAIT, |t| {
