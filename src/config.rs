@@ -250,6 +250,10 @@ pub struct TrustConfig {
     pub memory_files: Vec<String>,
     /// Where files from others land: reading from them marks the run as untrusted.
     pub untrusted_paths: Vec<String>,
+    /// More files no command may change unasked (a model write asks, like an instruction
+    /// file; the write verifier undoes any other change). git's hooks and config files are
+    /// always protected.
+    pub protected_files: Vec<String>,
 }
 
 impl Default for TrustConfig {
@@ -259,6 +263,7 @@ impl Default for TrustConfig {
             instruction_files: strings(&["AGENTS.md", "SOUL.md", "TOOLS.md"]),
             memory_files: strings(&["MEMORY.md", "USER.md", "HEARTBEAT.md", "memory/**"]),
             untrusted_paths: strings(&["attachments"]),
+            protected_files: Vec::new(),
         }
     }
 }

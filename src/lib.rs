@@ -32,4 +32,5 @@ pub mod sizes;
 pub mod skills;
 pub mod taint;
 pub mod tools;
+pub mod verify;
 pub mod voice;

@@ -7,6 +7,7 @@
 
 use super::sandbox as cli_sandbox;
 use super::{EXIT_SETUP, EXIT_USAGE};
+use crate::persistence::PromptFiles;
 use crate::policy::Decision;
 use crate::sandbox::Backend;
 use std::path::{Path, PathBuf};
@@ -85,14 +86,25 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
     }
     tracing::debug!(reason = %verdict.reason, "policy allowed the command");
 
+    // git's files and the workspace's instruction files are verified after the command.
+    let protection = match PromptFiles::new(checker.paths().workspace(), &config.trust) {
+        Ok(files) => files.protection(checker.paths(), false),
+        Err(e) => {
+            eprintln!("warden: {e}");
+            return EXIT_USAGE;
+        }
+    };
     // The jail's roots are the checker's roots: what was checked is what the jail allows.
     cli_sandbox::run_in_sandbox(
         &config,
-        backend,
-        checker.paths().clone(),
-        &verdict.script,
-        args.timeout,
-        args.allow_without_landlock,
-        "exec",
+        cli_sandbox::SandboxRun {
+            backend,
+            paths: checker.paths().clone(),
+            script: &verdict.script,
+            timeout_flag: args.timeout,
+            allow_without_landlock: args.allow_without_landlock,
+            session: "exec",
+            protection: Some(protection),
+        },
     )
 }

@@ -38,12 +38,16 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
     match Prepared::new(args, config_path) {
         Ok(p) => cli_sandbox::run_in_sandbox(
             &p.config,
-            p.backend,
-            p.paths,
-            &p.script,
-            p.timeout,
-            p.allow_without_landlock,
-            "jail",
+            cli_sandbox::SandboxRun {
+                backend: p.backend,
+                paths: p.paths,
+                script: &p.script,
+                timeout_flag: p.timeout,
+                allow_without_landlock: p.allow_without_landlock,
+                session: "jail",
+                // No policy, so no IR to hold the program's writes to.
+                protection: None,
+            },
         ),
         Err(code) => code,
     }

@@ -78,25 +78,30 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// What `exec` and `jail` share after their checks: a sandbox over `paths` (the jail's roots
 /// are the checked roots), the script run on warden's own terminal until it ends, times out or
 /// warden is interrupted, and everything torn down. Returns the process exit code.
-pub fn run_in_sandbox(
-    config: &Config,
-    backend: Backend,
-    paths: PathPolicy,
-    script: &Script,
-    timeout_flag: Option<u64>,
-    allow_without_landlock: bool,
-    session: &str,
-) -> i32 {
-    let spec = JailSpec::for_paths(&paths, &config.sandbox);
-    let pool = SandboxPool::new(backend, &config.sandbox, spec, allow_without_landlock);
-    run_with(
-        config,
-        paths,
-        script,
-        timeout_flag,
-        pool.get(session),
-        pool.shutdown(),
-    )
+pub fn run_in_sandbox(config: &Config, run: SandboxRun<'_>) -> i32 {
+    let spec = JailSpec::for_paths(&run.paths, &config.sandbox);
+    let pool = SandboxPool::new(
+        run.backend,
+        &config.sandbox,
+        spec,
+        run.allow_without_landlock,
+    );
+    let mut options = ExecOptions::inherit(run.paths, timeout(run.timeout_flag, config));
+    options.protection = run.protection;
+    run_with(options, run.script, pool.get(run.session), pool.shutdown())
+}
+
+/// What [`run_in_sandbox`] runs, and how.
+pub struct SandboxRun<'a> {
+    pub backend: Backend,
+    /// The checked roots (the jail's are the same).
+    pub paths: PathPolicy,
+    pub script: &'a Script,
+    pub timeout_flag: Option<u64>,
+    pub allow_without_landlock: bool,
+    pub session: &'a str,
+    /// What the write verifier protects; `None` only for `warden jail` (no policy either).
+    pub protection: Option<crate::verify::Protection>,
 }
 
 /// [`run_in_sandbox`] on the host backend alone: the same jail, without linking the Docker
@@ -109,20 +114,21 @@ pub fn run_on_host(
     allow_without_landlock: bool,
 ) -> i32 {
     let spec = JailSpec::for_paths(&paths, &config.sandbox);
-    let options = HostOptions::new(allow_without_landlock, &config.sandbox);
+    let host = HostOptions::new(allow_without_landlock, &config.sandbox);
     let open = async move {
-        HostSandbox::with_options(spec, options).map(|s| Arc::new(s) as Arc<dyn Sandbox>)
+        HostSandbox::with_options(spec, host).map(|s| Arc::new(s) as Arc<dyn Sandbox>)
     };
-    run_with(config, paths, script, timeout_flag, open, async {})
+    // `warden jail` runs a program without the policy, so with no IR to hold its writes to.
+    let mut options = ExecOptions::inherit(paths, timeout(timeout_flag, config));
+    options.protection = None;
+    run_with(options, script, open, async {})
 }
 
 /// Open a sandbox with `open`, run `script` in it, then `close` (inside one runtime, with
 /// SIGINT/SIGTERM/SIGHUP cancelling the script).
 fn run_with(
-    config: &Config,
-    paths: PathPolicy,
+    mut options: ExecOptions,
     script: &Script,
-    timeout_flag: Option<u64>,
     open: impl Future<Output = Result<Arc<dyn Sandbox>, SandboxError>>,
     close: impl Future<Output = ()>,
 ) -> i32 {
@@ -143,7 +149,6 @@ fn run_with(
                 return EXIT_SETUP;
             }
         };
-        let mut options = ExecOptions::inherit(paths, timeout(timeout_flag, config));
         options.cancel = cancel;
         let status = match run_script(sandbox.as_ref(), script, &options).await {
             Ok(out) => out.status,

@@ -15,6 +15,7 @@ mod tail;
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
 use crate::sandbox::{Sandbox, SandboxError};
+use crate::verify::{Protection, Refusal};
 use pipeline::Outcome;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,6 +61,9 @@ pub struct ExecOptions {
     /// Where warden itself may open redirection targets: the same roots the policy checked
     /// against and the jail confines to.
     pub paths: PathPolicy,
+    /// What the write verifier protects around the script. `None` only for `warden jail`,
+    /// which runs a program without the policy.
+    pub protection: Option<Protection>,
 }
 
 impl ExecOptions {
@@ -73,6 +77,7 @@ impl ExecOptions {
             },
             save_dir: None,
             cancel: CancellationToken::new(),
+            protection: Some(Protection::for_paths(&paths)),
             paths,
         }
     }
@@ -85,6 +90,7 @@ impl ExecOptions {
             output: OutputMode::Inherit,
             save_dir: None,
             cancel: CancellationToken::new(),
+            protection: Some(Protection::for_paths(&paths)),
             paths,
         }
     }
@@ -134,6 +140,9 @@ pub enum ExecError {
          with Landlock"
     )]
     CodeNotConfined { command: String },
+    /// The script changed protected files nobody approved; warden undid it (as far as it could).
+    #[error(transparent)]
+    Protected(Refusal),
     #[error("executor I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -142,7 +151,9 @@ impl ExecError {
     /// The CLI exit code: 125 when the sandbox failed, 126 when warden refused to run.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ExecError::CwdMismatch { .. } | ExecError::CodeNotConfined { .. } => 126,
+            ExecError::CwdMismatch { .. }
+            | ExecError::CodeNotConfined { .. }
+            | ExecError::Protected(_) => 126,
             ExecError::Sandbox(_) | ExecError::Io(_) => 125,
         }
     }
@@ -170,6 +181,16 @@ pub async fn run_script(
     let Some(first) = script.commands().next() else {
         return Ok(finish(outputs, 0, false, false, started, 0).await);
     };
+    // Look at the protected set before anything starts; the processes run under the
+    // verifier's token, which it cancels when it sees a change nobody approved.
+    let ticket = options
+        .protection
+        .as_ref()
+        .map(|p| crate::verify::begin(p, script, &options.cancel));
+    let cancel = ticket
+        .as_ref()
+        .map_or_else(|| options.cancel.clone(), |t| t.kill_token().clone());
+    let watcher = ticket.as_ref().map(|t| t.watch());
     let mut ctx = pipeline::Context {
         sandbox,
         outputs: &outputs,
@@ -178,15 +199,34 @@ pub async fn run_script(
         deadline: started
             .checked_add(options.timeout)
             .unwrap_or_else(|| started + Duration::from_secs(crate::config::MAX_SECONDS)),
-        cancel: &options.cancel,
+        cancel: &cancel,
         cwd: first.cwd.clone(),
         background_killed: 0,
         last_status: 0,
         streams: None,
+        ticket: ticket.as_ref(),
     };
 
+    let result = flow::run_list(&mut ctx, script).await;
+    let background_killed = ctx.background_killed;
+    let last_status = ctx.last_status;
+    drop(ctx);
+    drop(watcher);
+    // Every process of the script has ended: now the last look, and the undo.
+    let undone = ticket.map(|t| t.finish()).unwrap_or_default();
+    if !undone.is_empty() {
+        finish(outputs, last_status, false, false, started, 0).await;
+        return Err(ExecError::Protected(Refusal {
+            command: script
+                .commands()
+                .map(|c| c.display())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            undone,
+        }));
+    }
     let (mut timed_out, mut cancelled) = (false, false);
-    let status = match flow::run_list(&mut ctx, script).await {
+    let status = match result {
         Ok(Outcome::Finished(s)) => s,
         Ok(Outcome::TimedOut) => {
             timed_out = true;
@@ -202,15 +242,11 @@ pub async fn run_script(
             STATUS_CANCELLED
         }
         Err(e) => {
-            let status = ctx.last_status;
-            drop(ctx);
             // Collect (and so close) the streams before reporting.
-            finish(outputs, status, false, false, started, 0).await;
+            finish(outputs, last_status, false, false, started, 0).await;
             return Err(e);
         }
     };
-    let background_killed = ctx.background_killed;
-    drop(ctx);
     Ok(finish(
         outputs,
         status,

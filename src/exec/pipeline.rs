@@ -39,6 +39,8 @@ pub struct Context<'a> {
     /// Standard streams set by an enclosing compound command's redirections (`{ …; } > f`);
     /// `None`: the script's own.
     pub streams: Option<[Arc<OwnedFd>; 3]>,
+    /// The write verifier's part in this script (`None`: `warden jail`, no policy).
+    pub ticket: Option<&'a crate::verify::Ticket>,
 }
 
 impl Context<'_> {
@@ -112,6 +114,14 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
                 statuses[index] = 1;
             }
             None if command.argv.is_empty() => statuses[index] = 0,
+            // git reads its config and hooks as it starts: an earlier command of this script
+            // must not have changed them unseen.
+            None if crate::verify::is_git(&command.argv)
+                && ctx.ticket.is_some_and(|t| !t.check_running()) =>
+            {
+                kill_all(&mut running).await;
+                return Ok(Outcome::Cancelled);
+            }
             None | Some(Builtin::Chmod(_)) => match spawn(ctx, command, table).await {
                 Ok(process) => running.push((index, process)),
                 Err(SpawnFailure::Status(status)) => statuses[index] = status,

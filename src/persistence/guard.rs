@@ -6,10 +6,11 @@
 //! memory`) may change it too, and counts as touching it.
 
 use crate::config::TrustConfig;
-use crate::policy::ir::{OpenMode, RedirectTarget, Script};
-use crate::policy::Access;
+use crate::policy::ir::{RedirectTarget, Script};
+use crate::policy::PathPolicy;
 use crate::taint::Taint;
-use std::path::{Component, Path, PathBuf};
+use crate::verify::{Listed, Protection};
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -17,6 +18,8 @@ pub enum Kind {
     Instructions,
     /// Remembered facts that feed later prompts (MEMORY.md): changes ask in a tainted run.
     Memory,
+    /// Named in `[trust] protected_files`: every change asks.
+    Protected,
 }
 
 /// A prompt-feeding file a write may change: `name` is relative to the workspace (`memory/**`
@@ -27,117 +30,29 @@ pub struct Touched {
     pub name: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Entry {
-    File(PathBuf),
-    /// `dir/**`: everything beneath `dir`.
-    Tree(PathBuf),
-}
-
-impl Entry {
-    fn parse(key: &str, text: &str) -> Result<Entry, String> {
-        let bad = |why: &str| Err(format!("[trust] {key}: {text:?} {why}"));
-        let (path, tree) = match text.strip_suffix("/**") {
-            Some(dir) => (dir, true),
-            None => (text, false),
-        };
-        if path.is_empty() {
-            return bad("is empty");
-        }
-        if path.contains('*') || path.contains('?') || path.contains('[') {
-            return bad("may use a pattern only as a trailing /** (a whole folder)");
-        }
-        let path = Path::new(path);
-        if !path.components().all(|c| matches!(c, Component::Normal(_))) {
-            return bad("must be a plain path relative to the workspace (no /, . or ..)");
-        }
-        Ok(if tree {
-            Entry::Tree(path.to_path_buf())
-        } else {
-            Entry::File(path.to_path_buf())
-        })
-    }
-
-    /// What writing `rel` (relative to the workspace; empty for the workspace itself) may
-    /// change of this entry.
-    fn touched_by(&self, rel: &Path) -> Option<String> {
-        match self {
-            Entry::File(file) => file.starts_with(rel).then(|| file.display().to_string()),
-            Entry::Tree(dir) if rel.starts_with(dir) && rel != dir => {
-                Some(rel.display().to_string())
-            }
-            Entry::Tree(dir) => dir
-                .starts_with(rel)
-                .then(|| format!("{}/**", dir.display())),
-        }
-    }
-
-    /// The files of this entry that exist under `workspace`, relative to it.
-    /// Symlinks are not followed anywhere on the way (a `memory` that links to `~/.ssh` is not
-    /// walked): warden reads these files itself, outside the jail.
-    fn existing(&self, workspace: &Path, limit: usize, out: &mut Vec<PathBuf>) {
-        let real = |rel: &Path, want_dir: bool| {
-            let mut at = workspace.to_path_buf();
-            rel.components().all(|c| {
-                at.push(c);
-                std::fs::symlink_metadata(&at).is_ok_and(|m| !m.file_type().is_symlink())
-            }) && std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir() == want_dir)
-        };
-        match self {
-            Entry::File(file) => {
-                if real(file, false) {
-                    out.push(file.clone());
-                }
-            }
-            Entry::Tree(dir) if !real(dir, true) => {}
-            Entry::Tree(dir) => {
-                let mut stack = vec![dir.clone()];
-                while let Some(rel) = stack.pop() {
-                    let Ok(entries) = std::fs::read_dir(workspace.join(&rel)) else {
-                        continue;
-                    };
-                    for entry in entries.flatten() {
-                        if out.len() >= limit {
-                            return;
-                        }
-                        let child = rel.join(entry.file_name());
-                        match entry.file_type() {
-                            Ok(t) if t.is_dir() => stack.push(child),
-                            Ok(t) if t.is_file() => out.push(child),
-                            _ => {}
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The prompt-feeding files of one workspace, and its untrusted folders.
 #[derive(Clone, Debug)]
 pub struct PromptFiles {
     workspace: PathBuf,
-    instructions: Vec<Entry>,
-    memory: Vec<Entry>,
+    instructions: Vec<Listed>,
+    memory: Vec<Listed>,
+    protected: Vec<Listed>,
     untrusted: Vec<PathBuf>,
 }
 
 impl PromptFiles {
     /// `workspace` is canonical (the path validator's).
     pub fn new(workspace: &Path, config: &TrustConfig) -> Result<PromptFiles, String> {
-        let parse = |key: &str, list: &[String]| -> Result<Vec<Entry>, String> {
-            list.iter().map(|t| Entry::parse(key, t)).collect()
-        };
+        let parse = Listed::parse_all;
         let untrusted = parse("untrusted_paths", &config.untrusted_paths)?
             .into_iter()
-            .map(|e| match e {
-                Entry::File(p) | Entry::Tree(p) => p,
-            })
+            .map(|e| e.path().to_path_buf())
             .collect();
         Ok(PromptFiles {
             workspace: workspace.to_path_buf(),
             instructions: parse("instruction_files", &config.instruction_files)?,
             memory: parse("memory_files", &config.memory_files)?,
+            protected: parse("protected_files", &config.protected_files)?,
             untrusted,
         })
     }
@@ -160,6 +75,7 @@ impl PromptFiles {
         for (kind, entries) in [
             (Kind::Instructions, &self.instructions),
             (Kind::Memory, &self.memory),
+            (Kind::Protected, &self.protected),
         ] {
             for entry in entries {
                 if let Some(name) = entry.touched_by(rel) {
@@ -173,7 +89,9 @@ impl PromptFiles {
     /// Everything a checked bash line may change of them: each path it writes or removes and
     /// each file it redirects output to.
     pub fn touched_by_script(&self, script: &Script) -> Vec<Touched> {
-        let mut out: Vec<Touched> = written(script)
+        let mut out: Vec<Touched> = script
+            .written_paths()
+            .into_iter()
             .flat_map(|path| self.touched_by(path))
             .collect();
         out.sort();
@@ -246,6 +164,14 @@ impl PromptFiles {
                 }
             ));
         }
+        let protected = names(Kind::Protected);
+        if !protected.is_empty() {
+            why.push(format!(
+                "{} {} protected ([trust] protected_files): a change always needs your approval",
+                protected.join(", "),
+                if protected.len() == 1 { "is" } else { "are" }
+            ));
+        }
         let memory = names(Kind::Memory);
         if let (false, Some(tainted)) = (memory.is_empty(), taint.why()) {
             why.push(format!(
@@ -257,32 +183,33 @@ impl PromptFiles {
         (!why.is_empty()).then(|| why.join("; "))
     }
 
+    /// What the write verifier protects around a command of a run (`tainted`: its memory
+    /// files too), for the command's paths.
+    pub fn protection(&self, paths: &PathPolicy, tainted: bool) -> Protection {
+        let mut protection = Protection::for_paths(paths)
+            .with_instructions(&self.instructions)
+            .with_instructions(&self.protected);
+        if tainted {
+            protection = protection.with_memory(&self.memory);
+        }
+        protection
+    }
+
     /// The prompt-feeding files that exist now, relative to the workspace (at most `limit`).
     pub fn existing(&self, limit: usize) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        for entry in self.instructions.iter().chain(&self.memory) {
+        for entry in self
+            .instructions
+            .iter()
+            .chain(&self.memory)
+            .chain(&self.protected)
+        {
             entry.existing(&self.workspace, limit, &mut out);
         }
         out.sort();
         out.dedup();
         out
     }
-}
-
-/// Every path a checked line writes or removes, redirections included.
-fn written(script: &Script) -> impl Iterator<Item = &Path> {
-    script.commands().flat_map(|c| {
-        let paths = c
-            .paths
-            .iter()
-            .filter(|p| p.access != Access::Read)
-            .map(|p| p.path.as_path());
-        let redirected = c.redirects.iter().filter_map(|r| match &r.target {
-            RedirectTarget::File { path, mode } if *mode != OpenMode::Read => Some(path.as_path()),
-            _ => None,
-        });
-        paths.chain(redirected)
-    })
 }
 
 /// A unified diff of one file for an approval (`old` empty for a new file).

@@ -285,6 +285,29 @@ impl Script {
         out.into_iter()
     }
 
+    /// Every path the script may create, change or remove, as the policy checked it: program
+    /// arguments it writes or removes and redirections that write — a compound command's own
+    /// (`{ …; } > f`) included.
+    pub fn written_paths(&self) -> Vec<&std::path::Path> {
+        let mut out = Vec::new();
+        for command in self.commands().chain(self.compounds()) {
+            out.extend(
+                command
+                    .paths
+                    .iter()
+                    .filter(|p| p.access != crate::policy::paths::Access::Read)
+                    .map(|p| p.path.as_path()),
+            );
+            out.extend(command.redirects.iter().filter_map(|r| match &r.target {
+                RedirectTarget::File { path, mode } if *mode != OpenMode::Read => {
+                    Some(path.as_path())
+                }
+                _ => None,
+            }));
+        }
+        out
+    }
+
     /// A script of a single command with no redirections, for running argv directly.
     pub fn single(argv: Vec<String>, cwd: PathBuf) -> Script {
         Script {

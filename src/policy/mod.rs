@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use analyzers::git_config;
 pub use check::Checker;
 pub use ir::Script;
 pub use paths::{Access, OwnFile, PathPolicy};

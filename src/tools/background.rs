@@ -108,6 +108,8 @@ pub struct Start {
     pub script: Script,
     pub sandbox: Arc<dyn Sandbox>,
     pub paths: PathPolicy,
+    /// What the write verifier protects while it runs (watched, not only checked at its end).
+    pub protection: crate::verify::Protection,
     pub timeout: Duration,
 }
 
@@ -182,6 +184,7 @@ impl Background {
             output: OutputMode::Tail(job.tail.clone()),
             save_dir: None,
             cancel: job.cancel.clone(),
+            protection: Some(start.protection),
             paths: start.paths,
         };
         let closing = self.closing.clone();

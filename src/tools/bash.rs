@@ -9,7 +9,7 @@ use super::approval_rules::ApprovalRules;
 use super::background::{Background, Start};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
-use crate::exec::{run_script, ExecOptions, RunOutput};
+use crate::exec::{run_script, ExecError, ExecOptions, RunOutput};
 use crate::llm::ToolSpec;
 use crate::persistence::PromptFiles;
 use crate::policy::shape::CommandShape;
@@ -111,18 +111,18 @@ impl BashTool {
         paths: crate::policy::PathPolicy,
         timeout: Duration,
         ctx: &ToolContext,
-    ) -> Result<RunOutput, String> {
+    ) -> Result<RunOutput, ExecError> {
         let sandbox = self
             .sandboxes
             .get(&ctx.session)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ExecError::Sandbox)?;
+        let protection = self.prompt_files.protection(&paths, ctx.taint.is_tainted());
         let mut options = ExecOptions::capture(paths, timeout);
         options.save_dir = Some(self.save_dir.clone());
         options.cancel = ctx.cancel.clone();
-        run_script(sandbox.as_ref(), &verdict.script, &options)
-            .await
-            .map_err(|e| e.to_string())
+        options.protection = Some(protection);
+        run_script(sandbox.as_ref(), &verdict.script, &options).await
     }
 
     /// Start the checked, approved command in the background and return at once.
@@ -140,11 +140,13 @@ impl BashTool {
             Err(e) => return ToolOutput::error(format!("the sandbox is not available: {e}")),
         };
         let command = describe(&verdict);
+        let protection = self.prompt_files.protection(&paths, ctx.taint.is_tainted());
         let start = Start {
             command: command.clone(),
             script: verdict.script,
             sandbox,
             paths,
+            protection,
             timeout,
         };
         let id = match background.start(start, ctx) {
@@ -399,6 +401,11 @@ impl Tool for BashTool {
                 reason: approved.reason(verdict.reason),
                 exit_code: Some(out.status),
             },
+            Err(ExecError::Protected(refusal)) => {
+                // The person sees it too: the model may not mention it.
+                (ctx.progress)(format!("⚠️ {refusal}"));
+                ToolOutput::denied(refusal.to_string())
+            }
             Err(e) => ToolOutput::error(format!("the command could not be run: {e}")),
         }
     }

@@ -10,7 +10,7 @@ mod awk;
 mod chmod;
 mod find;
 mod git;
-mod git_config;
+pub mod git_config;
 mod git_forms;
 mod interpreter;
 mod runner;
