@@ -12,7 +12,7 @@
 //! shutdown`] — the bot stopping, a `warden run` ending — kills every one of them.
 
 use super::ToolContext;
-use crate::exec::{run_script, ExecOptions, OutputMode, StdinMode, Tail};
+use crate::exec::{run_script, ExecError, ExecOptions, OutputMode, StdinMode, Tail};
 use crate::locks::lock;
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
@@ -99,6 +99,8 @@ struct End {
     cancelled: bool,
     /// The executor refused or failed (the reason); nothing or not all of it ran.
     error: Option<String>,
+    /// It changed files warden protects: stopped, the changes undone (what and how).
+    refused: Option<String>,
 }
 
 /// A checked command, approved where it needed to be, ready to start.
@@ -198,6 +200,15 @@ impl Background {
                     timed_out: out.timed_out,
                     cancelled: out.cancelled,
                     error: None,
+                    refused: None,
+                },
+                Err(ExecError::Protected(refusal)) => End {
+                    status: ExecError::Protected(refusal.clone()).exit_code(),
+                    duration: job.started.elapsed(),
+                    timed_out: false,
+                    cancelled: false,
+                    error: None,
+                    refused: Some(refusal.to_string()),
                 },
                 Err(e) => End {
                     status: e.exit_code(),
@@ -205,11 +216,14 @@ impl Background {
                     timed_out: false,
                     cancelled: false,
                     error: Some(e.to_string()),
+                    refused: None,
                 },
             };
             tracing::info!(job = id, status = end.status, "background command ended");
             *lock(&job.end) = Some(end.clone());
-            let quiet = closing.is_cancelled() || job.killed.load(Ordering::SeqCst);
+            // Undone changes are told even when the command was killed or warden is stopping.
+            let quiet = end.refused.is_none()
+                && (closing.is_cancelled() || job.killed.load(Ordering::SeqCst));
             let notice = (!quiet).then(|| job.notice(&end, options.timeout));
             report(BackgroundEvent::Ended { job: id, notice });
         });
@@ -360,6 +374,9 @@ impl Job {
 
 impl End {
     fn describe(&self, after: &str) -> String {
+        if let Some(refused) = &self.refused {
+            return format!("was stopped {after}: {refused}");
+        }
         match &self.error {
             Some(error) => format!("could not run ({error})"),
             None if self.timed_out => format!("was stopped at its time limit {after}"),

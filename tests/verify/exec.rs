@@ -217,3 +217,22 @@ fn the_jail_homes_gitconfig_and_instruction_files_are_put_back() {
     assert_eq!(r.status, 0, "{r:?}");
     assert!(repo.ws().join("copy.txt").exists());
 }
+
+#[test]
+fn a_long_command_is_stopped_as_soon_as_it_plants_a_hook() {
+    if !have_git() {
+        return;
+    }
+    let repo = Repo::new();
+    let r = repo.exec("cp hook.sh .git/hooks/post-checkout; sleep 60");
+    assert_refused_naming(&r, ".git/hooks/post-checkout");
+    // Stopped by the watch, not at the end of its minute.
+    assert!(
+        r.elapsed < std::time::Duration::from_secs(20),
+        "it ran for {:?}",
+        r.elapsed
+    );
+    assert!(!repo.ws().join(".git/hooks/post-checkout").exists());
+    repo.git(&["checkout", "-q", "-b", "other"]);
+    assert!(!repo.marker.exists());
+}

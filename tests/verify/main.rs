@@ -10,4 +10,5 @@ mod common;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bot;
 mod exec;
