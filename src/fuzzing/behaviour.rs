@@ -50,6 +50,7 @@ impl Tracer {
     ) -> Result<Option<String>, String> {
         let workspace = root.join("ws");
         let log = root.join("strace.log");
+        let stderr_log = root.join("stderr.log");
         let config = root.join("config.toml");
         std::fs::write(&config, "").map_err(|e| format!("fuzz config: {e}"))?;
         let mut cmd = Command::new(&self.strace);
@@ -71,7 +72,11 @@ impl Tracer {
             .env("WARDEN_CONFIG", &config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(
+                std::fs::File::create(&stderr_log)
+                    .map(Stdio::from)
+                    .map_err(|e| format!("fuzz stderr log: {e}"))?,
+            );
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start strace: {e}"))?;
@@ -90,8 +95,51 @@ impl Tracer {
             std::thread::sleep(Duration::from_millis(5));
         }
         let text = std::fs::read_to_string(&log).map_err(|e| format!("strace log: {e}"))?;
+        // The write verifier undid a change to the protected set the IR did not declare: the
+        // policy let through a write it should have seen.
+        let stderr = std::fs::read_to_string(&stderr_log).unwrap_or_default();
+        if let Some(at) = stderr.find(REFUSED_AFTER_RUN) {
+            return Ok(Some(format!(
+                "the write verifier had to undo what it did: {}",
+                stderr[at..].trim_end()
+            )));
+        }
         Ok(judge_log(&text, ir, root, allowed).err())
     }
+}
+
+/// How the write verifier's refusal begins (`verify::Refusal`).
+const REFUSED_AFTER_RUN: &str = "refused after it ran";
+
+/// Whether `path` (physical) is in the protected set of `workspace`: where git reads config,
+/// hooks or attributes, or a default instruction file. `git` runs: its own config writes are
+/// the verifier's to judge.
+fn protected(path: &Path, workspace: &Path, runs_git: bool) -> bool {
+    let Ok(rel) = path.strip_prefix(workspace) else {
+        return false;
+    };
+    let names: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let attributes = names
+        .iter()
+        .any(|n| n == ".gitattributes" || n == ".gitmodules");
+    let in_git = names.iter().position(|n| n == ".git").is_some_and(|at| {
+        let inside = &names[at + 1..];
+        match inside.first().map(String::as_str) {
+            Some("hooks") => true,
+            Some("config" | "config.worktree") => !runs_git,
+            Some("commondir") => true,
+            Some("info") => inside.get(1).is_some_and(|n| n == "attributes"),
+            _ => false,
+        }
+    });
+    let home_config = matches!(names.first().map(String::as_str), Some(".gitconfig"))
+        || (names.len() > 1 && names[0] == ".config" && names[1] == "git");
+    let instructions =
+        names.len() == 1 && ["AGENTS.md", "SOUL.md", "TOOLS.md"].contains(&names[0].as_str());
+    attributes || in_git || home_config || instructions
 }
 
 /// One system call of the log, resumed lines joined.
@@ -293,6 +341,8 @@ fn judge_log(
         .collect();
     programs.extend(allowed.iter().cloned());
     let argv_words: Vec<&String> = ir.commands().flat_map(|c| c.argv.iter().skip(1)).collect();
+    let declared: Vec<&Path> = ir.written_paths();
+    let runs_git = ir.commands().any(|c| crate::verify::is_git(&c.argv));
     let read_only: BTreeSet<PathBuf> = ir
         .commands()
         .flat_map(|c| c.paths.iter())
@@ -426,6 +476,13 @@ fn judge_log(
                             "opened {} for writing; the policy checked it as read-only",
                             absolute.display()
                         ));
+                    } else if protected(&absolute, &workspace, runs_git)
+                        && !declared.iter().any(|d| absolute.starts_with(d))
+                    {
+                        failures.push(format!(
+                            "opened {} for writing: a protected file the IR does not declare",
+                            absolute.display()
+                        ));
                     }
                 }
             }
@@ -445,6 +502,48 @@ fn judge_log(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_undeclared_write_to_the_protected_set_is_a_finding() {
+        let ws = Path::new("/r/ws");
+        for hit in [
+            "/r/ws/.git/hooks/pre-commit",
+            "/r/ws/.git/config",
+            "/r/ws/sub/.git/info/attributes",
+            "/r/ws/a/.gitattributes",
+            "/r/ws/.gitconfig",
+            "/r/ws/.config/git/config",
+            "/r/ws/AGENTS.md",
+        ] {
+            assert!(protected(Path::new(hit), ws, false), "{hit}");
+        }
+        for miss in [
+            "/r/ws/.git/index",
+            "/r/ws/docs/AGENTS.md",
+            "/r/ws/gitconfig",
+            "/r/other/.git/config",
+        ] {
+            assert!(!protected(Path::new(miss), ws, false), "{miss}");
+        }
+        // git writes its own config; the verifier judges what it wrote.
+        assert!(!protected(Path::new("/r/ws/.git/config"), ws, true));
+        assert!(protected(Path::new("/r/ws/.git/hooks/x"), ws, true));
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("ws/.git/hooks")).unwrap();
+        let log = format!(
+            "101 execve(\"/usr/bin/awk\", [\"awk\"], 0x1 /* 3 vars */) = 0\n\
+             101 openat(AT_FDCWD, \"{}/ws/.git/hooks/post-merge\", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3\n",
+            root.display()
+        );
+        let allowed = BTreeSet::from(["awk".to_string()]);
+        let found = judge_log(&log, &Script::default(), &root, &allowed).unwrap_err();
+        assert!(
+            found.contains("protected file the IR does not declare"),
+            "{found}"
+        );
+    }
 
     #[test]
     fn a_log_is_read_with_resumed_calls_and_children() {

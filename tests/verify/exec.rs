@@ -61,6 +61,7 @@ impl Repo {
     fn git(&self, args: &[&str]) -> std::process::Output {
         Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(["-c", "safe.directory=*"])
             .args(args)
             .current_dir(self.ws())
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -70,8 +71,13 @@ impl Repo {
     }
 
     fn exec(&self, command: &str) -> Run {
+        self.exec_with(&[], command)
+    }
+
+    fn exec_with(&self, flags: &[&str], command: &str) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
         cmd.arg("exec")
+            .args(flags)
             .arg("--policy")
             .arg(&self.policy)
             .arg("--workspace")
@@ -235,4 +241,29 @@ fn a_long_command_is_stopped_as_soon_as_it_plants_a_hook() {
     assert!(!repo.ws().join(".git/hooks/post-checkout").exists());
     repo.git(&["checkout", "-q", "-b", "other"]);
     assert!(!repo.marker.exists());
+}
+
+#[test]
+fn in_docker_too_a_planted_hook_is_undone() {
+    if !have_git() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    if runtime.block_on(crate::docker::daemon()).is_none() {
+        return;
+    }
+    let repo = Repo::new();
+    if nix::unistd::geteuid().is_root() {
+        // As root, commands run as the workspace's owner: let that be nobody, who can write it.
+        let status = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(repo.ws())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let r = repo.exec_with(&["--backend", "docker"], "cp hook.sh .git/hooks/pre-commit");
+    assert_refused_naming(&r, ".git/hooks/pre-commit");
+    assert!(!repo.ws().join(".git/hooks/pre-commit").exists());
+    repo.assert_git_runs_nothing();
 }

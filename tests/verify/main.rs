@@ -6,9 +6,11 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
+
+#[path = "../support/docker.rs"]
+mod docker;
 
 mod bot;
 mod exec;
