@@ -28,6 +28,8 @@ pub const MIGRATIONS: &[Migration] = &[
     ("mcp_grants", crate::mcp::grants::SCHEMA),
     ("approval_rules", crate::tools::approval_rules::SCHEMA),
     ("gateway_runs_draft", crate::gateway::store::DRAFT_COLUMN),
+    ("cron_jobs_taint", crate::scheduler::store::TAINT_COLUMN),
+    ("session_taint", crate::memory::session_taint::SCHEMA),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -120,7 +120,14 @@ impl Taint {
                     ContentBlock::Image { .. } if message.role == Role::User => {
                         taint.add("an image sent in the chat");
                     }
-                    ContentBlock::Text { text } if message.role == Role::User => {
+                    ContentBlock::Text {
+                        text, untrusted, ..
+                    } if message.role == Role::User => {
+                        // Content marked with where it came from (a background command's
+                        // output, a summary of a tainted conversation).
+                        for source in untrusted {
+                            taint.add(source.clone());
+                        }
                         if text.contains(FORWARDED_MARK) {
                             taint.add("a forwarded message");
                         }

@@ -143,6 +143,7 @@ impl Harness {
                 prompt: prompt.into(),
                 target: Some(target),
                 created_by: "test".into(),
+                untrusted: Vec::new(),
                 ..Default::default()
             })
             .unwrap()

@@ -70,6 +70,7 @@ impl Harness {
             prompt: "check the mail".into(),
             target: Some(Target::Session("telegram:42".into())),
             created_by: "test".into(),
+            untrusted: Vec::new(),
             ..Default::default()
         };
         f(&mut request);
@@ -416,6 +417,7 @@ async fn the_loop_arms_one_timer_for_the_soonest_job_and_rearms_on_changes() {
             prompt: format!("job at {at}"),
             target: Some(Target::Session("telegram:42".into())),
             created_by: "test".into(),
+            untrusted: Vec::new(),
             ..Default::default()
         })
         .unwrap()
@@ -480,6 +482,7 @@ async fn a_job_added_by_another_process_is_picked_up_at_the_next_rescan() {
             prompt: "from the command line".into(),
             target: Some(Target::Session("telegram:42".into())),
             created_by: "cli".into(),
+            untrusted: Vec::new(),
             ..Default::default()
         })
         .unwrap();

@@ -241,12 +241,19 @@ impl Agent {
             control,
             background,
         } = request;
-        let mut history = self.sessions.load(&session)?;
+        let untrusted = self.untrusted_folders();
+        let start = self.sessions.run_start(&session, &untrusted)?;
+        let mut history = start.history;
         let user = Message {
             role: Role::User,
             content: input,
         };
+        // What the message itself carries (a photo, a forwarded text, a notice's output).
+        let taint = start
+            .taint
+            .with(&Taint::from_history(std::slice::from_ref(&user), &untrusted).sources());
         self.sessions.append(&session, &user)?;
+        self.sessions.record_taint(&session, &taint.sources())?;
         history.push(user);
 
         let progress_events = events.clone();
@@ -258,8 +265,9 @@ impl Agent {
             outbox,
             progress: Arc::new(move |text| progress_events(AgentEvent::Progress(text))),
             // What the model sees (the history and this message) decides both: URLs the user
-            // wrote may be fetched without asking; untrusted content already there taints.
-            taint: Taint::from_history(&history, &self.untrusted_folders()),
+            // wrote may be fetched without asking; untrusted content already there — or
+            // recorded for the session before a compaction — taints.
+            taint,
             provenance: Provenance::from_history(&history),
             background,
         };
@@ -386,7 +394,14 @@ impl Agent {
                     summary: summarize(name, input),
                 });
                 let started = Instant::now();
+                let tainted_before = ctx.taint.sources().len();
                 let output = self.tools.call(name, input, ctx).await;
+                // What tainted the run is kept with its session at once: compaction may
+                // replace this result by a summary, and the worker may die before the end.
+                if ctx.taint.sources().len() != tainted_before {
+                    self.sessions
+                        .record_taint(&ctx.session, &ctx.taint.sources())?;
+                }
                 events(AgentEvent::ToolEnd {
                     id: id.clone(),
                     name: name.clone(),

@@ -84,6 +84,7 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
                 target: Some(target),
                 delete_after_run: args.keep.then_some(false),
                 created_by: "cli".into(),
+                untrusted: Vec::new(),
             })
             .map(|job| println!("Scheduled {}", job.summary(tz)))
         }

@@ -7,7 +7,7 @@
 //! without their fragment, which is never sent.
 
 use super::links;
-use crate::llm::{ContentBlock, Message, Role};
+use crate::llm::{Author, ContentBlock, Message, Role};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use url::Url;
@@ -119,7 +119,18 @@ impl Provenance {
         let provenance = Provenance::new();
         for message in history.iter().filter(|m| m.role == Role::User) {
             for block in &message.content {
-                if let ContentBlock::Text { text } = block {
+                // Only what a person wrote: never a notice, a summary or a scheduled prompt,
+                // whatever it starts with.
+                if let ContentBlock::Text {
+                    text,
+                    author: Author::Person,
+                    untrusted,
+                } = block
+                {
+                    // A file or forwarded message the person passed on is someone else's.
+                    if !untrusted.is_empty() {
+                        continue;
+                    }
                     if let Some(own) = users_own(text) {
                         provenance.add_user_text(own);
                     }

@@ -82,18 +82,39 @@ pub struct Submission {
 }
 
 impl Submission {
+    /// A text prompt. Only a person's message is the person's words; a scheduled prompt or a
+    /// notice is warden's (see [`Submission::notice`] for one that carries outside content).
     pub fn text(chat_id: i64, origin: Origin, text: impl Into<String>) -> Submission {
         let text = text.into();
+        let block = match origin {
+            Origin::User { .. } | Origin::Steer => ContentBlock::text(text.clone()),
+            Origin::Scheduled { .. } | Origin::Background { .. } | Origin::Unknown => {
+                ContentBlock::notice(text.clone(), Vec::new())
+            }
+        };
         Submission {
             chat_id,
             origin,
             preview: preview(&text),
-            input: vec![ContentBlock::text(text)],
+            input: vec![block],
             reply_to: None,
             dedup_key: None,
             deliver: true,
             session: None,
         }
+    }
+
+    /// warden's own prompt carrying outside content (`untrusted`: what, for the taint).
+    pub fn notice(
+        chat_id: i64,
+        origin: Origin,
+        text: impl Into<String>,
+        untrusted: Vec<String>,
+    ) -> Submission {
+        let text = text.into();
+        let mut submission = Submission::text(chat_id, origin, text.clone());
+        submission.input = vec![ContentBlock::notice(text, untrusted)];
+        submission
     }
 
     pub fn blocks(chat_id: i64, origin: Origin, input: Vec<ContentBlock>, preview: &str) -> Self {

@@ -16,12 +16,15 @@ impl Gateway {
             let BackgroundEvent::Ended {
                 job,
                 notice: Some(notice),
+                untrusted,
             } = event
             else {
                 return;
             };
             let origin = Origin::Background { job };
-            let mut submission = Submission::text(chat_id, origin.clone(), notice.clone());
+            // warden's words, never the user's; carrying the command's output.
+            let mut submission =
+                Submission::notice(chat_id, origin.clone(), notice.clone(), untrusted);
             if let Some(session) = &session {
                 submission = submission.in_session(session.clone());
             }

@@ -149,8 +149,8 @@ fn message(msg: &Message) -> Option<Value> {
         .chain(others)
         .filter_map(|block| match block {
             // The API rejects empty text blocks.
-            ContentBlock::Text { text } if text.is_empty() => None,
-            ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+            ContentBlock::Text { text, .. } if text.is_empty() => None,
+            ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
             ContentBlock::Image {
                 media_type,
                 data_base64,

@@ -118,7 +118,7 @@ impl<'a> Assembler<'a> {
         for block in std::mem::take(&mut self.blocks) {
             match block {
                 Partial::Text(text) if text.is_empty() => {}
-                Partial::Text(text) => content.push(ContentBlock::Text { text }),
+                Partial::Text(text) => content.push(ContentBlock::text(text)),
                 Partial::Tool { id, name, json, .. } => {
                     let input = if json.trim().is_empty() {
                         Ok(serde_json::json!({}))

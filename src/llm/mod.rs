@@ -86,6 +86,15 @@ impl Message {
 pub enum ContentBlock {
     Text {
         text: String,
+        /// Who wrote it. Provenance belongs to content: only what a person typed is the user's
+        /// words (its URLs may be fetched unasked); a notice, a summary or a scheduled prompt in
+        /// a user-role message is warden's.
+        #[serde(default, skip_serializing_if = "Author::is_person")]
+        author: Author,
+        /// What outside content it carries (the output of a background command, a summary of a
+        /// conversation that read a web page): each taints the run it reaches.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        untrusted: Vec<String>,
     },
     /// An image the user sent, e.g. a Telegram photo. `media_type` is `image/png`, `image/jpeg`…
     Image {
@@ -107,9 +116,40 @@ pub enum ContentBlock {
     },
 }
 
+/// Who wrote a text block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Author {
+    /// The person in the chat (or the model, in an assistant message).
+    #[default]
+    Person,
+    /// warden: a notice (a background command ended), a compaction summary, a scheduled job's
+    /// prompt, the heartbeat's check. Never the user's words.
+    Warden,
+}
+
+impl Author {
+    pub fn is_person(&self) -> bool {
+        *self == Author::Person
+    }
+}
+
 impl ContentBlock {
     pub fn text(text: impl Into<String>) -> ContentBlock {
-        ContentBlock::Text { text: text.into() }
+        ContentBlock::Text {
+            text: text.into(),
+            author: Author::Person,
+            untrusted: Vec::new(),
+        }
+    }
+
+    /// Text warden wrote into a user-role message, carrying `untrusted` outside content.
+    pub fn notice(text: impl Into<String>, untrusted: Vec<String>) -> ContentBlock {
+        ContentBlock::Text {
+            text: text.into(),
+            author: Author::Warden,
+            untrusted,
+        }
     }
 
     pub fn tool_result(
@@ -299,7 +339,7 @@ fn text_of(blocks: &[ContentBlock]) -> String {
     blocks
         .iter()
         .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
+            ContentBlock::Text { text, .. } => Some(text.as_str()),
             _ => None,
         })
         .collect()

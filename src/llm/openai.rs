@@ -215,7 +215,7 @@ fn push_message(out: &mut Vec<Value>, msg: &Message, images: bool) {
                     .content
                     .iter()
                     .filter_map(|b| match b {
-                        ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+                        ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
                         ContentBlock::Image {
                             media_type,
                             data_base64,
@@ -233,7 +233,7 @@ fn push_message(out: &mut Vec<Value>, msg: &Message, images: bool) {
                 .content
                 .iter()
                 .filter_map(|b| match b {
-                    ContentBlock::Text { text } if !text.is_empty() => Some(text.clone()),
+                    ContentBlock::Text { text, .. } if !text.is_empty() => Some(text.clone()),
                     ContentBlock::Image { media_type, .. } => Some(image_placeholder(media_type)),
                     _ => None,
                 })

@@ -70,7 +70,7 @@ pub fn estimate_message(message: &Message) -> u64 {
         .content
         .iter()
         .map(|b| match b {
-            ContentBlock::Text { text } => estimate_text(text),
+            ContentBlock::Text { text, .. } => estimate_text(text),
             ContentBlock::Image { .. } => IMAGE_TOKENS,
             ContentBlock::ToolUse { name, input, .. } => {
                 estimate_text(name) + estimate_text(&input.to_string())

@@ -15,6 +15,7 @@ pub mod flush;
 pub mod index;
 pub mod repair;
 pub mod search;
+pub mod session_taint;
 pub mod sessions;
 pub mod summary;
 pub mod transcript;

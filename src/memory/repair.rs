@@ -139,7 +139,7 @@ mod tests {
         repair(&mut history);
         assert_eq!(history.len(), 3);
         match &history[1].content[0] {
-            ContentBlock::Text { text } => {
+            ContentBlock::Text { text, .. } => {
                 assert!(text.contains("earlier tool call t1"), "{text}");
                 assert!(text.contains("contents"), "{text}");
             }

@@ -111,7 +111,8 @@ impl LiveSession {
 
 /// The user message that stands in for the compacted part of a conversation.
 pub fn summary_message(compaction: &Compaction) -> Message {
-    Message::user(format!(
+    // warden's words (the model summarized), never the user's.
+    let text = format!(
         "[Summary of the earlier conversation, written when it was compacted on {}. The \
          original messages are kept and can be found with memory_search.]\n\n{}",
         compaction
@@ -119,7 +120,11 @@ pub fn summary_message(compaction: &Compaction) -> Message {
             .get(..10)
             .unwrap_or(&compaction.created_at),
         compaction.summary.trim()
-    ))
+    );
+    Message {
+        role: Role::User,
+        content: vec![crate::llm::ContentBlock::notice(text, Vec::new())],
+    }
 }
 
 #[derive(Clone)]

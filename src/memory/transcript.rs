@@ -18,8 +18,8 @@ pub fn render(message: &Message, max_chars: usize) -> String {
     let mut parts: Vec<String> = Vec::new();
     for block in &message.content {
         match block {
-            ContentBlock::Text { text } if text.trim().is_empty() => {}
-            ContentBlock::Text { text } => parts.push(format!("{who}: {}", text.trim())),
+            ContentBlock::Text { text, .. } if text.trim().is_empty() => {}
+            ContentBlock::Text { text, .. } => parts.push(format!("{who}: {}", text.trim())),
             ContentBlock::Image { media_type, .. } => {
                 parts.push(format!("{who}: [an image ({media_type})]"))
             }

@@ -26,6 +26,8 @@ pub struct Delivery {
     /// The session whose chat receives the answer; runs for one chat are queued one at a time.
     pub chat_session: String,
     pub prompt: String,
+    /// Outside content the prompt carries (what tainted the run that created the job).
+    pub untrusted: Vec<String>,
     /// `None`: always send the answer. The heartbeat uses it to drop `HEARTBEAT_OK` and repeats.
     pub send_if: Option<AnswerFilter>,
 }

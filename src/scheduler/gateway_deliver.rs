@@ -43,8 +43,10 @@ impl Deliver for GatewayDeliver {
                 Origin::Heartbeat => "heartbeat".into(),
             },
         };
+        // The scheduler's words, never the user's; tainted as the run that made the job was.
         let mut submission =
-            Submission::text(chat_id, origin.clone(), delivery.prompt).dedup_key(delivery.key);
+            Submission::notice(chat_id, origin.clone(), delivery.prompt, delivery.untrusted)
+                .dedup_key(delivery.key);
         if delivery.session != self.gateway.session_key(chat_id) {
             submission = submission.in_session(delivery.session);
         }

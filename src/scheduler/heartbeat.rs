@@ -170,6 +170,7 @@ impl Heartbeat {
             session: format!("heartbeat:{}", now.format("%Y%m%dT%H%M%S")),
             chat_session: self.settings.chat_session.clone(),
             prompt: self.prompt(now, &checklist),
+            untrusted: Vec::new(),
             send_if: Some(Arc::new(move |answer: &str| {
                 !is_all_clear(answer) && !filter_store.sent_since(answer, since).unwrap_or(false)
             })),

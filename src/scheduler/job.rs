@@ -63,6 +63,8 @@ pub struct Job {
     pub created_at: DateTime<Utc>,
     /// The session (or `cli`) that created the job.
     pub created_by: String,
+    /// What had tainted the run that created it; its runs start with that taint.
+    pub untrusted: Vec<String>,
 }
 
 impl Job {
@@ -109,6 +111,9 @@ pub struct JobRequest {
     /// Default: true for `at` jobs; refused for recurring ones.
     pub delete_after_run: Option<bool>,
     pub created_by: String,
+    /// What had tainted the run that created it (its prompt may carry someone else's words):
+    /// every run of the job starts with that taint.
+    pub untrusted: Vec<String>,
 }
 
 /// A validated job, ready to store.
@@ -121,6 +126,7 @@ pub struct NewJob {
     pub delete_after_run: bool,
     pub first_run: DateTime<Utc>,
     pub created_by: String,
+    pub untrusted: Vec<String>,
 }
 
 /// Bounds a new job is checked against.
@@ -248,6 +254,7 @@ pub fn validate(req: JobRequest, now: DateTime<Utc>, limits: &Limits) -> Result<
         delete_after_run,
         first_run,
         created_by: req.created_by,
+        untrusted: req.untrusted,
     })
 }
 
@@ -373,6 +380,7 @@ mod tests {
             prompt: "water the plants".into(),
             target: Some(Target::Session("telegram:42".into())),
             created_by: "test".into(),
+            untrusted: Vec::new(),
             ..Default::default()
         };
         f(&mut r);

@@ -208,6 +208,7 @@ impl Runner {
             session,
             chat_session: job.target.chat_session().to_string(),
             prompt: self.job_prompt(&job, slot),
+            untrusted: job.untrusted.clone(),
             send_if: None,
         };
         tracing::info!(job = job.id, %slot, "running scheduled job");

@@ -262,6 +262,7 @@ mod tests {
             delete_after_run: false,
             first_run: first,
             created_by: "test".into(),
+            untrusted: Vec::new(),
         }
     }
 

@@ -50,7 +50,13 @@ pub struct JobStore {
 
 pub(super) const JOB_COLUMNS: &str =
     "id, name, kind, spec, timezone, anchor, prompt, session, fresh_session, \
-     delete_after_run, enabled, next_run_at, failures, running_run, created_at, created_by";
+     delete_after_run, enabled, next_run_at, failures, running_run, created_at, created_by, \
+     untrusted";
+
+/// What tainted the run that created a job (JSON list of sources).
+pub const TAINT_COLUMN: &str = "
+ALTER TABLE cron_jobs ADD COLUMN untrusted TEXT NOT NULL DEFAULT '[]';
+";
 
 impl JobStore {
     pub fn new(db: Arc<Database>) -> JobStore {
@@ -91,8 +97,8 @@ impl JobStore {
         };
         tx.execute(
             "INSERT INTO cron_jobs (name, kind, spec, timezone, anchor, prompt, session,
-                 fresh_session, delete_after_run, next_run_at, created_at, created_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 fresh_session, delete_after_run, next_run_at, created_at, created_by, untrusted)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 job.name,
                 job.schedule.kind(),
@@ -106,6 +112,7 @@ impl JobStore {
                 ts(job.first_run),
                 ts(now),
                 job.created_by,
+                serde_json::to_string(&job.untrusted).unwrap_or_else(|_| "[]".into()),
             ],
         )
         .map_err(store_err)?;
@@ -267,6 +274,11 @@ fn job_from_row(row: &Row<'_>) -> Result<Job, rusqlite::Error> {
         running: running.is_some(),
         created_at: instant(row, 14)?,
         created_by: row.get(15)?,
+        untrusted: {
+            let text: String = row.get(16)?;
+            // Unreadable: the job is treated as tainted rather than clean.
+            serde_json::from_str(&text).unwrap_or_else(|_| vec![format!("job {text:?}")])
+        },
     })
 }
 
@@ -292,6 +304,7 @@ mod tests {
             delete_after_run: false,
             first_run: first,
             created_by: "test".into(),
+            untrusted: Vec::new(),
         }
     }
 

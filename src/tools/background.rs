@@ -41,7 +41,14 @@ pub enum BackgroundEvent {
     /// Command `job` ended. `notice` — its exit status and the end of its output — is for the
     /// chat; `None` when there is nothing to tell (killed with `process kill`, or warden is
     /// stopping).
-    Ended { job: u64, notice: Option<String> },
+    Ended {
+        job: u64,
+        notice: Option<String>,
+        /// What outside content the notice carries, for the taint of the run it starts: the
+        /// command's output, and whatever had tainted the run that started it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        untrusted: Vec<String>,
+    },
 }
 
 /// Where a run's background commands report (the chat's queue; the terminal).
@@ -179,6 +186,8 @@ impl Background {
             job
         };
         let report = ctx.background.clone();
+        // The run's taint travels with the notice into the run it starts.
+        let taint = ctx.taint.sources();
         report(BackgroundEvent::Started { job: job.id });
         let options = ExecOptions {
             timeout: start.timeout,
@@ -225,7 +234,15 @@ impl Background {
             let quiet = end.refused.is_none()
                 && (closing.is_cancelled() || job.killed.load(Ordering::SeqCst));
             let notice = (!quiet).then(|| job.notice(&end, options.timeout));
-            report(BackgroundEvent::Ended { job: id, notice });
+            let mut untrusted = taint;
+            if job.tail.total() > 0 {
+                untrusted.push(format!("the output of background command #{id}"));
+            }
+            report(BackgroundEvent::Ended {
+                job: id,
+                notice,
+                untrusted,
+            });
         });
         Ok(id)
     }

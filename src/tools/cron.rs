@@ -57,6 +57,7 @@ impl CronTool {
             target: Some(target),
             delete_after_run,
             created_by: ctx.session.clone(),
+            untrusted: ctx.taint.sources(),
         };
         // A job repeats its prompt later, in runs that may not be tainted: an injection that
         // schedules itself would outlive the page it came from.

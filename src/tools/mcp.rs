@@ -176,7 +176,11 @@ impl Tool for McpTool {
                 }
             }
             CallOutcome::Refused(why) => ToolOutput::denied(why),
-            CallOutcome::Failed(why) => ToolOutput::error(why),
+            CallOutcome::Failed(why) => {
+                // A failure may quote the server (a JSON-RPC error message is its own text).
+                ctx.taint.add(format!("the MCP tool {name}"));
+                ToolOutput::error(why)
+            }
         }
     }
 }

@@ -92,8 +92,9 @@ impl Tool for SkillTool {
             })
             .await;
         let output = report.output.as_ref();
-        if output.is_some() {
-            // A skill's output is whatever the program (and the sites it reached) produced.
+        // A skill's output, and its errors, are whatever the program (and the sites it
+        // reached) produced; only a refusal before it started carries nothing in.
+        if output.is_some() || report.decision != crate::audit::AuditDecision::Deny {
             ctx.taint.add(format!("the skill {name}"));
         }
         ToolOutput {

@@ -435,6 +435,7 @@ async fn read_replies(
         report(BackgroundEvent::Ended {
             job,
             notice: Some(background::lost_notice(job, &reason)),
+            untrusted: Vec::new(),
         });
     }
     for (_, tx) in lock(&conn.transcriptions).drain() {

@@ -195,6 +195,7 @@ mod tests {
                 event: BackgroundEvent::Ended {
                     job: 4,
                     notice: Some("`sleep 1` exited\nwith status 0".into()),
+                    untrusted: vec!["the output of background command #4".into()],
                 },
             },
             FromWorker::SendFile {

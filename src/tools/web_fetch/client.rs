@@ -158,6 +158,9 @@ impl WebClient {
                 r = request => r.map_err(describe_error)?,
                 _ = ctx.cancel.cancelled() => return Err(Failure::Error("cancelled".into())),
             };
+            // From here the server chooses bytes that may reach the model — also in an error
+            // (a Content-Type, a Location): the run is tainted whatever comes of it.
+            ctx.taint.add(format!("{tool} {url}"));
             let status = response.status();
             let location = response
                 .headers()
