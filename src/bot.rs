@@ -103,6 +103,7 @@ impl BotApp {
             supports_images: self.supports_images,
             voice: self.voice.clone(),
             voice_limits: VoiceLimits::from(&self.config.voice),
+            untrusted_folders: self.config.trust.untrusted_paths.clone(),
         }
     }
 

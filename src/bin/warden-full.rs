@@ -72,6 +72,25 @@ enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// What made a session untrusted, and trusting it again.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionCommand {
+    /// What made the session untrusted (web pages, files, skills, MCP tools it read).
+    Taint {
+        /// The session key: `terminal:default`, `telegram:<chat id>`, `mcp:<client>`.
+        session: String,
+    },
+    /// Trust the session again (what tainted it stops counting); prints what that was.
+    Trust {
+        /// The session key: `terminal:default`, `telegram:<chat id>`, `mcp:<client>`.
+        session: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -457,6 +476,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
             };
             cli::approvals::run(&config, action)
+        }
+        Command::Session { command } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            let action = match command {
+                SessionCommand::Taint { session } => cli::session::Action::Taint { session },
+                SessionCommand::Trust { session } => cli::session::Action::Trust { session },
+            };
+            cli::session::run(&config, action)
         }
         Command::Bot => warden::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),

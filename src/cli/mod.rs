@@ -14,6 +14,7 @@ pub mod jail;
 pub mod mcp;
 pub mod policy;
 pub mod sandbox;
+pub mod session;
 pub mod skill;
 
 use crate::config::{Config, ProcessEnv};

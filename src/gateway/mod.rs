@@ -257,6 +257,9 @@ pub struct GatewaySettings {
     pub idle: Duration,
     /// Session keys are `<prefix>:<chat_id>`.
     pub session_prefix: String,
+    /// The workspace's untrusted folders (`[trust] untrusted_paths`), for `/trust` to say what
+    /// tainted a session.
+    pub untrusted_folders: Vec<String>,
 }
 
 impl Default for GatewaySettings {
@@ -265,6 +268,7 @@ impl Default for GatewaySettings {
             queue_depth: 5,
             idle: Duration::from_secs(600),
             session_prefix: "telegram".into(),
+            untrusted_folders: crate::config::TrustConfig::default().untrusted_paths,
         }
     }
 }
@@ -506,6 +510,22 @@ impl Gateway {
         }
         self.inner.sessions.reset(&self.session_key(chat_id))?;
         Ok(true)
+    }
+
+    /// `/trust`: the chat's session is trusted again — what tainted it (returned) no longer
+    /// does. Refused (`Ok(None)`) while a run is in progress: it would record its taint again.
+    pub fn trust_session(&self, chat_id: i64) -> Result<Option<Vec<String>>, DbError> {
+        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+        if let Some(slot) = slot {
+            if lock(&slot.state).running.is_some() {
+                return Ok(None);
+            }
+        }
+        let key = self.session_key(chat_id);
+        self.inner
+            .sessions
+            .trust(&key, &self.inner.settings.untrusted_folders)
+            .map(Some)
     }
 
     /// Stop taking prompts, let running agents finish for up to `grace`, then abort them

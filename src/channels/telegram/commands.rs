@@ -14,6 +14,8 @@ pub enum Command {
     Status,
     /// `/approvals`: list what the chat approved for good; `/approvals rm N`: revoke rule N.
     Approvals(String),
+    /// `/trust`: say what tainted the conversation, and trust it again.
+    Trust,
     Unknown(String),
 }
 
@@ -45,6 +47,7 @@ pub fn parse(text: &str, bot_username: &str) -> Option<Command> {
         "new" | "reset" => Command::New,
         "status" => Command::Status,
         "approvals" => Command::Approvals(args.to_string()),
+        "trust" => Command::Trust,
         other => Command::Unknown(other.to_string()),
     })
 }
@@ -58,6 +61,7 @@ approval (buttons).\n\n\
 /steer <i>text</i> — tell the running task something before its next step\n\
 /new — start a fresh conversation\n\
 /approvals — what you approved “Always in this chat”, to revoke\n\
+/trust — what made this conversation untrusted (a web page, a file…), and trust it again\n\
 /help — this text";
 
 /// The command list registered with Telegram (`setMyCommands`).
@@ -67,8 +71,23 @@ pub const MENU: &[(&str, &str)] = &[
     ("steer", "Tell the running task something"),
     ("new", "Start a fresh conversation"),
     ("approvals", "What is approved for good"),
+    ("trust", "Trust this conversation again"),
     ("help", "How to use me"),
 ];
+
+/// `/trust`'s reply (HTML): what it cleared, and what that means.
+pub fn trust_reply(cleared: &[String]) -> String {
+    if cleared.is_empty() {
+        return "This conversation has read nothing untrusted: nothing to clear.".into();
+    }
+    let list: Vec<String> = cleared.iter().map(|s| format!("• {}", escape(s))).collect();
+    format!(
+        "This conversation had read untrusted content from:\n{}\n\nIt is trusted again: \
+         memory writes, new cron jobs and links the model composes ask only as in a clean \
+         conversation. Anything that reads untrusted content later taints it again.",
+        list.join("\n")
+    )
+}
 
 /// `/stop`'s reply; `None` when the stopped run's own "Stopped." answer says it all.
 pub fn stop_reply(report: StopReport) -> Option<String> {

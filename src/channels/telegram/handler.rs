@@ -149,6 +149,17 @@ impl Handler {
                 }
             },
             Command::Status => Some(commands::status_reply(&self.gateway.status(chat))),
+            Command::Trust => match self.gateway.trust_session(chat) {
+                Ok(Some(cleared)) => Some(commands::trust_reply(&cleared)),
+                Ok(None) => Some(
+                    "A run is in progress: /stop it or wait for it, then send /trust again."
+                        .into(),
+                ),
+                Err(e) => {
+                    tracing::error!(chat, "trusting the session: {e}");
+                    Some("Sorry, I could not change that (a database error).".into())
+                }
+            },
             Command::Approvals(args) => {
                 let session = self.gateway.session_key(chat);
                 let words: Vec<&str> = args.split_whitespace().collect();

@@ -89,6 +89,8 @@ pub struct TelegramSetup<'a> {
     pub voice: Option<Arc<dyn Transcribe>>,
     /// `[voice] max_bytes` and `max_seconds`.
     pub voice_limits: VoiceLimits,
+    /// `[trust] untrusted_paths`.
+    pub untrusted_folders: Vec<String>,
 }
 
 /// A connected bot, ready to poll.
@@ -142,6 +144,7 @@ impl TelegramBot {
             channel,
             GatewaySettings {
                 queue_depth: config.queue_depth,
+                untrusted_folders: app.untrusted_folders.clone(),
                 ..GatewaySettings::default()
             },
         );
