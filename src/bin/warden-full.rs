@@ -117,6 +117,10 @@ enum McpCommand {
         /// The workspace the tools act on (default: the config's workspace).
         #[arg(long)]
         workspace: Option<PathBuf>,
+        /// Treat the client's requests as your own: memory files change without asking (by
+        /// default a client is untrusted, like a run that read a web page).
+        #[arg(long)]
+        trusted: bool,
     },
 }
 
@@ -461,7 +465,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 McpCommand::Tools { name } => cli::mcp::Action::Tools { name },
                 McpCommand::Grant { name, yes } => cli::mcp::Action::Grant { name, yes },
                 McpCommand::Revoke { name } => cli::mcp::Action::Revoke { name },
-                McpCommand::Serve { workspace } => cli::mcp::Action::Serve { workspace },
+                McpCommand::Serve { workspace, trusted } => {
+                    cli::mcp::Action::Serve { workspace, trusted }
+                }
             };
             cli::mcp::run(config, action)
         }

@@ -30,12 +30,15 @@ pub enum Action {
     Tools { name: String },
     Grant { name: String, yes: bool },
     Revoke { name: String },
-    Serve { workspace: Option<PathBuf> },
+    Serve {
+        workspace: Option<PathBuf>,
+        trusted: bool,
+    },
 }
 
 pub fn run(config: Config, action: Action) -> anyhow::Result<i32> {
-    if let Action::Serve { workspace } = action {
-        return crate::mcp::serve::run(config, workspace);
+    if let Action::Serve { workspace, trusted } = action {
+        return crate::mcp::serve::run(config, workspace, trusted);
     }
     let workspace = crate::app::prepare_workspace(&config.workspace)?;
     let db = crate::schema::open_in(&config.data_dir)

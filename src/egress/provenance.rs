@@ -6,6 +6,7 @@
 //! URLs are compared parsed and serialized (`HTTPS://Example.com` is `https://example.com/`),
 //! without their fragment, which is never sent.
 
+use super::echo::Composed;
 use super::links;
 use crate::llm::{Author, ContentBlock, Message, Role};
 use std::collections::HashMap;
@@ -99,6 +100,9 @@ impl Standing {
 #[derive(Clone, Debug, Default)]
 pub struct Provenance {
     known: Arc<Mutex<HashMap<String, Source>>>,
+    /// What the model composed in this run (URLs, search queries): a found link repeating it
+    /// is an echo, not a find.
+    composed: Arc<Mutex<Composed>>,
 }
 
 /// The form URLs are compared in.
@@ -155,40 +159,45 @@ impl Provenance {
     /// part of them (a search page echoing its query, `?q=https://evil.example/?d=SECRET`)
     /// would launder the model's text into a "found" URL, so such links are not remembered.
     pub fn add_page(&self, page: &Url, body: &str, kind: PageKind, composed: &[Url]) {
+        {
+            let mut run = self.composed.lock().unwrap_or_else(|p| p.into_inner());
+            for url in composed {
+                run.add_url(url);
+            }
+        }
         let found: Vec<Url> = match kind {
             PageKind::Html => links::html_links(body, page),
             PageKind::Json => parse_all(links::json_urls(body)),
             PageKind::Text => parse_all(links::absolute_urls(body)),
         };
-        self.add_found(
-            found,
-            Source::Page(page.to_string()),
-            &echo_tokens(composed),
-        );
+        self.add_found(found, Source::Page(page.to_string()));
     }
 
     /// Remember the results of a web search for `query`, except those that repeat what the
-    /// model put into the query (see [`query_echoes`]).
+    /// model put into the query (or composed earlier in the run).
     pub fn add_search_results(&self, query: &str, results: impl IntoIterator<Item = Url>) {
-        self.add_found(
-            results,
-            Source::Search(query.to_string()),
-            &query_echoes(query),
-        );
+        self.composed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add_query(query);
+        self.add_found(results, Source::Search(query.to_string()));
     }
 
-    /// Remember the http(s) URLs of `found`, except those whose decoded, lowercase form
-    /// contains one of `echoes`.
-    fn add_found(&self, found: impl IntoIterator<Item = Url>, source: Source, echoes: &[String]) {
+    /// Remember the http(s) URLs of `found`, except echoes of what the model composed in this
+    /// run and links that carry another address (see [`super::echo`]).
+    fn add_found(&self, found: impl IntoIterator<Item = Url>, source: Source) {
+        let composed = self
+            .composed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for url in found {
             if !matches!(url.scheme(), "http" | "https") {
                 continue;
             }
-            if !echoes.is_empty() {
-                let seen = decode(url.as_str()).to_lowercase();
-                if echoes.iter().any(|t| seen.contains(t.as_str())) {
-                    continue;
-                }
+            if let Some(why) = composed.echo(&url) {
+                tracing::debug!(%url, %why, "a link on a page is not counted as found");
+                continue;
             }
             self.note(&url, source.clone());
         }
@@ -234,25 +243,6 @@ pub enum PageKind {
 
 fn parse_all(raw: Vec<String>) -> Vec<Url> {
     raw.iter().filter_map(|r| Url::parse(r).ok()).collect()
-}
-
-/// The parts of composed URLs the model chose beyond the host: decoded query keys and values
-/// and path segments of 4 characters or more, lowercase.
-fn echo_tokens(composed: &[Url]) -> Vec<String> {
-    let mut tokens = Vec::new();
-    for url in composed {
-        for (k, v) in url.query_pairs() {
-            tokens.push(k.to_lowercase());
-            tokens.push(v.to_lowercase());
-        }
-        for segment in url.path_segments().into_iter().flatten() {
-            tokens.push(decode(segment).to_lowercase());
-        }
-    }
-    tokens.retain(|t| t.chars().count() >= 4);
-    tokens.sort();
-    tokens.dedup();
-    tokens
 }
 
 /// What of a search query could come back inside a result's URL when a search engine builds

@@ -35,7 +35,9 @@ const READ_ONLY: &[&str] = &["read", "list_dir"];
 const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Serve until the client closes standard input. `workspace` replaces the config's.
-pub fn run(mut config: Config, workspace: Option<PathBuf>) -> anyhow::Result<i32> {
+/// `trusted`: the client's requests count as the user's own (by default they are untrusted:
+/// the model behind the client is trusted no more than warden's own after it read a page).
+pub fn run(mut config: Config, workspace: Option<PathBuf>, trusted: bool) -> anyhow::Result<i32> {
     if let Some(dir) = workspace {
         config.workspace = dir;
     }
@@ -47,9 +49,18 @@ pub fn run(mut config: Config, workspace: Option<PathBuf>) -> anyhow::Result<i32
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        let taint = Taint::new();
+        if !trusted {
+            // Memory files then ask (they feed warden's own agent in every later run), and so
+            // do instruction files, as always.
+            taint.add(
+                "an MCP client's requests (`warden mcp serve`; start it with --trusted to treat \
+                 the client as yourself)",
+            );
+        }
         let server = WardenServer {
             tools,
-            taint: Taint::new(),
+            taint,
             provenance: Provenance::new(),
         };
         let service = server
@@ -186,8 +197,8 @@ impl Approver for Elicitation {
             "warden asks before running this ({}):\n\n{}",
             request.reason, request.command
         );
+        // Never cut: the part left out could be the part that matters.
         if let Some(detail) = &request.detail {
-            let detail: String = detail.chars().take(3000).collect();
             message.push_str(&format!("\n\n{detail}"));
         }
         let schema = match ElicitationSchema::builder()
