@@ -50,10 +50,14 @@ fn background_printer() -> BackgroundFn {
     Arc::new(|event| {
         if let BackgroundEvent::Ended {
             notice: Some(notice),
+            persisted,
             ..
         } = event
         {
             eprintln!("\n{notice}");
+            if let Some(summary) = persisted_summary(&persisted) {
+                eprintln!("{summary}");
+            }
         }
     })
 }

@@ -17,11 +17,24 @@ impl Gateway {
                 job,
                 notice: Some(notice),
                 untrusted,
+                persisted,
             } = event
             else {
                 return;
             };
             let origin = Origin::Background { job };
+            // What it changed for later runs is told to the person at once, as at the end of
+            // a run (the agent's answer to the notice may not mention it).
+            if let Some(summary) = crate::agent::persisted_summary(&persisted) {
+                let gateway = gateway.clone();
+                let origin = origin.clone();
+                tokio::spawn(async move {
+                    let text = format!("Background command #{job}: {summary}");
+                    if let Err(e) = gateway.send(chat_id, origin, &text).await {
+                        tracing::warn!(chat = chat_id, job, "summary not sent: {e}");
+                    }
+                });
+            }
             // warden's words, never the user's; carrying the command's output.
             let mut submission =
                 Submission::notice(chat_id, origin.clone(), notice.clone(), untrusted);

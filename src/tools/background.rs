@@ -13,6 +13,7 @@
 
 use super::ToolContext;
 use crate::exec::{run_script, ExecError, ExecOptions, OutputMode, StdinMode, Tail};
+use crate::persistence::Snapshot;
 use crate::locks::lock;
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
@@ -48,6 +49,10 @@ pub enum BackgroundEvent {
         /// command's output, and whatever had tainted the run that started it.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         untrusted: Vec<String>,
+        /// What it changed that later runs see (prompt-feeding files), one line each: the
+        /// person is told when it ends, as at the end of a run.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        persisted: Vec<String>,
     },
 }
 
@@ -119,6 +124,8 @@ pub struct Start {
     pub paths: PathPolicy,
     /// What the write verifier protects while it runs (watched, not only checked at its end).
     pub protection: crate::verify::Protection,
+    /// The workspace's prompt-feeding files, compared before and after it runs.
+    pub prompt_files: Arc<crate::persistence::PromptFiles>,
     pub timeout: Duration,
 }
 
@@ -200,8 +207,10 @@ impl Background {
         };
         let closing = self.closing.clone();
         let id = job.id;
+        let before = Snapshot::take(&start.prompt_files, Vec::new());
         self.tasks.spawn(async move {
             let result = run_script(start.sandbox.as_ref(), &start.script, &options).await;
+            let persisted = before.changes(&Snapshot::take(&start.prompt_files, Vec::new()));
             let end = match result {
                 Ok(out) => End {
                     status: out.status,
@@ -232,8 +241,9 @@ impl Background {
             *lock(&job.end) = Some(end.clone());
             // Undone changes are told even when the command was killed or warden is stopping.
             let quiet = end.refused.is_none()
+                && persisted.is_empty()
                 && (closing.is_cancelled() || job.killed.load(Ordering::SeqCst));
-            let notice = (!quiet).then(|| job.notice(&end, options.timeout));
+            let notice = (!quiet).then(|| job.notice(&end, options.timeout, &persisted));
             let mut untrusted = taint;
             if job.tail.total() > 0 {
                 untrusted.push(format!("the output of background command #{id}"));
@@ -242,6 +252,7 @@ impl Background {
                 job: id,
                 notice,
                 untrusted,
+                persisted,
             });
         });
         Ok(id)
@@ -370,7 +381,7 @@ impl Job {
     }
 
     /// The message the chat gets when the command ended by itself.
-    fn notice(&self, end: &End, timeout: Duration) -> String {
+    fn notice(&self, end: &End, timeout: Duration, persisted: &[String]) -> String {
         let what = if end.timed_out {
             format!(
                 "was stopped at its time limit ({} s): everything it started was killed",
@@ -379,9 +390,16 @@ impl Job {
         } else {
             end.describe(&format!("after {} s", end.duration.as_secs()))
         };
+        let changed = match persisted {
+            [] => String::new(),
+            lines => format!(
+                "\nWhile it ran it changed what later runs see (the user is told): {}.",
+                lines.join("; ")
+            ),
+        };
         format!(
             "[warden: background command #{} ended — a notice from warden, not a message from \
-             the user]\n`{}` {what}.\n{}",
+             the user]\n`{}` {what}.{changed}\n{}",
             self.id,
             self.one_line(),
             output_block(&self.tail, NOTICE_TAIL_BYTES)

@@ -147,6 +147,7 @@ impl BashTool {
             sandbox,
             paths,
             protection,
+            prompt_files: self.prompt_files.clone(),
             timeout,
         };
         let id = match background.start(start, ctx) {

@@ -436,6 +436,7 @@ async fn read_replies(
             job,
             notice: Some(background::lost_notice(job, &reason)),
             untrusted: Vec::new(),
+            persisted: Vec::new(),
         });
     }
     for (_, tx) in lock(&conn.transcriptions).drain() {

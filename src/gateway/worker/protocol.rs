@@ -196,6 +196,7 @@ mod tests {
                     job: 4,
                     notice: Some("`sleep 1` exited\nwith status 0".into()),
                     untrusted: vec!["the output of background command #4".into()],
+                    persisted: vec!["MEMORY.md: +1 −0".into()],
                 },
             },
             FromWorker::SendFile {
