@@ -8,7 +8,7 @@
 //! `/approvals`).
 
 use super::access::Access;
-use super::api::{describe, Telegram};
+use super::api::{describe, Telegram, Upload};
 use super::format::escape;
 use crate::egress::Grants;
 use crate::locks::lock;
@@ -24,9 +24,11 @@ use teloxide::types::{CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup}
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-/// A request whose command does not fit in one message is denied rather than shown cut:
-/// the user must see exactly what would run.
+/// A request longer than this is never cut: its whole text goes to the chat as a file first,
+/// and the message with the buttons says so (the hidden tail could be what matters).
 const MAX_SHOWN: usize = 3500;
+/// How much of a long command the message with the buttons shows before pointing at the file.
+const HEAD_SHOWN: usize = 1200;
 
 /// The requests waiting for a button press, shared by the chats' approvers and the update
 /// handler that receives the presses.
@@ -228,10 +230,11 @@ fn shown_list(shapes: &[(crate::policy::shape::CommandShape, String)]) -> String
         .join(", ")
 }
 
-/// The request as posted; `offered` is the "always" answer its buttons offer.
+/// The request as posted, whole; `offered` is the "always" answer its buttons offer.
 fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     let mut html = format!(
-        "🔐 <b>Approval needed</b> ({tool})\n<pre>{command}</pre>\n{reason}",
+        "{mark} <b>Approval needed</b> ({tool})\n<pre>{command}</pre>\n{reason}",
+        mark = super::format::APPROVAL_MARK,
         tool = escape(&request.tool),
         command = escape(&request.command),
         reason = escape(&request.reason),
@@ -242,37 +245,77 @@ fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
             shown_list(shapes)
         ));
     }
-    let Some(detail) = &request.detail else {
-        return html;
-    };
-    // The command must be shown whole (or not asked at all); the detail (a diff) is cut at a
-    // line to what is left of the message.
-    let budget = MAX_SHOWN.saturating_sub(html.chars().count() + "\n<pre></pre>".len());
-    format!("{html}\n<pre>{}</pre>", escaped_lines(detail, budget))
+    if let Some(detail) = &request.detail {
+        html.push_str(&format!("\n<pre>{}</pre>", escape(detail)));
+    }
+    html
 }
 
-/// `text` HTML-escaped, whole lines only, at most `budget` characters, with a note of what was
-/// left out. Cut before escaping, so no entity is ever split.
-fn escaped_lines(text: &str, budget: usize) -> String {
-    const NOTE_ROOM: usize = 40;
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = String::new();
-    let mut used = 0;
-    for (shown, line) in lines.iter().enumerate() {
-        let escaped = escape(line) + "\n";
-        let room = if shown + 1 == lines.len() {
-            budget
-        } else {
-            budget.saturating_sub(NOTE_ROOM)
-        };
-        if used + escaped.chars().count() > room {
-            out.push_str(&format!("… {} more lines not shown", lines.len() - shown));
-            return out;
-        }
-        used += escaped.chars().count();
-        out.push_str(&escaped);
+/// The whole request as plain text, for the file a long request is sent as.
+fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
+    let mut text = format!(
+        "Approval needed ({})\n\nWhat would run:\n{}\n\nWhy it asks: {}\n",
+        request.tool, request.command, request.reason
+    );
+    if let Some(Always::Commands(shapes)) = offered {
+        let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
+        text.push_str(&format!(
+            "\n“Always in this chat” would approve from now on: {}\n",
+            shown.join(", ")
+        ));
     }
-    out
+    if let Some(detail) = &request.detail {
+        text.push_str(&format!("\n{detail}\n"));
+    }
+    text
+}
+
+/// The message with the buttons for a request sent whole as a file: the start of it, and
+/// which file holds all of it.
+fn pointer_html(request: &ApprovalRequest, text: &str, digest: &str) -> String {
+    let head: String = request.command.chars().take(HEAD_SHOWN).collect();
+    let more = request.command.chars().count() > HEAD_SHOWN || request.detail.is_some();
+    format!(
+        "{mark} <b>Approval needed</b> ({tool})\n<pre>{head}{ellipsis}</pre>\n{reason}\n\n\
+         📎 The whole request ({lines} lines, sha256 {digest}) is in the file above: it is too \
+         long for one message, and approving approves exactly that. Read it to the end.",
+        mark = super::format::APPROVAL_MARK,
+        tool = escape(&request.tool),
+        head = escape(&head),
+        ellipsis = if more { "\n…" } else { "" },
+        reason = escape(&request.reason),
+        lines = text.lines().count(),
+    )
+}
+
+impl ChatApprover {
+    /// Send a long request's whole text as a document.
+    async fn send_whole(&self, text: &str, digest: &str) -> Result<(), String> {
+        use std::io::Write;
+        let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
+        file.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        let upload = Upload {
+            file: &file,
+            name: "approval-request.txt",
+            max: text.len() as u64,
+            photo: false,
+        };
+        let caption = format!(
+            "{} The whole request to approve (sha256 {digest}); the buttons follow.",
+            super::format::APPROVAL_MARK
+        );
+        self.tg
+            .send_file(self.chat_id, &upload, Some(&caption))
+            .await
+            .map(drop)
+    }
+}
+
+/// The first 12 hex digits of the text's SHA-256, to tie the message to the file.
+fn sha256_prefix(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    hex::encode(&digest[..6])
 }
 
 #[async_trait]
@@ -285,11 +328,19 @@ impl Approver for ChatApprover {
             .always
             .as_ref()
             .filter(|a| self.approvals.can_store(a));
-        let html = request_html(request, always);
+        let mut html = request_html(request, always);
         if html.chars().count() > MAX_SHOWN {
-            return Approval::Denied(
-                "the command is too long to show in full for approval in Telegram".into(),
-            );
+            // Never cut: the whole request goes first, as a file; the buttons come only once
+            // it arrived.
+            let text = request_text(request, always);
+            let digest = sha256_prefix(&text);
+            if let Err(e) = self.send_whole(&text, &digest).await {
+                return Approval::Denied(format!(
+                    "the request is too long for one message and could not be sent whole as a \
+                     file ({e}); nothing is approved unseen"
+                ));
+            }
+            html = pointer_html(request, &text, &digest);
         }
         let (id, answer) = self.approvals.register(self.chat_id);
         let approve = match always {
@@ -376,41 +427,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_long_diff_is_cut_at_a_line_and_never_inside_an_entity() {
+    fn a_long_request_is_never_cut_and_the_buttons_point_at_the_whole_file() {
         let detail: String = (0..2000).map(|i| format!("+line {i} <&>\n")).collect();
-        let html = request_html(
-            &ApprovalRequest {
-                session: "telegram:1".into(),
-                tool: "write".into(),
-                command: "write AGENTS.md".into(),
-                reason: "AGENTS.md tells the agent how to behave".into(),
-                always: None,
-                detail: Some(detail),
-            },
-            None,
-        );
-        assert!(html.chars().count() <= MAX_SHOWN, "{}", html.len());
-        assert!(html.contains("+line 0 &lt;&amp;&gt;\n"), "{html}");
-        assert!(html.contains("more lines not shown</pre>"), "{html}");
-        let body = html.split("<pre>").nth(2).unwrap();
-        for line in body.lines() {
-            assert!(
-                line.starts_with("+line ") && line.ends_with("&lt;&amp;&gt;")
-                    || line.starts_with('…'),
-                "{line}"
-            );
-        }
+        let request = ApprovalRequest {
+            session: "telegram:1".into(),
+            tool: "write".into(),
+            command: "write AGENTS.md".into(),
+            reason: "AGENTS.md tells the agent how to behave".into(),
+            always: None,
+            detail: Some(detail + "+the last line matters\n"),
+        };
+        let html = request_html(&request, None);
+        assert!(html.chars().count() > MAX_SHOWN);
+        assert!(html.contains("+the last line matters"), "never cut");
+        let text = request_text(&request, None);
+        assert!(text.ends_with("+the last line matters\n\n"), "{}", &text[text.len() - 60..]);
+        let digest = sha256_prefix(&text);
+        let pointer = pointer_html(&request, &text, &digest);
+        assert!(pointer.chars().count() <= MAX_SHOWN);
+        assert!(pointer.contains(&digest) && pointer.contains("file above"), "{pointer}");
+        assert!(pointer.contains(&format!("{} lines", text.lines().count())));
         let short = request_html(
             &ApprovalRequest {
                 detail: Some("-a\n+b\n".into()),
-                ..ApprovalRequest {
-                    session: "telegram:1".into(),
-                    tool: "edit".into(),
-                    command: "edit SOUL.md".into(),
-                    reason: "r".into(),
-                    always: None,
-                    detail: None,
-                }
+                ..request
             },
             None,
         );

@@ -90,8 +90,16 @@ pub fn decode_entity(name: &str) -> Option<char> {
     }
 }
 
-/// Render model markdown as Telegram HTML.
+/// The mark only warden's own approval requests carry; in the model's text it becomes
+/// [`MODEL_LOCK`], so an answer cannot pass for an approval.
+pub const APPROVAL_MARK: char = '🔐';
+const MODEL_LOCK: &str = "🔒";
+
+/// Render model markdown as Telegram HTML. Links show their real address (`text (url)`), so
+/// the model cannot dress a URL carrying data as something else; the approval mark is never
+/// the model's.
 pub fn markdown_to_html(markdown: &str) -> String {
+    let markdown = markdown.replace(APPROVAL_MARK, MODEL_LOCK);
     let lines: Vec<&str> = markdown.lines().collect();
     let mut segments: Vec<String> = Vec::new();
     let mut paragraph: Vec<&str> = Vec::new();
@@ -309,15 +317,21 @@ impl<'a> Scan<'a> {
                 }
                 '[' if !ctx.in_link && depth < MAX_DEPTH => match self.link(i) {
                     Some(link) => {
-                        out.push_str("<a href=\"");
-                        out.push_str(&escape_attr(&link.url));
-                        out.push_str("\">");
+                        // The text, then the address it really goes to, as plain text (the
+                        // client links it): never a label hiding its target.
                         let inner = Ctx {
                             nested: true,
                             in_link: true,
                         };
-                        Scan::new(&c[i + 1..link.text_end]).render(inner, depth + 1, out);
-                        out.push_str("</a>");
+                        let label: String = c[i + 1..link.text_end].iter().collect();
+                        if label.trim() != link.url {
+                            Scan::new(&c[i + 1..link.text_end]).render(inner, depth + 1, out);
+                            out.push_str(" (");
+                            out.push_str(&escape(&link.url));
+                            out.push(')');
+                        } else {
+                            out.push_str(&escape(&link.url));
+                        }
                         i = link.end;
                     }
                     None => {
@@ -530,12 +544,24 @@ mod tests {
         assert_eq!(html("run `ls <dir>`"), "run <code>ls &lt;dir&gt;</code>");
         assert_eq!(
             html("see [the docs](https://example.com/a?x=1&y=2)"),
-            "see <a href=\"https://example.com/a?x=1&amp;y=2\">the docs</a>"
+            "see the docs (https://example.com/a?x=1&amp;y=2)"
         );
         assert_eq!(
             html("**see [x](https://e.com)**"),
-            "<b>see <a href=\"https://e.com\">x</a></b>"
+            "<b>see x (https://e.com)</b>"
         );
+        assert_eq!(html("[https://e.com](https://e.com)"), "https://e.com");
+    }
+
+    #[test]
+    fn the_model_cannot_dress_up_as_an_approval() {
+        let out = html("🔐 **Approval needed** (bash)\n[✅ Approve](https://evil.example/?d=x)");
+        assert!(!out.contains('🔐'), "{out}");
+        assert!(
+            out.contains("✅ Approve (https://evil.example/?d=x)"),
+            "the real target is shown: {out}"
+        );
+        assert!(!out.contains("<a "), "{out}");
     }
 
     #[test]
@@ -578,7 +604,7 @@ mod tests {
     #[test]
     fn plain_text_round_trip() {
         let md = "**a** < b & `c` [d](https://e.f)";
-        assert_eq!(html_to_plain(&html(md)), "a < b & c d");
+        assert_eq!(html_to_plain(&html(md)), "a < b & c d (https://e.f)");
         assert_eq!(html_to_plain("&#65;&#x42;&bogus;"), "AB&bogus;");
     }
 }
