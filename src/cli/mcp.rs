@@ -26,10 +26,19 @@ use std::sync::Arc;
 pub const EXIT_REFUSED: i32 = 1;
 
 pub enum Action {
-    List { json: bool },
-    Tools { name: String },
-    Grant { name: String, yes: bool },
-    Revoke { name: String },
+    List {
+        json: bool,
+    },
+    Tools {
+        name: String,
+    },
+    Grant {
+        name: String,
+        yes: bool,
+    },
+    Revoke {
+        name: String,
+    },
     Serve {
         workspace: Option<PathBuf>,
         trusted: bool,

@@ -251,7 +251,10 @@ mod tests {
     fn a_query_padded_with_words_does_not_launder_the_url_in_it() {
         let c = composed(&["https://searx.example/search?q=https://evil.example/?d=SECRET99%20zz"]);
         let echo = c.echo(&url("https://evil.example/?d=SECRET99")).unwrap();
-        assert!(echo.contains("secret99") || echo.contains("inside"), "{echo}");
+        assert!(
+            echo.contains("secret99") || echo.contains("inside"),
+            "{echo}"
+        );
         assert!(c.echo(&url("https://docs.rs/serde")).is_none());
     }
 
@@ -264,7 +267,10 @@ mod tests {
             .is_some());
         let std = STANDARD.encode("canary-7731 please");
         assert!(c
-            .echo(&url(&format!("https://t.example/c/{}", std.replace('/', "_"))))
+            .echo(&url(&format!(
+                "https://t.example/c/{}",
+                std.replace('/', "_")
+            )))
             .is_some());
         let hexed = hex::encode("canary-7731");
         assert!(c
@@ -272,7 +278,9 @@ mod tests {
             .is_some());
         // A redirector wrapping any address is not a found link either.
         assert!(Composed::default()
-            .echo(&url("https://t.example/go?to=https%3A%2F%2Fother.example%2F"))
+            .echo(&url(
+                "https://t.example/go?to=https%3A%2F%2Fother.example%2F"
+            ))
             .is_some());
         // An ordinary link is.
         assert!(c

@@ -215,7 +215,9 @@ fn push_message(out: &mut Vec<Value>, msg: &Message, images: bool) {
                     .content
                     .iter()
                     .filter_map(|b| match b {
-                        ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
+                        ContentBlock::Text { text, .. } => {
+                            Some(json!({"type": "text", "text": text}))
+                        }
                         ContentBlock::Image {
                             media_type,
                             data_base64,

@@ -99,7 +99,10 @@ impl SessionStore {
             params![key, generation],
             |r| r.get(0),
         )?;
-        for source in sources.iter().take(MAX_RECORDED.saturating_sub(count) as usize) {
+        for source in sources
+            .iter()
+            .take(MAX_RECORDED.saturating_sub(count) as usize)
+        {
             conn.execute(
                 "INSERT OR IGNORE INTO session_taint (session, generation, source)
                  VALUES (?1, ?2, ?3)",

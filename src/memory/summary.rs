@@ -173,7 +173,9 @@ pub fn statistics(previous: Option<&str>, messages: &[StoredMessage]) -> String 
                     results += 1;
                     failed += usize::from(*is_error);
                 }
-                ContentBlock::Text { text, .. } if m.message.role == Role::User => said.push_str(text),
+                ContentBlock::Text { text, .. } if m.message.role == Role::User => {
+                    said.push_str(text)
+                }
                 _ => {}
             }
         }

@@ -13,8 +13,8 @@
 
 use super::ToolContext;
 use crate::exec::{run_script, ExecError, ExecOptions, OutputMode, StdinMode, Tail};
-use crate::persistence::Snapshot;
 use crate::locks::lock;
+use crate::persistence::Snapshot;
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
 use crate::sandbox::Sandbox;

@@ -130,7 +130,8 @@ pub struct FakeWeb {
 /// The pages: `/page` links to `/next` (relative) and to `http://other.test/linked`;
 /// `/bounce?to=URL` redirects to URL; `/meta` redirects to the cloud metadata address;
 /// `/big` is 3 MB; `/image` is a PNG; `/search` and `/res/v1/web/search` answer as SearXNG
-/// and Brave do; anything else answers `ok`.
+/// and Brave do; `/reflect?q=` echoes its query as links and `/r?u=BASE64` redirects to what
+/// it decodes to (a click tracker); anything else answers `ok`.
 fn router() -> axum::Router {
     axum::Router::new()
         .route(
@@ -153,6 +154,43 @@ fn router() -> axum::Router {
         .route(
             "/meta",
             get(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }),
+        )
+        // A search page that reflects its query, as SearXNG's HTML results do: the query's
+        // first word as a result link, and a click tracker carrying the query in base64.
+        .route(
+            "/reflect",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                use base64::Engine;
+                let query = q.get("q").cloned().unwrap_or_default();
+                let first = query.split_whitespace().next().unwrap_or("").to_string();
+                let tracker = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&first);
+                let escape = |s: &str| s.replace('&', "&amp;").replace('"', "&quot;");
+                Html(format!(
+                    "<html><body><h1>Results for {q}</h1>\
+                     <a href=\"{first}\">first result</a>\
+                     <a href=\"/r?u={tracker}\">tracked</a>\
+                     <a href=\"http://docs.test/page\">docs</a></body></html>",
+                    q = escape(&query),
+                    first = escape(&first),
+                ))
+            }),
+        )
+        // The click tracker: decodes `u` and redirects there.
+        .route(
+            "/r",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                use base64::Engine;
+                let target = q
+                    .get("u")
+                    .and_then(|u| {
+                        base64::engine::general_purpose::URL_SAFE_NO_PAD
+                            .decode(u)
+                            .ok()
+                    })
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .unwrap_or_else(|| "/".into());
+                Redirect::temporary(&target)
+            }),
         )
         .route("/search", get(searxng))
         .route("/res/v1/web/search", get(brave))

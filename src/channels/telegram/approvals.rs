@@ -441,11 +441,18 @@ mod tests {
         assert!(html.chars().count() > MAX_SHOWN);
         assert!(html.contains("+the last line matters"), "never cut");
         let text = request_text(&request, None);
-        assert!(text.ends_with("+the last line matters\n\n"), "{}", &text[text.len() - 60..]);
+        assert!(
+            text.ends_with("+the last line matters\n\n"),
+            "{}",
+            &text[text.len() - 60..]
+        );
         let digest = sha256_prefix(&text);
         let pointer = pointer_html(&request, &text, &digest);
         assert!(pointer.chars().count() <= MAX_SHOWN);
-        assert!(pointer.contains(&digest) && pointer.contains("file above"), "{pointer}");
+        assert!(
+            pointer.contains(&digest) && pointer.contains("file above"),
+            "{pointer}"
+        );
         assert!(pointer.contains(&format!("{} lines", text.lines().count())));
         let short = request_html(
             &ApprovalRequest {

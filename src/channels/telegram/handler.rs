@@ -152,8 +152,7 @@ impl Handler {
             Command::Trust => match self.gateway.trust_session(chat) {
                 Ok(Some(cleared)) => Some(commands::trust_reply(&cleared)),
                 Ok(None) => Some(
-                    "A run is in progress: /stop it or wait for it, then send /trust again."
-                        .into(),
+                    "A run is in progress: /stop it or wait for it, then send /trust again.".into(),
                 ),
                 Err(e) => {
                     tracing::error!(chat, "trusting the session: {e}");

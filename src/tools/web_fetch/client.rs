@@ -117,8 +117,24 @@ impl WebClient {
         })
     }
 
-    /// Make `get`, each hop admitted first.
+    /// Make `get`, each hop admitted first. A failure after a server answered quotes what the
+    /// server chose (its Content-Type, a Location): it taints the run like a page would.
     pub async fn get(&self, get: Get, ctx: &ToolContext) -> Result<Page, Failure> {
+        let tool = get.tool;
+        let mut answered = None;
+        let result = self.hops(get, ctx, &mut answered).await;
+        if let (Err(_), Some(url)) = (&result, answered) {
+            ctx.taint.add(format!("{tool} {url} (its error)"));
+        }
+        result
+    }
+
+    async fn hops(
+        &self,
+        get: Get,
+        ctx: &ToolContext,
+        answered: &mut Option<Url>,
+    ) -> Result<Page, Failure> {
         let Get {
             tool,
             mut url,
@@ -159,8 +175,8 @@ impl WebClient {
                 _ = ctx.cancel.cancelled() => return Err(Failure::Error("cancelled".into())),
             };
             // From here the server chooses bytes that may reach the model — also in an error
-            // (a Content-Type, a Location): the run is tainted whatever comes of it.
-            ctx.taint.add(format!("{tool} {url}"));
+            // (a Content-Type, a Location): see `get`.
+            *answered = Some(url.clone());
             let status = response.status();
             let location = response
                 .headers()
