@@ -110,6 +110,16 @@ impl LiveSession {
 }
 
 /// The user message that stands in for the compacted part of a conversation.
+/// A session as `warden chat`'s `/sessions` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub key: String,
+    /// Live (not compacted) messages of its current generation.
+    pub messages: usize,
+    /// When its last message was stored (or it was created).
+    pub active_at: String,
+}
+
 pub fn summary_message(compaction: &Compaction) -> Message {
     Message::user(format!(
         "[Summary of the earlier conversation, written when it was compacted on {}. The \
@@ -271,6 +281,31 @@ impl SessionStore {
             [key],
         )?;
         Ok(())
+    }
+
+    /// The sessions whose key starts with `prefix`, most recently active first.
+    pub fn list(&self, prefix: &str) -> Result<Vec<SessionInfo>, DbError> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(
+            "SELECT s.key,
+                    (SELECT COUNT(*) FROM messages m
+                      WHERE m.session = s.key AND m.generation = s.generation
+                        AND m.compacted = 0),
+                    COALESCE((SELECT MAX(m.created_at) FROM messages m
+                               WHERE m.session = s.key), s.created_at) AS active
+             FROM sessions s WHERE substr(s.key, 1, length(?1)) = ?1
+             ORDER BY active DESC, s.key",
+        )?;
+        let rows = stmt
+            .query_map([prefix], |r| {
+                Ok(SessionInfo {
+                    key: r.get(0)?,
+                    messages: r.get::<_, i64>(1)? as usize,
+                    active_at: r.get(2)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
     }
 
     /// Number of live messages (for status displays).

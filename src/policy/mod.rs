@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use check::Checker;
+pub use check::{Checker, JAILED_CODE};
 pub use ir::Script;
 pub use paths::{Access, OwnFile, PathPolicy};
 
