@@ -167,3 +167,151 @@ async fn the_sandboxed_process_never_sees_warden_secrets() {
         assert!(!request.body.to_string().contains("test-key-do-not-leak"));
     }
 }
+
+/// `warden` with HOME in `home`, for commands run in a pseudo-terminal.
+fn warden_in(home: &std::path::Path, args: &[&str]) -> Command {
+    let mut cmd = warden(home);
+    cmd.env("TERM", "xterm").args(args);
+    cmd
+}
+
+const PTY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_then_chat_in_a_terminal_edits_lines_answers_help_itself_and_shows_why() {
+    let llm = FakeLlm::anthropic(vec![
+        Turn::text("Hello, **friend**.\n\n- one\n- two"),
+        Turn::tool_use("bash", json!({"command": "cat /etc/shadow"})),
+        Turn::text("That file is not mine to read."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let init = warden(home.path())
+        .args(["init", "--non-interactive", "--provider", "anthropic"])
+        .args(["--api-key", "test-key", "--base-url", &llm.base_url()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+
+    let home_path = home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking({
+        move || {
+            let mut pty = support::pty::Pty::spawn(warden_in(&home_path, &["chat"]));
+            pty.expect("/help for commands", PTY_WAIT);
+            pty.expect("> ", PTY_WAIT);
+            pty.send("hello\r");
+            let answer = pty.expect("friend", PTY_WAIT);
+            assert!(
+                !answer.contains("**friend**"),
+                "Markdown is rendered: {answer}"
+            );
+            pty.expect("> ", PTY_WAIT);
+            pty.send("/help\r");
+            pty.expect("/sessions", PTY_WAIT);
+            pty.expect("> ", PTY_WAIT);
+            pty.send("show me the shadow file\r");
+            let shown = pty.expect("not mine to read", PTY_WAIT);
+            assert!(shown.contains("[bash] DENIED"), "{shown}");
+            assert!(
+                shown.contains("/etc/shadow is outside the workspace"),
+                "the reason reaches the person: {shown}"
+            );
+            pty.expect("> ", PTY_WAIT);
+            // Up twice: the history's `/help`, answered again without the model.
+            pty.send("\u{1b}[A\u{1b}[A\r");
+            pty.expect("/sessions", PTY_WAIT);
+            pty.expect("> ", PTY_WAIT);
+            // Ctrl-C clears the line; Ctrl-D quits.
+            pty.send("half a thought\u{3}");
+            pty.expect("line cleared", PTY_WAIT);
+            pty.send("\u{4}");
+            let status = pty.wait(PTY_WAIT);
+            assert!(status.success(), "{status:?}\n{}", pty.screen());
+            pty.screen()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        llm.request_count(),
+        3,
+        "/help never reached the model:\n{screen}"
+    );
+    let history_file = home.path().join(".warden/chat_history");
+    let history = std::fs::read_to_string(&history_file).unwrap();
+    assert!(
+        history.contains("hello") && history.contains("/help"),
+        "{history}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&history_file)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Log lines went to the log file, not into the conversation.
+    assert!(home.path().join(".warden/logs/warden.log").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_in_a_terminal_asks_and_pairs_with_telegram() {
+    let tg = support::fake_telegram::FakeTelegram::start("123:fake-pairing-token").await;
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_path_buf();
+    let api_url = tg.api_url();
+    let mut pty = tokio::task::spawn_blocking(move || {
+        let mut cmd = warden_in(&home_path, &["init"]);
+        cmd.env("TELEGRAM_API_URL", api_url);
+        let mut pty = support::pty::Pty::spawn(cmd);
+        pty.expect("Choose [1]: ", PTY_WAIT);
+        pty.send("3\r");
+        pty.expect("Server address [http://127.0.0.1:11434/v1]: ", PTY_WAIT);
+        pty.send("\r");
+        pty.expect("e.g. llama3.2, qwen3:8b): ", PTY_WAIT);
+        pty.send("qwen3:8b\r");
+        pty.expect("Workspace (the agent's own folder) [", PTY_WAIT);
+        pty.send("\r");
+        pty.expect("empty: no Telegram): ", PTY_WAIT);
+        pty.send("123:fake-pairing-token\r");
+        pty.expect("sending your bot a code): ", PTY_WAIT);
+        pty.send("\r");
+        pty
+    })
+    .await
+    .unwrap();
+    let shown = tokio::task::spawn_blocking(move || {
+        let shown = pty.expect(" to @warden_test_bot", PTY_WAIT);
+        (pty, shown)
+    })
+    .await
+    .unwrap();
+    let (mut pty, shown) = shown;
+    let code: String = shown
+        .rsplit("Send ")
+        .next()
+        .unwrap()
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    assert_eq!(code.len(), 6, "{shown}");
+    // Someone else's message first: ignored. Then the owner sends the code.
+    tg.push_text(555, 555, "hello bot");
+    tg.push_text(4242, 4242, &format!("/start {code}"));
+    let status = tokio::task::spawn_blocking(move || {
+        pty.expect("Paired: user 4242", PTY_WAIT);
+        pty.expect("Wrote ", PTY_WAIT);
+        pty.wait(PTY_WAIT)
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(home.path().join(".warden/config.toml")).unwrap();
+    let config = warden::config::Config::parse(&text, std::path::Path::new("c.toml")).unwrap();
+    assert_eq!(config.telegram.allowed_users, [4242]);
+    assert_eq!(config.telegram.token.expose(), "123:fake-pairing-token");
+    assert_eq!(config.llm.openai.model.as_deref(), Some("qwen3:8b"));
+    assert!(tg
+        .messages_to(4242)
+        .iter()
+        .any(|m| m.shown().contains("Paired")));
+}
