@@ -271,7 +271,10 @@ fn the_hook_checks_file_tools_paths_and_asks_for_the_network() {
     let r = run_with_stdin(cmd, &input.to_string());
     let (verdict, reason) = decision(&r);
     assert_eq!(verdict, "ask", "{r:?}");
-    assert!(reason.contains("Claude Code's own shell, NOT sandboxed"), "{reason}");
+    assert!(
+        reason.contains("Claude Code's own shell, NOT sandboxed"),
+        "{reason}"
+    );
     assert!(!reason.contains("in the jail"), "{reason}");
 }
 
