@@ -164,6 +164,53 @@ fn policy_explain_shows_rules_paths_and_ir() {
     let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(json["decision"], "deny");
     assert!(json["reason"].as_str().unwrap().contains("outside"));
+    assert!(
+        json["why"]["decided_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("paths: the workspace"),
+        "{json}"
+    );
+    // The path as it resolves from the workspace; a file that does not exist: its folder.
+    let etc = env.ws.parent().unwrap().parent().unwrap().join("etc");
+    assert_eq!(
+        json["why"]["change"],
+        format!("[paths]\nread = [{:?}]", etc.display().to_string())
+    );
+
+    // A denied program: the rule that decided, and a policy file that makes it ask; that file
+    // really does.
+    let r = warden(
+        &env,
+        &["policy", "explain", "--", "curl -s https://example.com"],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("decided by: [programs.curl] decision = \"deny\""),
+        "{r:?}"
+    );
+    let change: String = r
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("to let it through"))
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect();
+    let policy = write(&env.outside("p").join("curl.toml"), &change);
+    let r = warden(
+        &env,
+        &[
+            "policy",
+            "check",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            "curl -s https://example.com",
+        ],
+    );
+    assert_eq!(r.status, 3, "the suggested change makes it ask: {r:?}");
 }
 
 fn hook(env: &Env, recorded: &str, policy: Option<&Path>) -> Run {

@@ -24,6 +24,7 @@ pub mod policy;
 pub mod sandbox;
 pub mod service;
 pub mod skill;
+pub mod why;
 
 use crate::config::{Config, ProcessEnv};
 use std::io::{BufRead, IsTerminal, Write};
