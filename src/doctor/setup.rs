@@ -84,14 +84,22 @@ pub fn load(explicit: Option<&Path>) -> (Config, Check) {
             };
             (config, check)
         }
-        Err(e) => (
-            Config::default(),
-            Check::fail(
-                "config",
-                e.to_string(),
-                "correct the key named above (README, \"Configuration\", lists them all)",
-            ),
-        ),
+        Err(e) => {
+            let fix = match &e {
+                crate::config::ConfigError::Read { path, .. } => format!(
+                    "make {} a file you can read (`chmod 600`, owned by you), or point \
+                     --config / WARDEN_CONFIG elsewhere",
+                    path.display()
+                ),
+                crate::config::ConfigError::Parse { .. } => {
+                    "correct the key named above (README, \"Configuration\", lists them all)".into()
+                }
+                crate::config::ConfigError::Env { name, .. } => {
+                    format!("correct or unset the environment variable {name}")
+                }
+            };
+            (Config::default(), Check::fail("config", e.to_string(), fix))
+        }
     }
 }
 
