@@ -315,3 +315,148 @@ async fn init_in_a_terminal_asks_and_pairs_with_telegram() {
         .iter()
         .any(|m| m.shown().contains("Paired")));
 }
+
+/// `warden ARGS` with HOME in `home`, the model at `llm` (OpenAI wire), `stdin` piped in.
+async fn warden_with_input(
+    home: &std::path::Path,
+    llm: &FakeLlm,
+    args: &[&str],
+    stdin: &str,
+) -> std::process::Output {
+    let mut cmd = warden(home);
+    cmd.env("OPENAI_BASE_URL", llm.base_url())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn run_reads_the_prompt_from_stdin_and_prints_json_events() {
+    let llm = FakeLlm::openai(vec![
+        Turn::tool_use("bash", json!({"command": "cat /etc/shadow"})),
+        Turn::text("Refused, as it should be."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let out = warden_with_input(
+        home.path(),
+        &llm,
+        &["run", "--json", "-"],
+        "what is in /etc/shadow?\n",
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        llm.requests()[0].last_user_text().trim(),
+        "what is in /etc/shadow?"
+    );
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let end = events.iter().find(|e| e["event"] == "tool_end").unwrap();
+    assert_eq!(end["decision"], "deny");
+    assert!(
+        end["detail"]
+            .as_str()
+            .unwrap()
+            .contains("outside the workspace"),
+        "{end}"
+    );
+    let answer = events.last().unwrap();
+    assert_eq!(answer["event"], "answer");
+    assert_eq!(answer["end"], "answered");
+    assert_eq!(answer["text"], "Refused, as it should be.");
+}
+
+#[tokio::test]
+async fn a_model_the_server_lacks_is_one_line_naming_the_key_and_exit_1() {
+    let llm = FakeLlm::openai(vec![Turn::error_message(
+        404,
+        "model \"nope:1b\" not found, try pulling it first",
+    )])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let out = warden_with_input(home.path(), &llm, &["run", "-m", "nope:1b", "hi"], "").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // The model named by -m reached the server.
+    assert_eq!(llm.requests()[0].body["model"], "nope:1b");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("not found")).collect();
+    assert_eq!(lines.len(), 1, "the error once: {stderr}");
+    assert!(
+        lines[0].starts_with("warden: the model could not answer"),
+        "{stderr}"
+    );
+    assert!(
+        lines[0].contains("llm.openai.model") && lines[0].contains("-m MODEL"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn chat_in_a_project_reads_its_agents_md_and_adds_nothing_to_it() {
+    let llm = FakeLlm::openai(vec![Turn::text("Bonjour.")]).await;
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("AGENTS.md"),
+        "Answer in French, always.\n",
+    )
+    .unwrap();
+    std::fs::write(project.path().join("main.rs"), "fn main() {}\n").unwrap();
+    let before: Vec<_> = std::fs::read_dir(project.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let dir = project.path().to_str().unwrap().to_string();
+    let out = warden_with_input(
+        home.path(),
+        &llm,
+        &["chat", "-C", &dir, "-m", "local-model"],
+        "hello\n/exit\n",
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Bonjour."));
+    let request = &llm.requests()[0];
+    assert!(
+        request
+            .system()
+            .unwrap_or_default()
+            .contains("Answer in French, always."),
+        "the project's AGENTS.md is in the prompt"
+    );
+    assert_eq!(request.body["model"], "local-model");
+    let mut after: Vec<_> = std::fs::read_dir(project.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let mut before = before;
+    before.sort();
+    after.sort();
+    assert_eq!(
+        after, before,
+        "no SOUL.md, MEMORY.md or memory/ in the project"
+    );
+    // The chat named its model and workspace, and said it was a new conversation.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("model local-model (openai)"), "{stderr}");
+    assert!(stderr.contains("a new conversation"), "{stderr}");
+}

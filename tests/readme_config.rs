@@ -75,7 +75,10 @@ fn the_quickstart_comes_first_and_its_test_command_is_the_one_ci_runs() {
     let first_section = readme.split("\n## ").nth(1).unwrap();
     assert!(first_section.starts_with("Quickstart"), "{first_section}");
     let (setup, tests) = quickstart();
-    assert!(setup.contains("warden init") && setup.ends_with("warden chat"), "{setup}");
+    assert!(
+        setup.contains("warden init") && setup.ends_with("warden chat"),
+        "{setup}"
+    );
     let ci = include_str!("../.ci/run");
     assert!(
         ci.lines().any(|l| l.trim() == tests),
@@ -97,8 +100,7 @@ async fn the_readme_quickstart_sets_up_and_starts_the_agent() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let install = repo.join("target/readme-quickstart");
     let real_home = std::env::var("HOME").unwrap();
-    let cargo_home =
-        std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{real_home}/.cargo"));
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{real_home}/.cargo"));
     let rustup_home =
         std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{real_home}/.rustup"));
     let path = format!(
@@ -145,7 +147,10 @@ async fn the_readme_quickstart_sets_up_and_starts_the_agent() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("Hello from the fake model."), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Hello from the fake model."),
+        "{stdout}\n{stderr}"
+    );
     assert!(home.path().join(".warden/config.toml").is_file());
     assert_eq!(llm.request_count(), 1);
 }

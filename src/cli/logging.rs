@@ -41,8 +41,14 @@ pub fn chat_log_file(data_dir: &Path) -> PathBuf {
 
 /// Start logging for the parsed command line.
 pub fn init(cli: &Cli) {
+    let mut directive = cli.log.directive().to_string();
+    if matches!(cli.command, Command::Run(_)) && cli.log.verbose == 0 {
+        // `warden run` prints a failed model call once, with its fix; the failover's own
+        // warning would repeat it.
+        directive.push_str(",warden::llm::failover=error");
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.log.directive()));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directive));
     let path = cli.log.log_file.clone().or_else(|| match cli.command {
         // The conversation is the terminal: its log goes to a file.
         Command::Chat(_) => Config::load(cli.config.as_deref(), &ProcessEnv)
