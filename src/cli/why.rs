@@ -114,11 +114,10 @@ fn deny(reason: &str, policy: &Policy, workspace: &Path, read_roots: &[String]) 
                 "[programs.{program}]\ndecision = \"ask\"\nreason = {}",
                 quoted(&format!("{program} is not reviewed yet"))
             )),
-            note: format!(
-                "with decision = \"ask\" every use is put to a person; to allow it, describe its \
-                 arguments (which are paths read or written, which flags are refused): see \
-                 [programs.cp] in the default policy for the shape"
-            ),
+            note: "with decision = \"ask\" every use is put to a person; to allow it, describe \
+                   its arguments (which are paths read or written, which flags are refused): see \
+                   [programs.cp] in the default policy for the shape"
+                .to_string(),
         };
     }
     let Some(rule) = policy.rule(&program) else {
@@ -158,7 +157,7 @@ fn deny(reason: &str, policy: &Policy, workspace: &Path, read_roots: &[String]) 
                 "# after a copy of the default [programs.{program}] (a rule replaces it whole):\n\
                  [programs.{program}.subcommands.{sub}]\ndecision = \"ask\""
             )),
-            note: format!("`warden policy diff @default YOUR_FILE` shows what the change widens"),
+            note: "`warden policy diff @default YOUR_FILE` shows what the change widens".into(),
         };
     }
     Why {
@@ -198,8 +197,7 @@ fn outside_path(reason: &str) -> Option<String> {
     before
         .split(' ')
         .map(|w| w.trim_end_matches(':'))
-        .filter(|w| w.contains('/'))
-        .next_back()
+        .rfind(|w| w.contains('/'))
         .map(String::from)
 }
 
