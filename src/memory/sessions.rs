@@ -475,6 +475,30 @@ mod tests {
     }
 
     #[test]
+    fn sessions_are_listed_by_prefix_newest_first_with_live_counts() {
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
+        store.append("terminal:a", &Message::user("one")).unwrap();
+        store
+            .append("telegram:42", &Message::user("elsewhere"))
+            .unwrap();
+        store.append("terminal:b", &Message::user("two")).unwrap();
+        store
+            .append("terminal:b", &Message::assistant("three"))
+            .unwrap();
+        store.reset("terminal:a").unwrap();
+        let listed = store.list("terminal:").unwrap();
+        let keys: Vec<&str> = listed.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys.len(), 2, "{listed:?}");
+        assert!(keys.contains(&"terminal:a") && keys.contains(&"terminal:b"));
+        let b = listed.iter().find(|s| s.key == "terminal:b").unwrap();
+        assert_eq!(b.messages, 2);
+        let a = listed.iter().find(|s| s.key == "terminal:a").unwrap();
+        assert_eq!(a.messages, 0, "a reset conversation has no live messages");
+        // `%` and `_` in a prefix are not wildcards.
+        assert!(store.list("terminal%").unwrap().is_empty());
+    }
+
+    #[test]
     fn compaction_keeps_originals_and_puts_the_summary_first() {
         let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
         let mut ids = Vec::new();
