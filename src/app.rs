@@ -83,10 +83,13 @@ pub struct Core {
 impl Core {
     pub fn build(config: Config) -> anyhow::Result<Core> {
         let workspace = prepare_workspace(&config.workspace)?;
-        let seeded = workspace::seed(&workspace)
-            .with_context(|| format!("seeding the workspace {}", workspace.display()))?;
-        if !seeded.is_empty() {
-            tracing::info!("workspace: created {}", seeded.join(", "));
+        // A project of the user's keeps its own files: warden's conventions are not added.
+        if !config.project_workspace {
+            let seeded = workspace::seed(&workspace)
+                .with_context(|| format!("seeding the workspace {}", workspace.display()))?;
+            if !seeded.is_empty() {
+                tracing::info!("workspace: created {}", seeded.join(", "));
+            }
         }
         let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;

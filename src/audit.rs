@@ -114,6 +114,48 @@ pub fn recent(db: &Database, limit: usize) -> Result<Vec<AuditRow>, DbError> {
     Ok(rows)
 }
 
+/// Which rows [`query`] returns.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only this session (`terminal:default`, `telegram:42`, `mcp:client`).
+    pub session: Option<String>,
+    /// Only rows at or after this time (`YYYY-MM-DDTHH:MM:SS.sssZ`, as stored).
+    pub since: Option<String>,
+    /// At most this many, the newest.
+    pub limit: usize,
+}
+
+/// The newest rows matching `filter`, oldest first.
+pub fn query(db: &Database, filter: &Filter) -> Result<Vec<AuditRow>, DbError> {
+    let conn = db.conn();
+    let mut stmt = conn.prepare(
+        "SELECT id, at, session, tool, input, decision, reason, exit_code, duration_ms
+         FROM (SELECT * FROM audit
+               WHERE (?1 IS NULL OR session = ?1) AND (?2 IS NULL OR at >= ?2)
+               ORDER BY id DESC LIMIT ?3)
+         ORDER BY id",
+    )?;
+    let rows = stmt
+        .query_map(
+            params![filter.session, filter.since, filter.limit as i64],
+            |r| {
+                Ok(AuditRow {
+                    id: r.get(0)?,
+                    at: r.get(1)?,
+                    session: r.get(2)?,
+                    tool: r.get(3)?,
+                    input: r.get(4)?,
+                    decision: r.get(5)?,
+                    reason: r.get(6)?,
+                    exit_code: r.get(7)?,
+                    duration_ms: r.get(8)?,
+                })
+            },
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +181,43 @@ mod tests {
         assert_eq!(rows[0].decision, "deny");
         assert_eq!(rows[0].exit_code, None);
         assert!(rows[0].at.ends_with('Z'));
+    }
+
+    #[test]
+    fn queries_filter_by_session_and_time() {
+        let db = crate::schema::open_in_memory().unwrap();
+        for session in ["terminal:default", "telegram:42", "terminal:default"] {
+            record(
+                &db,
+                &AuditEntry {
+                    session: session.into(),
+                    tool: "bash".into(),
+                    input: "{}".into(),
+                    decision: AuditDecision::Allow,
+                    reason: "ok".into(),
+                    exit_code: Some(0),
+                    duration_ms: 1,
+                },
+            )
+            .unwrap();
+        }
+        let all = |session: Option<&str>, since: Option<&str>, limit| {
+            query(
+                &db,
+                &Filter {
+                    session: session.map(String::from),
+                    since: since.map(String::from),
+                    limit,
+                },
+            )
+            .unwrap()
+        };
+        assert_eq!(all(None, None, 10).len(), 3);
+        assert_eq!(all(Some("telegram:42"), None, 10).len(), 1);
+        let newest = all(Some("terminal:default"), None, 1);
+        assert_eq!(newest.len(), 1);
+        assert_eq!(newest[0].id, 3);
+        assert!(all(None, Some("2999-01-01T00:00:00Z"), 10).is_empty());
+        assert_eq!(all(None, Some("2000-01-01T00:00:00Z"), 10).len(), 3);
     }
 }

@@ -78,6 +78,10 @@ pub struct Config {
     pub search: SearchConfig,
     pub delegate: DelegateConfig,
     pub voice: VoiceConfig,
+    /// The workspace is a project of the user's (`chat -C DIR`, `mcp serve --workspace DIR`),
+    /// not warden's own: warden's convention files are not seeded into it.
+    #[serde(skip)]
+    pub project_workspace: bool,
 }
 
 /// `[search]`: the `web_search` tool's provider (see `crate::tools::web_search`). Without a
@@ -390,6 +394,9 @@ pub struct LlmConfig {
     pub max_iterations: u32,
     pub anthropic: ProviderConfig,
     pub openai: ProviderConfig,
+    /// The model of the first usable provider, over its `model`: `-m` or `WARDEN_MODEL`.
+    #[serde(skip)]
+    pub model_override: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -615,6 +622,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             delegate: DelegateConfig::default(),
             voice: VoiceConfig::default(),
+            project_workspace: false,
         }
     }
 }
@@ -651,6 +659,7 @@ impl Default for LlmConfig {
             max_iterations: 25,
             anthropic: ProviderConfig::default(),
             openai: ProviderConfig::default(),
+            model_override: None,
         }
     }
 }
@@ -874,6 +883,9 @@ impl Config {
         }
         if let Some(v) = env.var("WARDEN_VOICE_API_KEY") {
             self.voice.api_key = Secret::new(v);
+        }
+        if let Some(v) = env.var("WARDEN_MODEL") {
+            self.llm.model_override = Some(v);
         }
         if let Some(v) = env.var("TELEGRAM_BOT_TOKEN") {
             self.telegram.token = Secret::new(v);

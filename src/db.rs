@@ -39,7 +39,12 @@ impl Database {
     /// Open (creating) `path`, private to the user: transcripts and the audit log live here.
     pub fn open(path: &Path, migrations: &[Migration]) -> Result<Arc<Database>, DbError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            // The data directory holds the database, grants and logs: private to the user.
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
         }
         let conn = Connection::open(path).map_err(|source| DbError::Open {
             path: path.to_path_buf(),

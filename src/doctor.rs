@@ -1,5 +1,8 @@
 //! `warden doctor`: what this kernel (and Docker daemon) supports, and which sandbox backend
-//! warden will use and why.
+//! warden will use and why; with [`setup`], whether the rest of the setup works (config,
+//! model, Telegram, binaries, workspace), each failure with its fix.
+
+pub mod setup;
 
 use crate::config::Config;
 use crate::sandbox::docker::probe::DockerReport;
@@ -32,6 +35,8 @@ pub struct Report {
     pub reason: String,
     /// Weaknesses of the chosen setup worth knowing.
     pub warnings: Vec<String>,
+    /// The setup checks (empty with `--sandbox`).
+    pub setup: Vec<setup::Check>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -267,6 +272,7 @@ pub fn collect(config: &Config) -> Report {
         usable,
         reason,
         warnings,
+        setup: Vec::new(),
     }
 }
 
@@ -323,6 +329,12 @@ fn host_verdict(
 }
 
 impl Report {
+    /// Whether everything checked works: the backend can run commands and no setup check
+    /// failed.
+    pub fn healthy(&self) -> bool {
+        self.usable && !self.setup.iter().any(|c| c.status == setup::Status::Fail)
+    }
+
     /// Human-readable form.
     pub fn render(&self) -> String {
         let yes = |b: bool| if b { "yes" } else { "no" };
@@ -402,6 +414,23 @@ impl Report {
         for w in &self.warnings {
             line("warning", w.clone());
         }
-        format!("warden doctor\n{s}")
+        let mut setup = String::new();
+        for check in &self.setup {
+            let mark = match check.status {
+                setup::Status::Ok => "ok  ",
+                setup::Status::Warn => "WARN",
+                setup::Status::Skip => "--  ",
+                setup::Status::Fail => "FAIL",
+            };
+            let _ = writeln!(setup, "  {mark} {:<10} {}", check.name, check.detail);
+            if let Some(fix) = check.fix.as_ref().filter(|f| !f.is_empty()) {
+                let _ = writeln!(setup, "       {:<10} fix: {fix}", "");
+            }
+        }
+        if setup.is_empty() {
+            format!("warden doctor\n{s}")
+        } else {
+            format!("warden doctor\nsetup\n{setup}sandbox\n{s}")
+        }
     }
 }

@@ -33,14 +33,27 @@ pub fn init_logging<F>(filter: F)
 where
     F: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
 {
+    init_logging_to(filter, None);
+}
+
+/// [`init_logging`], appending to `file` instead of stderr when one is given (`warden chat`
+/// keeps its log lines out of the conversation).
+pub fn init_logging_to<F>(filter: F, file: Option<std::fs::File>)
+where
+    F: tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
+{
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    let ansi = file.is_none() && io::IsTerminal::is_terminal(&io::stderr());
+    let writer = LogWriter {
+        file: file.map(|f| std::sync::Arc::new(std::sync::Mutex::new(f))),
+    };
     tracing_subscriber::registry()
         .with(filter)
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(LogWriter)
-                .with_ansi(io::IsTerminal::is_terminal(&io::stderr())),
+                .with_writer(writer)
+                .with_ansi(ansi),
         )
         .init();
 }
@@ -70,17 +83,24 @@ pub fn redact(text: &str) -> String {
     out
 }
 
-/// A `tracing_subscriber` writer to stderr that redacts each formatted event.
-#[derive(Clone, Copy, Default)]
-pub struct LogWriter;
+type SharedFile = std::sync::Arc<std::sync::Mutex<std::fs::File>>;
+
+/// A `tracing_subscriber` writer to stderr (or a log file) that redacts each formatted event.
+#[derive(Clone, Default)]
+pub struct LogWriter {
+    file: Option<SharedFile>,
+}
 
 /// Collects one event and writes it, redacted, when dropped (the subscriber formats an event
 /// into one writer and drops it).
-pub struct EventBuffer(Vec<u8>);
+pub struct EventBuffer {
+    line: Vec<u8>,
+    file: Option<SharedFile>,
+}
 
 impl Write for EventBuffer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.extend_from_slice(buf);
+        self.line.extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -90,15 +110,26 @@ impl Write for EventBuffer {
 
 impl Drop for EventBuffer {
     fn drop(&mut self) {
-        let line = redact(&String::from_utf8_lossy(&self.0));
-        let _ = io::stderr().lock().write_all(line.as_bytes());
+        let line = redact(&String::from_utf8_lossy(&self.line));
+        match &self.file {
+            Some(file) => {
+                let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = file.write_all(line.as_bytes());
+            }
+            None => {
+                let _ = io::stderr().lock().write_all(line.as_bytes());
+            }
+        }
     }
 }
 
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
     type Writer = EventBuffer;
     fn make_writer(&'a self) -> EventBuffer {
-        EventBuffer(Vec::with_capacity(256))
+        EventBuffer {
+            line: Vec::with_capacity(256),
+            file: self.file.clone(),
+        }
     }
 }
 

@@ -115,3 +115,138 @@ fn without_warden_full_beside_it_the_front_says_what_is_missing() {
         "jailed\n"
     );
 }
+
+/// `warden ARGS` with HOME (and the XDG config home) in `home`.
+fn warden_at(home: &Path, args: &[&str]) -> std::process::Output {
+    warden()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("WARDEN_CONFIG")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_line_definition() {
+    let home = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef warden"),
+        ("fish", "complete -c warden"),
+    ] {
+        let out = warden_at(home.path(), &["completions", shell]);
+        assert!(out.status.success(), "{out:?}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("chat") && script.contains("non-interactive"),
+            "{shell}"
+        );
+    }
+    let out = warden_at(home.path(), &["man"]);
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.starts_with(".ie") || page.contains(".TH"), "{page}");
+    assert!(page.contains("init") && page.contains("doctor"), "{page}");
+    let dir = home.path().join("man");
+    let out = warden_at(home.path(), &["man", "--dir", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.join("warden-exec.1").is_file());
+    // A closed reader ends a printing command quietly.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{:?} completions bash | head -c 10 >/dev/null",
+            env!("CARGO_BIN_EXE_warden")
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn service_install_writes_a_hardened_user_unit_once() {
+    let home = tempfile::tempdir().unwrap();
+    let out = warden_at(home.path(), &["service", "install"]);
+    assert!(out.status.success(), "{out:?}");
+    let unit = home.path().join(".config/systemd/user/warden-bot.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    let exec = Path::new(env!("CARGO_BIN_EXE_warden"));
+    assert!(
+        text.contains(&format!("ExecStart={} bot", exec.display())),
+        "{text}"
+    );
+    assert!(text.contains("NoNewPrivileges=yes"), "{text}");
+    let again = warden_at(home.path(), &["service", "install"]);
+    assert_eq!(again.status.code(), Some(2), "{again:?}");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    let out = warden_at(home.path(), &["service", "uninstall"]);
+    assert!(out.status.success() && !unit.exists(), "{out:?}");
+}
+
+#[test]
+fn audit_shows_what_ran_filtered_by_session_and_time() {
+    let home = tempfile::tempdir().unwrap();
+    let db = warden::schema::open_in(&home.path().join(".warden")).unwrap();
+    for (session, command, decision, reason) in [
+        (
+            "terminal:default",
+            "ls",
+            warden::audit::AuditDecision::Allow,
+            "allowed: ls",
+        ),
+        (
+            "telegram:42",
+            "cat /etc/shadow",
+            warden::audit::AuditDecision::Deny,
+            "outside the workspace",
+        ),
+    ] {
+        warden::audit::record(
+            &db,
+            &warden::audit::AuditEntry {
+                session: session.into(),
+                tool: "bash".into(),
+                input: serde_json::json!({"command": command}).to_string(),
+                decision,
+                reason: reason.into(),
+                exit_code: None,
+                duration_ms: 2,
+            },
+        )
+        .unwrap();
+    }
+    drop(db);
+    let out = warden_at(home.path(), &["audit"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("terminal:default  bash") && text.contains("ls"),
+        "{text}"
+    );
+    assert!(text.contains("why: outside the workspace"), "{text}");
+    let out = warden_at(
+        home.path(),
+        &[
+            "audit",
+            "--session",
+            "telegram:42",
+            "--since",
+            "1h",
+            "--json",
+        ],
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["input"]["command"], "cat /etc/shadow");
+    assert_eq!(rows[0]["decision"], "deny");
+    let out = warden_at(home.path(), &["audit", "--since", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RFC 3339"));
+}

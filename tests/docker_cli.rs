@@ -271,7 +271,11 @@ async fn a_crashed_wardens_container_is_removed_by_the_next_warden() {
 async fn doctor_and_image_build_through_the_cli() {
     let Some(_) = daemon().await else { return };
     let cli = Cli::new();
-    let out = finish(cli.command(&["doctor", "--json"]).output().unwrap());
+    let out = finish(
+        cli.command(&["doctor", "--sandbox", "--json"])
+            .output()
+            .unwrap(),
+    );
     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let docker = &report["docker"];
     assert_eq!(docker["available"], true, "{docker}");

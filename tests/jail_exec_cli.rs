@@ -60,7 +60,45 @@ fn ask_is_a_denial_without_an_approver() {
     let r = exec(&env, &[], "rm -r dir");
     assert_eq!(r.status, 126, "{r:?}");
     assert!(r.stderr.contains("approval required"), "{r:?}");
+    assert!(r.stderr.contains("pass --yes"), "{r:?}");
     assert!(env.ws.join("dir").exists(), "an unapproved command ran");
+}
+
+#[test]
+fn yes_approves_asks_but_never_denials() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("dir")).unwrap();
+    let r = exec(&env, &["--yes"], "rm -r dir");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stderr.contains("approved with --yes"), "{r:?}");
+    assert!(!env.ws.join("dir").exists());
+    let r = exec(&env, &["--yes"], "cat /etc/shadow");
+    assert_eq!(r.status, 126, "{r:?}");
+}
+
+#[allow(dead_code)]
+#[path = "support/pty.rs"]
+mod pty;
+
+#[test]
+fn on_a_terminal_an_ask_is_put_to_the_person() {
+    let env = Env::new();
+    for (answer, removed) in [("n", false), ("y", true)] {
+        std::fs::create_dir_all(env.ws.join("dir")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.args(["exec", "--workspace"])
+            .arg(&env.ws)
+            .args(["--", "rm -r dir"])
+            .env("WARDEN_CONFIG", &env.config);
+        let mut terminal = pty::Pty::spawn(cmd);
+        let asked = terminal.expect("Run it? [y/N] ", Duration::from_secs(20));
+        assert!(asked.contains("recursive delete"), "{asked}");
+        assert!(asked.contains("rm -r dir"), "{asked}");
+        terminal.send(&format!("{answer}\r"));
+        let status = terminal.wait(Duration::from_secs(20));
+        assert_eq!(status.success(), removed, "{}", terminal.screen());
+        assert_eq!(!env.ws.join("dir").exists(), removed);
+    }
 }
 
 #[test]

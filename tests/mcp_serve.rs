@@ -238,3 +238,46 @@ async fn a_client_is_untrusted_unless_started_trusted() {
         .unwrap()
         .contains("a fact"));
 }
+
+/// Every path under `dir`, relative, sorted.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            out.push(path.strip_prefix(dir).unwrap().to_path_buf());
+            if path.is_dir() && !path.is_symlink() {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn the_served_project_is_left_as_it_was() {
+    let mut served = serve(None).await;
+    let before = tree(&served.ws);
+    let (text, is_error) = bash(&served, "ls -la && cat old/a.txt").await;
+    assert!(!is_error, "{text}");
+    let (text, is_error) = bash(&served, "cat /etc/shadow").await;
+    assert!(is_error, "{text}");
+    let listed = served
+        .client
+        .peer()
+        .call_tool(
+            CallToolRequestParams::new("list_dir")
+                .with_arguments(json!({"path": "."}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert!(!listed.is_error.unwrap_or(false), "{listed:?}");
+    served.client.cancel().await.unwrap();
+    assert!(served.child.wait().await.unwrap().success());
+    // No AGENTS.md, SOUL.md, MEMORY.md, memory/ or database in the project: only what it had.
+    assert_eq!(tree(&served.ws), before);
+    assert_eq!(before, [PathBuf::from("old"), PathBuf::from("old/a.txt")]);
+    assert!(served.home.join(".warden/warden.db").is_file());
+}

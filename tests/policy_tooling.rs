@@ -164,6 +164,53 @@ fn policy_explain_shows_rules_paths_and_ir() {
     let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(json["decision"], "deny");
     assert!(json["reason"].as_str().unwrap().contains("outside"));
+    assert!(
+        json["why"]["decided_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("paths: the workspace"),
+        "{json}"
+    );
+    // The path as it resolves from the workspace; a file that does not exist: its folder.
+    let etc = env.ws.parent().unwrap().parent().unwrap().join("etc");
+    assert_eq!(
+        json["why"]["change"],
+        format!("[paths]\nread = [{:?}]", etc.display().to_string())
+    );
+
+    // A denied program: the rule that decided, and a policy file that makes it ask; that file
+    // really does.
+    let r = warden(
+        &env,
+        &["policy", "explain", "--", "curl -s https://example.com"],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("decided by: [programs.curl] decision = \"deny\""),
+        "{r:?}"
+    );
+    let change: String = r
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("to let it through"))
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect();
+    let policy = write(&env.outside("p").join("curl.toml"), &change);
+    let r = warden(
+        &env,
+        &[
+            "policy",
+            "check",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            "curl -s https://example.com",
+        ],
+    );
+    assert_eq!(r.status, 3, "the suggested change makes it ask: {r:?}");
 }
 
 fn hook(env: &Env, recorded: &str, policy: Option<&Path>) -> Run {
@@ -213,7 +260,7 @@ fn the_claude_code_hook_answers_allow_deny_and_ask_in_its_format() {
     assert_eq!(r.status, 0, "{r:?}");
     let (verdict, reason) = decision(&r);
     assert_eq!(verdict, "deny", "{r:?}");
-    assert!(reason.starts_with("warden: "), "{reason}");
+    assert!(reason.starts_with("warden (policy only"), "{reason}");
 
     // make is not in the default allowlist; a team's policy asks for it.
     let policy = write(
@@ -225,10 +272,57 @@ fn the_claude_code_hook_answers_allow_deny_and_ask_in_its_format() {
     assert_eq!(verdict, "ask", "{r:?}");
     assert!(reason.contains("Makefile"), "{reason}");
 
-    // Other tools are not warden's to judge: no output, exit 0.
-    let r = hook(&env, "read_file.json", None);
-    assert_eq!(r.status, 0, "{r:?}");
-    assert_eq!(r.stdout, "", "{r:?}");
+    // A file inside the workspace: Claude Code's own permissions decide (no output, exit 0).
+    for inside in ["read_file.json", "write_inside.json", "edit_inside.json"] {
+        let r = hook(&env, inside, None);
+        assert_eq!(r.status, 0, "{inside}: {r:?}");
+        assert_eq!(r.stdout, "", "{inside}: {r:?}");
+    }
+}
+
+#[test]
+fn the_hook_checks_file_tools_paths_and_asks_for_the_network() {
+    let env = Env::new();
+    env.outside("outside");
+    // Read, Write and Edit outside the workspace: refused by the path validator.
+    for (recorded, tool) in [
+        ("read_ssh_key.json", "Read"),
+        ("write_bashrc.json", "Write"),
+        ("edit_outside.json", "Edit"),
+    ] {
+        let r = hook(&env, recorded, None);
+        assert_eq!(r.status, 0, "{r:?}");
+        let (verdict, reason) = decision(&r);
+        assert_eq!(verdict, "deny", "{recorded}: {r:?}");
+        assert!(reason.contains(&format!("{tool}: ")), "{reason}");
+        assert!(reason.contains("outside the workspace"), "{reason}");
+    }
+    // Network tools ask: the command would run in Claude Code's shell, which has a network.
+    for recorded in ["bash_curl.json", "webfetch.json"] {
+        let r = hook(&env, recorded, None);
+        let (verdict, reason) = decision(&r);
+        assert_eq!(verdict, "ask", "{recorded}: {r:?}");
+        assert!(reason.contains("not sandboxed"), "{reason}");
+        assert!(!reason.contains("the sandbox has no network"), "{reason}");
+    }
+    // An ask for project code says where it would really run.
+    std::fs::write(env.ws.join("build.py"), "print(1)\n").unwrap();
+    let input = serde_json::json!({
+        "session_id": "s", "cwd": env.ws, "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_input": {"command": "python3 build.py"},
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["hook", "claude-code"])
+        .env("WARDEN_CONFIG", &env.config)
+        .env_remove("CDPATH");
+    let r = run_with_stdin(cmd, &input.to_string());
+    let (verdict, reason) = decision(&r);
+    assert_eq!(verdict, "ask", "{r:?}");
+    assert!(
+        reason.contains("Claude Code's own shell, NOT sandboxed"),
+        "{reason}"
+    );
+    assert!(!reason.contains("in the jail"), "{reason}");
 }
 
 /// Every `warden …` command in the CI templates is a real command line of this binary.

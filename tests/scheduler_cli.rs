@@ -132,14 +132,14 @@ fn refusals_exit_1_with_the_reason_and_config_errors_exit_2() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(reason), "{args:?}: {}", stderr(&out));
     }
-    // No owner configured and no --session: nowhere to deliver.
+    // No owner configured and no --session: the job is for `warden daemon` (terminal:cron).
     let out = warden(home)
         .env_remove("TELEGRAM_ALLOWED_USERS")
         .args(["cron", "add", "--every", "1h", "x"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--session"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("terminal:cron"), "{}", stdout(&out));
     // A bad [scheduler] section is a config error.
     std::fs::create_dir_all(home.join(".warden")).unwrap();
     std::fs::write(
@@ -215,4 +215,66 @@ async fn the_agent_schedules_with_the_cron_tool_and_the_cli_sees_it() {
         "{}",
         jobs[0]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_telegram_warden_daemon_runs_the_jobs_and_prints_their_answers() {
+    let llm = FakeLlm::anthropic(vec![Turn::text("Good morning: the backups ran.")]).await;
+    let home = tempfile::tempdir().unwrap();
+    let add = warden(home.path())
+        .env_remove("TELEGRAM_ALLOWED_USERS")
+        .args([
+            "cron",
+            "add",
+            "--every",
+            "1h",
+            "--name",
+            "morning",
+            "check the backups",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
+    let jobs = list(home.path());
+    assert_eq!(jobs[0]["session"], "terminal:cron", "{jobs:?}");
+    let id = jobs[0]["id"].as_i64().unwrap().to_string();
+    assert_eq!(cron(home.path(), &["run", &id]).status.code(), Some(0));
+
+    let mut daemon = warden(home.path())
+        .env_remove("TELEGRAM_ALLOWED_USERS")
+        .env("ANTHROPIC_BASE_URL", llm.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .arg("daemon")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while llm.request_count() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the job never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Let the answer be printed, then stop it as a service manager would.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        let _ = &mut daemon;
+        daemon.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(printed.contains("job #1 \"morning\""), "{printed}");
+    assert!(
+        printed.contains("Good morning: the backups ran."),
+        "{printed}"
+    );
+    assert!(llm.requests()[0]
+        .last_user_text()
+        .contains("check the backups"));
 }

@@ -47,6 +47,10 @@ pub enum AgentEvent {
         decision: AuditDecision,
         is_error: bool,
         duration: Duration,
+        /// For a refusal or a failure: what the model was told (the reason and how to get the
+        /// command allowed), so the person sees it too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// A steering message was delivered to the model.
     Steered(String),
@@ -402,12 +406,17 @@ impl Agent {
                     self.sessions
                         .record_taint(&ctx.session, &ctx.taint.sources())?;
                 }
+                let refused = matches!(
+                    output.decision,
+                    AuditDecision::Deny | AuditDecision::Rejected | AuditDecision::Error
+                );
                 events(AgentEvent::ToolEnd {
                     id: id.clone(),
                     name: name.clone(),
                     decision: output.decision,
                     is_error: output.is_error,
                     duration: started.elapsed(),
+                    detail: refused.then(|| output.content.clone()),
                 });
                 results.push(ContentBlock::tool_result(
                     id,

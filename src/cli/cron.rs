@@ -1,6 +1,7 @@
 //! `warden cron list|add|rm|run|status`: the same store and the same checks as the agent's
-//! `cron` tool, without needing an LLM key. Jobs run in `warden bot`, which notices changes
-//! made here within its rescan interval.
+//! `cron` tool, without needing an LLM key. Jobs run in `warden bot` (answers to Telegram) or
+//! `warden daemon` (answers printed), which notice changes made here within their rescan
+//! interval.
 
 use crate::config::Config;
 use crate::scheduler::runner::RESCAN;
@@ -11,6 +12,9 @@ use crate::scheduler::{
 use anyhow::Context;
 use serde_json::json;
 use std::sync::Arc;
+
+/// The session of jobs added without Telegram: `warden daemon` prints their answers.
+pub const TERMINAL_SESSION: &str = "terminal:cron";
 
 /// Exit code when a job request is refused (bad schedule, unknown id, too many jobs).
 pub const EXIT_REFUSED: i32 = 1;
@@ -59,16 +63,11 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
             }
         }),
         Action::Add(args) => {
-            let session = match args
+            // Without Telegram the answers go to `warden daemon`'s output.
+            let session = args
                 .session
                 .or_else(|| owner_chat_session(&config.telegram.allowed_users))
-            {
-                Some(s) => s,
-                None => anyhow::bail!(
-                    "no session to deliver to: give --session telegram:<chat id>, or configure \
-                     telegram.allowed_users (the first is the owner)"
-                ),
-            };
+                .unwrap_or_else(|| TERMINAL_SESSION.to_string());
             let target = if args.new_session {
                 Target::Fresh { reply_to: session }
             } else {
@@ -93,7 +92,8 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
             .map(|job| println!("Removed job #{} {:?}.", job.id, job.name)),
         Action::Run { id } => jobs.run_now(id).map(|job| {
             println!(
-                "Job #{} is due now; a running `warden bot` starts it within {} seconds.",
+                "Job #{} is due now; a running `warden bot` or `warden daemon` starts it within \
+                 {} seconds.",
                 job.id,
                 RESCAN.as_secs()
             )

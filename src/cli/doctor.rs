@@ -1,7 +1,7 @@
-//! `warden doctor [--json]`: what this machine supports and which backend warden will use.
-//! Exit 0 when that backend can run commands, 1 when it cannot.
+//! `warden doctor [--json] [--offline] [--sandbox]`: whether the setup works (config, model,
+//! Telegram, binaries, workspace; each failure with its fix) and what this machine's sandbox
+//! supports. Exit 0 when everything checked works, 1 when something does not.
 
-use super::EXIT_USAGE;
 use std::path::Path;
 
 #[derive(Debug, clap::Args)]
@@ -12,21 +12,30 @@ pub struct DoctorArgs {
     /// Check this policy file instead of the config's `policy`.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<std::path::PathBuf>,
+    /// Contact nothing: no test request to the model, no Telegram token check.
+    #[arg(long)]
+    pub offline: bool,
+    /// Only the sandbox: what the kernel (and Docker) support and which backend is used.
+    #[arg(long)]
+    pub sandbox: bool,
 }
 
 pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> i32 {
-    let config = match super::load_config(config_path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("warden: {e:#}");
-            return EXIT_USAGE;
-        }
-    };
-    let mut config = config;
+    let (mut config, config_check) = crate::doctor::setup::load(config_path);
+    // Whatever a check logs, the configured secrets are redacted from it.
+    for secret in config.secrets() {
+        crate::redact::register(secret.expose());
+    }
     if args.policy.is_some() {
         config.policy = args.policy;
     }
-    let report = crate::doctor::collect(&config);
+    let mut report = crate::doctor::collect(&config);
+    if !args.sandbox {
+        report.setup.push(config_check);
+        report
+            .setup
+            .extend(crate::doctor::setup::checks(&config, args.offline));
+    }
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(json) => println!("{json}"),
@@ -38,7 +47,7 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> i32 {
     } else {
         print!("{}", report.render());
     }
-    if report.usable {
+    if report.healthy() {
         0
     } else {
         1

@@ -1,9 +1,12 @@
 //! `warden exec`: check a command string with the policy, then run the checked IR in the
 //! sandbox — never the string itself.
 //!
+//! An `ask` is put to the person on a terminal (y/N on stderr, the checked commands shown);
+//! `--yes` accepts the policy's asks for scripts (never its denials).
+//!
 //! Exit status: as `warden jail` when allowed (the last pipeline's status, 124 timeout, 125
-//! sandbox setup failed, 127 not found); 126 when the policy denies it, or asks for an approval
-//! nobody can give on the command line (the reason goes to stderr).
+//! sandbox setup failed, 127 not found); 126 when the policy denies it, or asks and nobody
+//! approved (the reason goes to stderr).
 
 use super::sandbox as cli_sandbox;
 use super::{EXIT_SETUP, EXIT_USAGE};
@@ -32,6 +35,9 @@ pub struct ExecArgs {
     /// Run even if the kernel has no Landlock (much weaker jail; says so loudly).
     #[arg(long)]
     pub allow_without_landlock: bool,
+    /// Approve what the policy asks about without asking (for scripts; denials stay denials).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// The command string (one shell command line).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -77,11 +83,9 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             return EXIT_REFUSED;
         }
         Decision::Ask => {
-            eprintln!(
-                "warden: denied: approval required ({}), and nobody can approve on the command line",
-                verdict.reason
-            );
-            return EXIT_REFUSED;
+            if !approved(&verdict, args.yes) {
+                return EXIT_REFUSED;
+            }
         }
     }
     tracing::debug!(reason = %verdict.reason, "policy allowed the command");
@@ -107,4 +111,48 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             protection: Some(protection),
         },
     )
+}
+
+/// An `ask`: `--yes`, or y/N on the terminal; refused (with the reason on stderr) otherwise.
+fn approved(verdict: &crate::policy::Verdict, yes: bool) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    let commands: Vec<String> = verdict
+        .script
+        .commands()
+        .map(|c| shell_words::join(&c.argv))
+        .collect();
+    if yes {
+        eprintln!("warden: approved with --yes: {}", verdict.reason);
+        return true;
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        eprintln!(
+            "warden: denied: approval required ({}), and there is no terminal to ask: pass --yes \
+             to approve the policy's asks from a script",
+            verdict.reason
+        );
+        return false;
+    }
+    eprintln!(
+        "warden: approval needed: {}",
+        crate::channels::terminal::escape_controls(&verdict.reason)
+    );
+    for command in &commands {
+        eprintln!(
+            "    {}",
+            crate::channels::terminal::escape_controls(command)
+        );
+    }
+    eprint!("Run it? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if stdin.lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    let yes = matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+    if !yes {
+        eprintln!("warden: denied at the terminal");
+    }
+    yes
 }

@@ -1,21 +1,31 @@
 //! The command-line layer's logic, one module per subcommand; `main.rs` only parses arguments
 //! and calls into these, so tests can drive the library and the binary alike.
 
+pub mod agent;
 pub mod agent_worker;
 pub mod approvals;
+pub mod args;
+pub mod audit;
 pub mod cron;
+pub mod daemon;
+pub mod dispatch;
 pub mod doctor;
 pub mod egress;
 pub mod exec;
 pub mod front;
 pub mod hook;
 pub mod image;
+pub mod init;
 pub mod jail;
+pub mod logging;
+pub mod manual;
 pub mod mcp;
 pub mod policy;
 pub mod sandbox;
+pub mod service;
 pub mod session;
 pub mod skill;
+pub mod why;
 
 use crate::config::{Config, ProcessEnv};
 use std::io::{BufRead, IsTerminal, Write};

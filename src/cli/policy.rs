@@ -191,12 +191,21 @@ pub fn explain(args: CheckArgs) -> anyhow::Result<i32> {
             serde_json::json!({"argv": c.argv, "cwd": c.cwd, "rule": rule, "paths": paths})
         })
         .collect();
+    let mut roots: Vec<String> = policy
+        .read_roots()
+        .iter()
+        .chain(args.read_roots.iter())
+        .map(|p| p.display().to_string())
+        .collect();
+    roots.dedup();
+    let why = super::why::why(&verdict, policy, checker.paths().workspace(), &roots);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
         let json = serde_json::json!({
             "decision": verdict.decision,
             "reason": verdict.reason,
+            "why": why,
             "commands": commands,
             "ir": verdict.script,
         });
@@ -204,6 +213,19 @@ pub fn explain(args: CheckArgs) -> anyhow::Result<i32> {
         return Ok(verdict.decision.exit_code());
     }
     writeln!(out, "decision: {} — {}", verdict.decision, verdict.reason)?;
+    if let Some(why) = &why {
+        writeln!(out, "decided by: {}", why.decided_by)?;
+        if let Some(change) = &why.change {
+            writeln!(
+                out,
+                "to let it through, in a policy file (--policy, or `policy` in the config):"
+            )?;
+            for line in change.lines() {
+                writeln!(out, "    {line}")?;
+            }
+        }
+        writeln!(out, "note: {}", why.note)?;
+    }
     for (i, command) in verdict.script.commands().enumerate() {
         let json = &commands[i];
         writeln!(out, "command {}: {}", i + 1, command.display())?;

@@ -11,30 +11,89 @@ use std::time::Duration;
 /// The configured providers behind one [`Failover`] (which also serves a single provider).
 pub fn from_config(config: &LlmConfig) -> Result<Failover, LlmError> {
     let mut providers: Vec<Box<dyn Provider>> = Vec::new();
-    let mut seen = Vec::new();
-    for &kind in &config.providers {
-        if seen.contains(&kind) {
-            continue;
+    for chosen in chosen(config) {
+        match chosen.kind {
+            ProviderKind::Anthropic => providers.push(Box::new(Anthropic::new(chosen.settings)?)),
+            ProviderKind::Openai => providers.push(Box::new(OpenAi::new(chosen.settings)?)),
         }
-        seen.push(kind);
-        match kind {
+    }
+    if providers.is_empty() {
+        return Err(LlmError::NotConfigured(missing_message(&listed(config))));
+    }
+    Ok(Failover::new(providers))
+}
+
+/// A provider that takes part, with the settings it is built with.
+pub struct Chosen {
+    pub kind: ProviderKind,
+    pub settings: ProviderSettings,
+}
+
+impl Chosen {
+    /// The config key that names this provider's model (for hints).
+    pub fn model_key(&self) -> String {
+        format!("llm.{}.model", kind_name(self.kind))
+    }
+    /// The config key of its base URL.
+    pub fn base_url_key(&self) -> String {
+        format!("llm.{}.base_url", kind_name(self.kind))
+    }
+    /// The config key of its key, and the environment variable that also sets it.
+    pub fn api_key_names(&self) -> (String, &'static str) {
+        let env = match self.kind {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Openai => "OPENAI_API_KEY",
+        };
+        (format!("llm.{}.api_key", kind_name(self.kind)), env)
+    }
+}
+
+/// The name of a provider kind as the config spells it.
+pub fn kind_name(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => "anthropic",
+        ProviderKind::Openai => "openai",
+    }
+}
+
+/// The usable providers of `llm.providers`, in order, each once; the first one gets
+/// `model_override` (`-m`, `WARDEN_MODEL`) as its model.
+pub fn chosen(config: &LlmConfig) -> Vec<Chosen> {
+    let mut out: Vec<Chosen> = Vec::new();
+    for kind in listed(config) {
+        let settings = match kind {
             ProviderKind::Anthropic if !config.anthropic.api_key.is_empty() => {
-                let settings = settings(&config.anthropic, Anthropic::default_settings());
-                providers.push(Box::new(Anthropic::new(settings)?));
+                settings(&config.anthropic, Anthropic::default_settings())
             }
             ProviderKind::Openai
                 if !config.openai.api_key.is_empty() || has_base_url(&config.openai) =>
             {
-                let settings = settings(&config.openai, OpenAi::default_settings());
-                providers.push(Box::new(OpenAi::new(settings)?));
+                settings(&config.openai, OpenAi::default_settings())
             }
-            _ => {}
+            _ => continue,
+        };
+        out.push(Chosen { kind, settings });
+    }
+    let model = config
+        .model_override
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    if let (Some(first), Some(model)) = (out.first_mut(), model) {
+        first.settings.model = model.to_string();
+    }
+    out
+}
+
+/// `llm.providers` without repeats.
+fn listed(config: &LlmConfig) -> Vec<ProviderKind> {
+    let mut seen = Vec::new();
+    for &kind in &config.providers {
+        if !seen.contains(&kind) {
+            seen.push(kind);
         }
     }
-    if providers.is_empty() {
-        return Err(LlmError::NotConfigured(missing_message(&seen)));
-    }
-    Ok(Failover::new(providers))
+    seen
 }
 
 fn has_base_url(config: &ProviderConfig) -> bool {
@@ -142,6 +201,26 @@ mod tests {
         config.openai.base_url = None;
         let failover = from_config(&config).unwrap();
         assert_eq!(failover.provider_names(), ["anthropic"]);
+    }
+
+    #[test]
+    fn the_model_override_goes_to_the_first_usable_provider() {
+        let mut config = LlmConfig {
+            providers: vec![ProviderKind::Anthropic, ProviderKind::Openai],
+            ..LlmConfig::default()
+        };
+        config.openai.base_url = Some("http://127.0.0.1:11434/v1".into());
+        config.openai.model = Some("llama3.2".into());
+        config.model_override = Some("qwen3:8b".into());
+        let chosen = chosen(&config);
+        assert_eq!(chosen.len(), 1, "anthropic has no key");
+        assert_eq!(chosen[0].settings.model, "qwen3:8b");
+        assert_eq!(chosen[0].model_key(), "llm.openai.model");
+
+        config.anthropic.api_key = Secret::new("fake-anthropic-key-test");
+        let chosen = super::chosen(&config);
+        assert_eq!(chosen[0].settings.model, "qwen3:8b");
+        assert_eq!(chosen[1].settings.model, "llama3.2");
     }
 
     #[test]

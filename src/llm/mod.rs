@@ -14,15 +14,17 @@ mod assemble;
 mod configure;
 mod error;
 mod failover;
+mod hint;
 mod openai;
 mod retry;
 mod sse;
 mod transport;
 
 pub use anthropic::Anthropic;
-pub use configure::from_config;
+pub use configure::{chosen, from_config, kind_name, Chosen};
 pub use error::LlmError;
 pub use failover::Failover;
+pub use hint::advice;
 pub use openai::OpenAi;
 pub use retry::HttpOptions;
 pub use retry::RetryPolicy;

@@ -34,12 +34,15 @@ const READ_ONLY: &[&str] = &["read", "list_dir"];
 /// How long an elicitation may wait for the user.
 const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Serve until the client closes standard input. `workspace` replaces the config's.
-/// `trusted`: the client's requests count as the user's own (by default they are untrusted:
-/// the model behind the client is trusted no more than warden's own after it read a page).
+/// Serve until the client closes standard input. `workspace` replaces the config's: a
+/// project of the user's, into which warden puts nothing of its own (its convention files,
+/// database and grants stay in the data directory). `trusted`: the client's requests count as
+/// the user's own (by default they are untrusted: the model behind the client is trusted no
+/// more than warden's own after it read a page).
 pub fn run(mut config: Config, workspace: Option<PathBuf>, trusted: bool) -> anyhow::Result<i32> {
     if let Some(dir) = workspace {
         config.workspace = dir;
+        config.project_workspace = true;
     }
     let core = Core::build(config)?;
     // No background commands: an MCP client has no chat to tell when one ends.

@@ -110,6 +110,16 @@ impl LiveSession {
 }
 
 /// The user message that stands in for the compacted part of a conversation.
+/// A session as `warden chat`'s `/sessions` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub key: String,
+    /// Live (not compacted) messages of its current generation.
+    pub messages: usize,
+    /// When its last message was stored (or it was created).
+    pub active_at: String,
+}
+
 pub fn summary_message(compaction: &Compaction) -> Message {
     // warden's words (the model summarized), never the user's.
     let text = format!(
@@ -278,6 +288,31 @@ impl SessionStore {
         Ok(())
     }
 
+    /// The sessions whose key starts with `prefix`, most recently active first.
+    pub fn list(&self, prefix: &str) -> Result<Vec<SessionInfo>, DbError> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(
+            "SELECT s.key,
+                    (SELECT COUNT(*) FROM messages m
+                      WHERE m.session = s.key AND m.generation = s.generation
+                        AND m.compacted = 0),
+                    COALESCE((SELECT MAX(m.created_at) FROM messages m
+                               WHERE m.session = s.key), s.created_at) AS active
+             FROM sessions s WHERE substr(s.key, 1, length(?1)) = ?1
+             ORDER BY active DESC, s.key",
+        )?;
+        let rows = stmt
+            .query_map([prefix], |r| {
+                Ok(SessionInfo {
+                    key: r.get(0)?,
+                    messages: r.get::<_, i64>(1)? as usize,
+                    active_at: r.get(2)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
     /// Number of live messages (for status displays).
     pub fn len(&self, key: &str) -> Result<usize, DbError> {
         let generation = self.generation(key)?;
@@ -442,6 +477,30 @@ mod tests {
         store.reset("t:1").unwrap();
         assert!(store.load("t:1").unwrap().is_empty());
         assert_eq!(store.len("t:2").unwrap(), 1);
+    }
+
+    #[test]
+    fn sessions_are_listed_by_prefix_newest_first_with_live_counts() {
+        let store = SessionStore::new(crate::schema::open_in_memory().unwrap());
+        store.append("terminal:a", &Message::user("one")).unwrap();
+        store
+            .append("telegram:42", &Message::user("elsewhere"))
+            .unwrap();
+        store.append("terminal:b", &Message::user("two")).unwrap();
+        store
+            .append("terminal:b", &Message::assistant("three"))
+            .unwrap();
+        store.reset("terminal:a").unwrap();
+        let listed = store.list("terminal:").unwrap();
+        let keys: Vec<&str> = listed.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys.len(), 2, "{listed:?}");
+        assert!(keys.contains(&"terminal:a") && keys.contains(&"terminal:b"));
+        let b = listed.iter().find(|s| s.key == "terminal:b").unwrap();
+        assert_eq!(b.messages, 2);
+        let a = listed.iter().find(|s| s.key == "terminal:a").unwrap();
+        assert_eq!(a.messages, 0, "a reset conversation has no live messages");
+        // `%` and `_` in a prefix are not wildcards.
+        assert!(store.list("terminal%").unwrap().is_empty());
     }
 
     #[test]

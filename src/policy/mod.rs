@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use analyzers::git_config;
-pub use check::Checker;
+pub use check::{Checker, JAILED_CODE};
 pub use ir::Script;
 pub use paths::{Access, OwnFile, PathPolicy};
 

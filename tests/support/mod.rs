@@ -14,6 +14,7 @@ pub mod fake_telegram;
 pub mod fake_transcribe;
 pub mod fake_web;
 pub mod procs;
+pub mod pty;
 pub mod refused;
 pub mod skills;
 pub mod warden_bot;

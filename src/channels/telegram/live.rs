@@ -125,6 +125,7 @@ mod tests {
                 decision: AuditDecision::Allow,
                 is_error: false,
                 duration: Duration::from_millis(5),
+                detail: None,
             },
         ]
     }

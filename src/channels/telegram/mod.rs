@@ -15,7 +15,7 @@
 //! `warden bot` (`bot.rs`) runs it with the scheduler's runner and heartbeat beside the polling loop.
 
 mod access;
-mod api;
+pub mod api;
 mod approvals;
 mod commands;
 pub mod format;

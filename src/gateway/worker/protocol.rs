@@ -157,6 +157,7 @@ mod tests {
                     decision: AuditDecision::Approved,
                     is_error: false,
                     duration: Duration::from_millis(1500),
+                    detail: None,
                 },
             },
             FromWorker::Ask {

@@ -1,0 +1,124 @@
+//! `warden audit [--session S] [--since T] [--json]`: what tools ran, were refused or asked,
+//! from the audit log every channel writes (oldest first, the newest `--limit`).
+
+use crate::audit::{self, AuditRow, Filter};
+use crate::config::Config;
+use anyhow::Context;
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only this session: `terminal:default`, `telegram:42`, `mcp:CLIENT`, `cron:…`.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only calls since a time ago (`2h`, `30m`, `1day`) or a time (`2026-11-20T09:00:00Z`).
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// At most this many rows (the newest).
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--since` as the stored timestamp format (UTC, `…Z`).
+pub fn since(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, String> {
+    let at = match humantime::parse_duration(text) {
+        Ok(ago) => {
+            let ago =
+                chrono::Duration::from_std(ago).map_err(|e| format!("--since {text}: {e}"))?;
+            now - ago
+        }
+        Err(_) => chrono::DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|_| {
+                format!("--since {text:?}: give a time ago (2h, 30m, 1day) or an RFC 3339 time")
+            })?,
+    };
+    Ok(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+}
+
+pub fn run(config: &Config, args: AuditArgs) -> anyhow::Result<i32> {
+    let since = args
+        .since
+        .as_deref()
+        .map(|t| since(t, chrono::Utc::now()))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let db = crate::schema::open_in(&config.data_dir)
+        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    let rows = audit::query(
+        &db,
+        &Filter {
+            session: args.session,
+            since,
+            limit: args.limit,
+        },
+    )?;
+    for row in &rows {
+        if args.json {
+            let input: serde_json::Value =
+                serde_json::from_str(&row.input).unwrap_or_else(|_| json!(row.input));
+            println!(
+                "{}",
+                json!({
+                    "id": row.id, "at": row.at, "session": row.session, "tool": row.tool,
+                    "input": input, "decision": row.decision, "reason": row.reason,
+                    "exit_code": row.exit_code, "duration_ms": row.duration_ms,
+                })
+            );
+        } else {
+            println!("{}", line(row));
+        }
+    }
+    if rows.is_empty() && !args.json {
+        eprintln!("no tool calls recorded that match");
+    }
+    Ok(0)
+}
+
+/// One row for a person: time, session, tool, decision, what, and why when it was refused.
+fn line(row: &AuditRow) -> String {
+    let input: serde_json::Value = serde_json::from_str(&row.input).unwrap_or_default();
+    let what = ["command", "path", "url", "query", "name"]
+        .iter()
+        .find_map(|k| input.get(k).and_then(|v| v.as_str()).map(String::from))
+        .unwrap_or_else(|| row.input.clone());
+    let what: String = what.chars().take(120).collect();
+    let at = row.at.replace('T', " ");
+    let at = at.get(..19).unwrap_or(&at);
+    let mut line = format!(
+        "{at}  {}  {:<9} {:<8} {}",
+        row.session,
+        row.tool,
+        row.decision,
+        crate::channels::terminal::escape_controls(&what)
+    );
+    if !matches!(row.decision.as_str(), "allow" | "approved") {
+        line.push_str(&format!(
+            "\n    why: {}",
+            crate::channels::terminal::escape_controls(&row.reason)
+        ));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_a_time_ago_or_a_time() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-26T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(since("2h", now).unwrap(), "2026-11-26T10:00:00.000Z");
+        assert_eq!(since("1day", now).unwrap(), "2026-11-25T12:00:00.000Z");
+        assert_eq!(
+            since("2026-11-20T09:00:00+01:00", now).unwrap(),
+            "2026-11-20T08:00:00.000Z"
+        );
+        assert!(since("yesterday", now).unwrap_err().contains("RFC 3339"));
+    }
+}
