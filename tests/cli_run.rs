@@ -253,6 +253,47 @@ async fn init_then_chat_in_a_terminal_edits_lines_answers_help_itself_and_shows_
     assert!(home.path().join(".warden/logs/warden.log").is_file());
 }
 
+/// `/trust` at the terminal says what tainted the conversation and clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_in_a_terminal_says_what_tainted_the_conversation() {
+    let web = support::fake_web::FakeWeb::start().await;
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("web_fetch", json!({"url": "http://docs.test/page"})),
+        Turn::text("It says hello."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let init = warden(home.path())
+        .args(["init", "--non-interactive", "--provider", "anthropic"])
+        .args(["--api-key", "test-key", "--base-url", &llm.base_url()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let config = home.path().join(".warden/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("\n{}", web.resolve_toml()));
+    std::fs::write(&config, text).unwrap();
+    let home_path = home.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut pty = support::pty::Pty::spawn(warden_in(&home_path, &["chat"]));
+        pty.expect("> ", PTY_WAIT);
+        pty.send("read http://docs.test/page\r");
+        pty.expect("It says hello", PTY_WAIT);
+        pty.expect("> ", PTY_WAIT);
+        pty.send("/trust\r");
+        let said = pty.expect("trusted again", PTY_WAIT);
+        assert!(said.contains("web_fetch http://docs.test/page"), "{said}");
+        pty.expect("> ", PTY_WAIT);
+        pty.send("/trust\r");
+        pty.expect("nothing to clear", PTY_WAIT);
+        pty.send("\u{4}");
+        assert!(pty.wait(PTY_WAIT).success());
+    })
+    .await
+    .unwrap();
+    assert_eq!(llm.request_count(), 2, "/trust never reached the model");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_in_a_terminal_asks_and_pairs_with_telegram() {
     let tg = support::fake_telegram::FakeTelegram::start("123:fake-pairing-token").await;

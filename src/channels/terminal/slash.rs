@@ -1,5 +1,6 @@
 //! `warden chat`'s slash commands, answered at the terminal without a model call: `/help`,
-//! `/model`, `/new`, `/sessions`, `/resume`, `/approvals`, `/exit`. An unknown `/word` is
+//! `/model`, `/new`, `/sessions`, `/resume`, `/approvals`, `/trust`, `/exit`. An unknown
+//! `/word` is
 //! reported, not sent to the model.
 
 use crate::app::App;
@@ -14,6 +15,7 @@ pub const NAMES: &[&str] = &[
     "/sessions",
     "/resume",
     "/approvals",
+    "/trust",
     "/exit",
     "/quit",
 ];
@@ -25,6 +27,7 @@ const HELP: &str = "\
 /sessions          the terminal's conversations, newest first
 /resume KEY|N      continue a conversation from /sessions
 /approvals         commands approved \"Always in this chat\" (in every chat)
+/trust             what made this conversation untrusted (a page, a file…); trust it again
 /exit, Ctrl-D      quit (Ctrl-C clears the line; twice at an empty prompt quits)
 
 Enter sends; end a line with \\ (or open a ``` block) to write several lines.
@@ -109,6 +112,7 @@ pub async fn handle(state: &mut State, line: &str) -> anyhow::Result<Next> {
         "/sessions" => list_sessions(state)?,
         "/resume" => resume(state, argument)?,
         "/approvals" => list_approvals(state)?,
+        "/trust" => trust(state)?,
         other => eprintln!("unknown command {other}: /help lists them (a message to the model does not start with /)"),
     }
     Ok(Next::Continue)
@@ -187,5 +191,29 @@ fn list_approvals(state: &State) -> anyhow::Result<()> {
     if !rules.is_empty() {
         eprintln!("`warden approvals rm ID` revokes one.");
     }
+    Ok(())
+}
+
+/// `/trust`: what tainted this conversation, cleared.
+fn trust(state: &State) -> anyhow::Result<()> {
+    let untrusted = &state.app.config.trust.untrusted_paths;
+    let cleared = state
+        .app
+        .agent
+        .sessions()
+        .trust(&state.session, untrusted)
+        .context("trusting the conversation")?;
+    if cleared.is_empty() {
+        eprintln!("this conversation has read nothing untrusted: nothing to clear");
+        return Ok(());
+    }
+    eprintln!("this conversation had read untrusted content from:");
+    for source in cleared {
+        eprintln!("  {source}");
+    }
+    eprintln!(
+        "it is trusted again: memory writes, new cron jobs and links the model composes ask \
+         only as in a clean conversation"
+    );
     Ok(())
 }
