@@ -499,6 +499,11 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "not in the policy's list of find primaries",
     ),
+    ("find -L . -name x", Deny, "find -L: follows symbolic links"),
+    ("find -H inner -print", Deny, "find -H: follows symbolic links"),
+    ("find . -follow -name x", Deny, "find -follow: follows symbolic links"),
+    ("find -files0-from notes.txt", Deny, "find -files0-from"),
+    ("find -P . -name x", Allow, "allowed: find"),
     // ---- sed ----------------------------------------------------------------------------------------------------
     (
         "sed 'e id' notes.txt",
