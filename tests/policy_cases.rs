@@ -500,8 +500,16 @@ const CASES: &[(&str, Decision, &str)] = &[
         "not in the policy's list of find primaries",
     ),
     ("find -L . -name x", Deny, "find -L: follows symbolic links"),
-    ("find -H inner -print", Deny, "find -H: follows symbolic links"),
-    ("find . -follow -name x", Deny, "find -follow: follows symbolic links"),
+    (
+        "find -H inner -print",
+        Deny,
+        "find -H: follows symbolic links",
+    ),
+    (
+        "find . -follow -name x",
+        Deny,
+        "find -follow: follows symbolic links",
+    ),
     ("find -files0-from notes.txt", Deny, "find -files0-from"),
     ("find -P . -name x", Allow, "allowed: find"),
     // ---- sed ----------------------------------------------------------------------------------------------------
@@ -571,7 +579,37 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "the `e` command",
     ),
-    // ---- tar -----------------------------------------------------------------------------------------------------
+    // ---- names a program derives: backups, chunks, decompressed files ---------------------------------------------
+    ("cp -b -S g notes.txt .gitconfi", Deny, "writing .gitconfig"),
+    ("cp -b -S g notes.txt .gitconf", Allow, "allowed: cp"),
+    ("cp --suffix=ig notes.txt .gitconf", Deny, ".gitconfig"),
+    ("mv -b -S g other.txt .gitconfi", Deny, ".gitconfig"),
+    ("cp -b notes.txt other.txt", Allow, "allowed: cp"),
+    ("cp -r -b -S g src out", Allow, "allowed: cp"),
+    ("cp -S /../x notes.txt other.txt", Deny, "backup suffix"),
+    (
+        "split -a 1 notes.txt .gi",
+        Deny,
+        "split: a file it writes could be named .git",
+    ),
+    (
+        "split -a 1 --additional-suffix=ig notes.txt .gitcon",
+        Deny,
+        "could be named .gitconfig",
+    ),
+    ("split -l 1 -d notes.txt out/part-", Allow, "allowed: split"),
+    ("gzip -S onfig notes.txt", Allow, "allowed: gzip"),
+    ("gzip -S onfig .gitc", Deny, "writing .gitconfig"),
+    ("gzip -r -S attributes src", Allow, "allowed: gzip"),
+    ("gunzip -N backup.tgz", Deny, "header"),
+    ("gunzip -c -N backup.tgz", Allow, "allowed: gunzip"),
+    ("gunzip backup.tgz", Allow, "allowed: gunzip"),
+    (
+        "xz -d -S .x .gitattributes.x",
+        Deny,
+        "writing .gitattributes",
+    ),
+    ("bzip2 -d notes.txt", Allow, "allowed: bzip2"),
     (
         "tar --checkpoint=1 --checkpoint-action=exec=sh -cf x.tar src",
         Deny,
@@ -1010,6 +1048,46 @@ fn user_policy_can_ask_or_allow_more() {
     assert!(v.reason.contains("frobnicate is not in the allowlist"));
     // Unknown programs under `ask` still have their paths checked.
     assert_eq!(c.check("frobnicate /etc/shadow").decision, Deny);
+}
+
+/// Derived names (backups, chunks, decompressed files) are the program's, whoever wrote the
+/// rule: a user's own rules for ln, install, csplit and unxz get them checked too.
+#[test]
+fn derived_names_hold_for_a_users_own_rules() {
+    let fx = fixture();
+    let policy = Policy::from_user_toml(
+        "[programs.ln]\nlast_arg = \"write\"\nflags = { \"-S\" = \"value\", \"-b\" = \"flag\" }\n\
+         [programs.install]\nlast_arg = \"write\"\n\
+         [programs.csplit]\nflags = { \"-f\" = \"value\", \"-n\" = \"value\", \"-b\" = \"value\" }\n\
+         [programs.unxz]\nargs = \"consume\"\nflags = { \"-S\" = \"value\" }\n",
+        "test",
+    )
+    .unwrap();
+    let home = fx.workspace.parent().unwrap().join("home");
+    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    for (command, want, why) in [
+        ("ln -b -S g notes.txt .gitconfi", Deny, "writing .gitconfig"),
+        ("ln -b notes.txt other.txt", Allow, "allowed: ln"),
+        // The rule does not say -S takes a value: the backup name is unknown.
+        (
+            "install -S g notes.txt .gitconfi",
+            Deny,
+            "does not say it takes one",
+        ),
+        ("csplit -f .gi -n 1 notes.txt 1", Allow, "allowed: csplit"),
+        ("csplit -f .gitmodule notes.txt 1", Allow, "allowed: csplit"),
+        ("csplit -b %.0d -f .git notes.txt 1", Deny, "printf format"),
+        (
+            "unxz -S .x .gitattributes.x",
+            Deny,
+            "writing .gitattributes",
+        ),
+        ("unxz data.json.xz", Allow, "allowed: unxz"),
+    ] {
+        let v = c.check(command);
+        assert_eq!(v.decision, want, "{command}: {}", v.reason);
+        assert!(v.reason.contains(why), "{command}: {}", v.reason);
+    }
 }
 
 #[test]

@@ -346,7 +346,11 @@ mod tests {
             "{}",
             result.stderr
         );
-        assert!(result.stderr.contains("'./vendor/.git'"), "{}", result.stderr);
+        assert!(
+            result.stderr.contains("'./vendor/.git'"),
+            "{}",
+            result.stderr
+        );
         // -f: nothing said.
         let quiet = ChmodPlan {
             report: ChmodReport::Quiet,

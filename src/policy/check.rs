@@ -6,6 +6,7 @@
 use super::analyzers::{self, AnalyzerContext};
 use super::assignments;
 use super::copies;
+use super::derived;
 use super::expand::Expander;
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
@@ -374,7 +375,13 @@ impl Checker {
             Decision::Allow => {}
         }
         let args = &argv[1..];
-        let analysis = self.analyze(rule, &name, args, cwd, walk.earlier_writes)?;
+        let mut analysis = self.analyze(rule, &name, args, cwd, walk.earlier_writes)?;
+        // Names the program derives from its arguments (backups, chunks, decompressed files).
+        let derived = match rule.analyzer {
+            None => derived::names(&name, &analysis, cwd, &self.paths)?,
+            Some(_) => derived::Derived::default(),
+        };
+        analysis.paths.extend(derived.paths);
         let mut writes = false;
         let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
@@ -395,7 +402,14 @@ impl Checker {
             });
         }
         if rule.copies {
-            copies::check(&name, args, &analysis, cwd, &self.paths)?;
+            copies::check(
+                &name,
+                args,
+                &analysis,
+                cwd,
+                &self.paths,
+                derived.backup_suffix.as_deref(),
+            )?;
         }
         for list in &analysis.lists {
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?

@@ -15,12 +15,15 @@ const MAX_ENTRIES: usize = 20_000;
 
 /// Check every path the copy would create. `analysis` is the generic analysis of the command
 /// (its positionals, and the value of a write-path flag such as `-t DIR`).
+/// With `backup_suffix`, each created path replaces what is there after copying it to the
+/// path plus the suffix: that name is checked too.
 pub fn check(
     program: &str,
     args: &[String],
     analysis: &Analysis,
     cwd: &Path,
     paths: &PathPolicy,
+    backup_suffix: Option<&str>,
 ) -> Result<(), Denial> {
     let target_flag = analysis
         .path_flags
@@ -73,6 +76,14 @@ pub fn check(
                     .collect();
                 places.push(written.join(&rel));
             }
+            if let Some(suffix) = backup_suffix {
+                let backups: Vec<PathBuf> = places
+                    .iter()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(|p| PathBuf::from(format!("{}{suffix}", p.display())))
+                    .collect();
+                places.extend(backups);
+            }
             for created in places {
                 let text = created.to_string_lossy();
                 if text.is_empty() {
@@ -98,7 +109,7 @@ pub fn check(
 
 /// Every entry beneath `root` (relative; the root itself is the empty path), not following
 /// symlinks inside the tree (cp -r and mv copy them as links).
-fn tree(root: &Path) -> Result<Vec<PathBuf>, String> {
+pub(super) fn tree(root: &Path) -> Result<Vec<PathBuf>, String> {
     let mut out = vec![PathBuf::new()];
     let meta = std::fs::symlink_metadata(root).map_err(|e| e.to_string())?;
     if !meta.is_dir() {

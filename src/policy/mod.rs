@@ -11,6 +11,7 @@ pub mod compare;
 mod compound;
 mod cond;
 mod copies;
+mod derived;
 mod expand;
 pub mod fixture;
 mod grammar;

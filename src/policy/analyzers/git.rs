@@ -154,6 +154,7 @@ pub fn analyze(
             &sub_analysis,
             &start,
             ctx.paths,
+            None,
         )?;
     }
 
