@@ -59,6 +59,55 @@ fn fixture() -> Fixture {
             Member::File("src/main.rs", "fn main() {}\n"),
         ],
     );
+    // Archives whose members reach .git only as GNU tar reads them.
+    let hook = "#!/bin/sh\ntouch /tmp/pwned\n";
+    for (name, members) in [
+        (
+            "through-link.tar",
+            &[
+                Member::Symlink("lnk", ".git/hooks"),
+                Member::File("lnk/pre-commit", hook),
+            ][..],
+        ),
+        (
+            "after-zeros.tar",
+            &[
+                Member::File("a.txt", "a\n"),
+                Member::ZeroBlock,
+                Member::File(".git/hooks/pre-commit", hook),
+            ],
+        ),
+        (
+            "global-path.tar",
+            &[
+                Member::PaxGlobal(&[("path", ".git/hooks/pre-commit")]),
+                Member::File("innocent.txt", hook),
+            ],
+        ),
+        (
+            "sparse-name.tar",
+            &[
+                Member::PaxLocal(&[("GNU.sparse.name", "src/.gitattributes")]),
+                Member::File("innocent.txt", "* filter=pwn\n"),
+            ],
+        ),
+        (
+            "hidden.tar",
+            &[
+                Member::LinkClaimingData("harmless", "notes.txt"),
+                Member::File(".git/config", "[core]\n\tfsmonitor = sh\n"),
+            ],
+        ),
+        (
+            "safe-links.tar",
+            &[
+                Member::Symlink("latest", "src/main.rs"),
+                Member::File("docs2/a.md", "a\n"),
+            ],
+        ),
+    ] {
+        archives::write(&ws.join(name), members);
+    }
     std::fs::write(r.join("secret"), "s3cret\n").unwrap();
     std::fs::create_dir_all(r.join("home/.ssh")).unwrap();
     std::fs::write(r.join("home/.ssh/id_rsa"), "KEY\n").unwrap();
@@ -644,6 +693,24 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("tar czf out.tgz /etc", Deny, "outside the workspace"),
     ("tar -F script.sh -cf x.tar src", Deny, "runs a script"),
+    (
+        "tar -xf through-link.tar",
+        Deny,
+        "lnk/pre-commit, at or beneath the symbolic link lnk",
+    ),
+    ("tar -xf after-zeros.tar", Allow, "allowed: tar"),
+    ("tar -xif after-zeros.tar", Deny, ".git/hooks/pre-commit"),
+    (
+        "tar --ignore-zeros -xf after-zeros.tar",
+        Deny,
+        ".git/hooks/pre-commit",
+    ),
+    ("tar -xf global-path.tar", Deny, ".git/hooks/pre-commit"),
+    ("tar -xf sparse-name.tar", Deny, "src/.gitattributes"),
+    ("tar -xf hidden.tar", Deny, ".git/config"),
+    ("tar -xf safe-links.tar", Allow, "allowed: tar"),
+    ("tar -tf global-path.tar", Allow, "allowed: tar"),
+    ("tar --xattrs -xf backup.tgz", Deny, "extended attributes"),
     // ---- git ------------------------------------------------------------------------------------------------------
     (
         "git -c core.pager=sh log",

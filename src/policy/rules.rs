@@ -313,6 +313,9 @@ pub struct Analysis {
     pub positionals: Vec<String>,
     /// The values of flags that take a path, with the flag's full name (generic analysis only).
     pub path_flags: Vec<(String, String)>,
+    /// Where the command makes symbolic links (relative to its cwd): the rest of the command
+    /// line may not resolve a path at or beneath them, as they do not exist when it is checked.
+    pub links: Vec<String>,
     /// Every flag given, in order, by its full name, with its value: the attached one or the
     /// next argument for a flag taking one, the attached one for an optional flag (generic
     /// analysis only).
