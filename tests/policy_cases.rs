@@ -711,6 +711,39 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("tar -xf safe-links.tar", Allow, "allowed: tar"),
     ("tar -tf global-path.tar", Allow, "allowed: tar"),
     ("tar --xattrs -xf backup.tgz", Deny, "extended attributes"),
+    // ---- a later command through a link an earlier one makes ---------------------------------
+    (
+        "tar -xf safe-links.tar && cat latest",
+        Deny,
+        "a symbolic link an earlier command of this line makes",
+    ),
+    ("tar -xf safe-links.tar && echo x > latest", Deny, "echo: "),
+    (
+        "tar -xf safe-links.tar; cp notes.txt latest/x",
+        Deny,
+        "cp: ",
+    ),
+    (
+        "tar -xf safe-links.tar && mv latest moved && cat moved/x",
+        Deny,
+        "cannot check what copying latest creates",
+    ),
+    ("tar -xf safe-links.tar && cd latest", Deny, "cd: "),
+    (
+        "tar -xf safe-links.tar && rm latest",
+        Allow,
+        "allowed: tar, rm",
+    ),
+    (
+        "tar -xf safe-links.tar && cat docs2/a.md",
+        Allow,
+        "allowed: tar, cat",
+    ),
+    (
+        "tar -xf safe-links.tar && { cat; } < latest",
+        Deny,
+        "redirection",
+    ),
     // ---- git ------------------------------------------------------------------------------------------------------
     (
         "git -c core.pager=sh log",
@@ -1150,6 +1183,27 @@ fn derived_names_hold_for_a_users_own_rules() {
             "writing .gitattributes",
         ),
         ("unxz data.json.xz", Allow, "allowed: unxz"),
+        // A link made earlier on the line cannot be resolved by what follows.
+        (
+            "ln -s .git/hooks h && cp notes.txt h/pre-commit",
+            Deny,
+            "earlier command",
+        ),
+        (
+            "ln -s .git/hooks src && cp notes.txt src/hooks/pre-commit",
+            Deny,
+            "earlier command",
+        ),
+        (
+            "ln -s .git/hooks src && cp notes.txt src/pre-commit",
+            Allow,
+            "allowed: ln, cp",
+        ),
+        (
+            "ln -s notes.txt n && cat other.txt",
+            Allow,
+            "allowed: ln, cat",
+        ),
     ] {
         let v = c.check(command);
         assert_eq!(v.decision, want, "{command}: {}", v.reason);

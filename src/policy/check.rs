@@ -44,6 +44,8 @@ pub(super) struct Checked {
     pub command: Command,
     pub asks: Vec<String>,
     pub writes: bool,
+    /// Where it makes symbolic links (absolute): see [`Walk::links`].
+    pub links: Vec<PathBuf>,
 }
 
 /// What the walk over a script carries from command to command.
@@ -60,9 +62,31 @@ pub(super) struct Walk {
     pub vars: Vec<(String, String)>,
     /// Simple commands checked so far.
     pub commands: usize,
+    /// Where earlier commands of the line make symbolic links (absolute; parent resolved).
+    /// They do not exist when the line is checked, so a later path at or beneath one cannot be
+    /// resolved (`tar -x` makes `lnk -> .git/hooks`, then `echo > lnk/pre-commit`): refused.
+    pub links: Vec<PathBuf>,
 }
 
 impl Walk {
+    /// Refuse `path` (resolved) when it lies beneath a link an earlier command of the line
+    /// makes, or is that link and is followed (anything but removing it).
+    pub fn refuse_through_links(&self, path: &Path, access: Access) -> Result<(), Denial> {
+        for link in &self.links {
+            let at = path == link.as_path();
+            if (at && access != Access::Delete) || (!at && path.starts_with(link)) {
+                return Err(Denial::new(format!(
+                    "{} is at or beneath {}, a symbolic link an earlier command of this line \
+                     makes: where it leads is not known when the line is checked; run the \
+                     commands one at a time",
+                    path.display(),
+                    link.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub fn ask(&mut self, reasons: Vec<String>) {
         for reason in reasons {
             if !self.asks.contains(&reason) {
@@ -165,6 +189,7 @@ impl Checker {
             asks: Vec::new(),
             vars: Vec::new(),
             commands: 0,
+            links: Vec::new(),
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -203,6 +228,7 @@ impl Checker {
                             walk.cwd = target.clone();
                         }
                         walk.earlier_writes |= checked.writes;
+                        walk.links.extend(checked.links);
                         walk.ask(checked.asks);
                         checked.command
                     }
@@ -313,7 +339,12 @@ impl Checker {
                     "an assignment before cd has no effect; remove it",
                 ));
             }
-            return self.cd(&argv, raw, &walk.cwd, in_pipeline);
+            let checked = self.cd(&argv, raw, &walk.cwd, in_pipeline)?;
+            if let Some(Builtin::Cd(target)) = &checked.command.builtin {
+                walk.refuse_through_links(target, Access::Read)
+                    .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
+            }
+            return Ok(checked);
         }
         let mut checked = self.program(argv, &name, redirects, walk)?;
         checked.writes |= redirect_writes;
@@ -382,6 +413,7 @@ impl Checker {
             Some(_) => derived::Derived::default(),
         };
         analysis.paths.extend(derived.paths);
+        analysis.links.extend(derived.links);
         let mut writes = false;
         let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
@@ -401,8 +433,9 @@ impl Checker {
                 written: path.clone(),
             });
         }
+        let mut links: Vec<PathBuf> = Vec::new();
         if rule.copies {
-            copies::check(
+            links = copies::check(
                 &name,
                 args,
                 &analysis,
@@ -410,6 +443,7 @@ impl Checker {
                 &self.paths,
                 derived.backup_suffix.as_deref(),
             )?;
+            links.extend(carried_links(&paths, walk));
         }
         for list in &analysis.lists {
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
@@ -422,6 +456,26 @@ impl Checker {
                     written,
                 });
             }
+        }
+        for link in &analysis.links {
+            let at = lexically_normal_from(cwd, link);
+            links.push(super::paths::resolve(&at, true).unwrap_or(at));
+        }
+        // Nothing this command names may lead through a link an earlier command makes.
+        let redirected = redirects.iter().filter_map(|r| match &r.target {
+            RedirectTarget::File { path, mode } => Some((
+                path,
+                if *mode == OpenMode::Read {
+                    Access::Read
+                } else {
+                    Access::Write
+                },
+            )),
+            _ => None,
+        });
+        for (path, access) in paths.iter().map(|p| (&p.path, p.access)).chain(redirected) {
+            walk.refuse_through_links(path, access)
+                .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
         }
         asks.extend(analysis.ask);
         if let Some(what) = &analysis.runs_code {
@@ -453,6 +507,7 @@ impl Checker {
             command,
             asks,
             writes,
+            links,
         })
     }
 
@@ -523,6 +578,7 @@ impl Checker {
             command,
             asks: Vec::new(),
             writes: false,
+            links: Vec::new(),
         })
     }
 
@@ -674,6 +730,33 @@ fn logical_cd(
             target.display()
         ))),
     }
+}
+
+/// `path` (relative to `cwd`) with `.` and `..` applied as text, for a link's location.
+fn lexically_normal_from(cwd: &Path, path: &str) -> PathBuf {
+    super::paths::lexically_normal(&cwd.join(path))
+}
+
+/// A copy or move whose source is, or lies beneath, a link an earlier command of the line
+/// makes carries the link to its destination: the destination becomes such a link too.
+fn carried_links(paths: &[CheckedPath], walk: &Walk) -> Vec<PathBuf> {
+    let carries = paths
+        .iter()
+        .any(|p| p.access != Access::Write && walk.links.iter().any(|l| p.path.starts_with(l)));
+    if !carries {
+        return Vec::new();
+    }
+    let sources: Vec<&CheckedPath> = paths.iter().filter(|p| p.access != Access::Write).collect();
+    let mut out = Vec::new();
+    for dest in paths.iter().filter(|p| p.access == Access::Write) {
+        out.push(dest.path.clone());
+        for source in &sources {
+            if let Some(name) = source.path.file_name() {
+                out.push(dest.path.join(name));
+            }
+        }
+    }
+    out
 }
 
 /// A redirection target must expand to exactly one word (bash: "ambiguous redirect").

@@ -16,7 +16,8 @@ const MAX_ENTRIES: usize = 20_000;
 /// Check every path the copy would create. `analysis` is the generic analysis of the command
 /// (its positionals, and the value of a write-path flag such as `-t DIR`).
 /// With `backup_suffix`, each created path replaces what is there after copying it to the
-/// path plus the suffix: that name is checked too.
+/// path plus the suffix: that name is checked too. Returns the places where the copy makes
+/// symbolic links (a link copied or moved as a link), absolute.
 pub fn check(
     program: &str,
     args: &[String],
@@ -24,7 +25,7 @@ pub fn check(
     cwd: &Path,
     paths: &PathPolicy,
     backup_suffix: Option<&str>,
-) -> Result<(), Denial> {
+) -> Result<Vec<PathBuf>, Denial> {
     let target_flag = analysis
         .path_flags
         .iter()
@@ -32,7 +33,7 @@ pub fn check(
     let (sources, dest): (&[String], &str) = match (target_flag, analysis.positionals.as_slice()) {
         (Some((_, dir)), all) => (all, dir.as_str()),
         (None, [sources @ .., last]) if !sources.is_empty() => (sources, last.as_str()),
-        _ => return Ok(()),
+        _ => return Ok(Vec::new()),
     };
     // `cp --parents a/b DEST` creates DEST/a/b (any unambiguous abbreviation counts).
     let parents = args
@@ -44,6 +45,7 @@ pub fn check(
     // of the line could still make it a directory, so what would land beneath is checked by
     // name, as the path cannot be resolved through a file.
     let dest_is_file = std::fs::symlink_metadata(&dest).is_ok_and(|m| !m.is_dir());
+    let mut links = Vec::new();
     for source in sources {
         if source == "-" || source.is_empty() {
             continue;
@@ -56,6 +58,9 @@ pub fn check(
             .file_name()
             .map(PathBuf::from)
             .unwrap_or_default();
+        // `mv lnk d` moves the link itself, and `cp -r`, `-a`, `-d`, `-P` copy it as one.
+        let source_is_link =
+            std::fs::symlink_metadata(cwd.join(source)).is_ok_and(|m| m.file_type().is_symlink());
         for rel in tree(&resolved).map_err(|why| {
             Denial::new(format!(
                 "{program}: cannot check what copying {source} creates: {why}"
@@ -84,6 +89,19 @@ pub fn check(
                     .collect();
                 places.extend(backups);
             }
+            let is_link = if rel.as_os_str().is_empty() {
+                source_is_link
+            } else {
+                std::fs::symlink_metadata(resolved.join(&rel))
+                    .is_ok_and(|m| m.file_type().is_symlink())
+            };
+            if is_link {
+                links.extend(
+                    places
+                        .iter()
+                        .map(|p| super::paths::lexically_normal(&dest.join(p))),
+                );
+            }
             for created in places {
                 let text = created.to_string_lossy();
                 if text.is_empty() {
@@ -104,7 +122,7 @@ pub fn check(
             }
         }
     }
-    Ok(())
+    Ok(links)
 }
 
 /// Every entry beneath `root` (relative; the root itself is the empty path), not following

@@ -30,6 +30,8 @@ pub struct Derived {
     pub paths: Vec<(String, Access)>,
     /// The backup suffix, for the copies it makes (`cp -r` backs up every file it replaces).
     pub backup_suffix: Option<String>,
+    /// Where it makes links (relative to its cwd; `ln`).
+    pub links: Vec<String>,
 }
 
 /// The names `program` derives from its arguments (`analysis` is its generic analysis).
@@ -41,7 +43,7 @@ pub fn names(
 ) -> Result<Derived, Denial> {
     let mut derived = Derived::default();
     match program {
-        "cp" | "mv" | "ln" | "install" => {
+        "cp" | "mv" | "install" => {
             if let Some(suffix) = backup_suffix(program, analysis)? {
                 for (path, access) in &analysis.paths {
                     if *access == Access::Write {
@@ -54,6 +56,18 @@ pub fn names(
             }
         }
         "split" => derived.paths = split(analysis, cwd, paths)?,
+        "ln" => {
+            derived.links = link_names(analysis, cwd);
+            if let Some(suffix) = backup_suffix(program, analysis)? {
+                for (path, access) in &analysis.paths {
+                    if *access == Access::Write {
+                        derived
+                            .paths
+                            .push((format!("{path}{suffix}"), Access::Write));
+                    }
+                }
+            }
+        }
         "csplit" => derived.paths = csplit(analysis, cwd, paths)?,
         _ => {
             if let Some(codec) = Codec::of(program) {
@@ -62,6 +76,41 @@ pub fn names(
         }
     }
     Ok(derived)
+}
+
+/// The names `ln` creates: `-t DIR` or a last operand that is a folder gets each target's
+/// name inside it (both places are counted when it may or may not be one), else the last operand.
+fn link_names(analysis: &Analysis, cwd: &Path) -> Vec<String> {
+    let base = |target: &str| {
+        Path::new(target)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    let (targets, dir) = match flag(analysis, &["-t", "--target-directory"]) {
+        Some(Some(dir)) => (&analysis.positionals[..], Some(dir.clone())),
+        _ => match analysis.positionals.as_slice() {
+            [] => return Vec::new(),
+            [one] => return base(one).into_iter().collect(),
+            [targets @ .., last] => {
+                let mut out = vec![last.clone()];
+                if cwd.join(last).is_dir() || last.ends_with('/') {
+                    out.clear();
+                }
+                for t in targets {
+                    if let Some(name) = base(t) {
+                        out.push(format!("{}/{name}", last.trim_end_matches('/')));
+                    }
+                }
+                return out;
+            }
+        },
+    };
+    let dir = dir.unwrap_or_default();
+    targets
+        .iter()
+        .filter_map(|t| base(t))
+        .map(|name| format!("{}/{name}", dir.trim_end_matches('/')))
+        .collect()
 }
 
 fn flag<'a>(analysis: &'a Analysis, names: &[&str]) -> Option<&'a Option<String>> {

@@ -148,7 +148,7 @@ pub fn analyze(
     }
     // `git mv DIR .config` brings DIR's tree along: every path it creates is checked.
     if sub == "mv" {
-        crate::policy::copies::check(
+        let links = crate::policy::copies::check(
             &format!("{program} mv"),
             rest,
             &sub_analysis,
@@ -156,6 +156,10 @@ pub fn analyze(
             ctx.paths,
             None,
         )?;
+        // Absolute: the checker takes them as they are.
+        analysis
+            .links
+            .extend(links.iter().map(|l| l.to_string_lossy().into_owned()));
     }
 
     // The subcommand's paths are relative to the `-C` directory.
