@@ -1087,6 +1087,7 @@ fn git_runs_with_its_hooks_switched_off() {
     let argv = &argv_of(&mut c, "git log -p")[0];
     for expected in [
         "--no-pager",
+        "--no-replace-objects",
         "core.fsmonitor=false",
         "core.hooksPath=/dev/null",
         "--no-ext-diff",

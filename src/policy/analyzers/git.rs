@@ -171,7 +171,12 @@ pub fn analyze(
     );
     analysis.ask.extend(sub_analysis.ask);
     analysis.shape = Some(i + 1);
-    let mut argv = vec![program.to_string(), "--no-pager".to_string()];
+    // Replacement refs would make git use other objects than the ones the policy read.
+    let mut argv = vec![
+        program.to_string(),
+        "--no-pager".to_string(),
+        "--no-replace-objects".to_string(),
+    ];
     for setting in SAFETY_CONFIG {
         argv.push("-c".into());
         argv.push((*setting).into());
