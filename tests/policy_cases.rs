@@ -788,8 +788,19 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("git submodule update", Deny, "clone, fetch or run commands"),
     (
         "git remote add x https://example.com",
-        Allow,
-        "allowed: git",
+        Ask,
+        "git remote add: changes where the repository's remotes point",
+    ),
+    (
+        "git remote set-url origin ext::sh",
+        Ask,
+        "git remote set-url",
+    ),
+    ("git remote -v", Allow, "allowed: git"),
+    (
+        "git submodule set-url lib ../x",
+        Ask,
+        "git submodule set-url",
     ),
     ("git remote prune origin", Deny, "reach the network"),
     ("git push", Deny, "git push is not allowed"),
@@ -1231,4 +1242,196 @@ fn read_roots_widen_reads_but_not_writes() {
     let v = c.check(&format!("touch {}/x", extra.display()));
     assert_eq!(v.decision, Deny);
     assert!(v.reason.contains("read-only root"), "{}", v.reason);
+}
+
+/// A real repository (made with git) whose branches hold what the policy keeps read-only:
+/// every command that would check such a tree out, stage it or merge it is refused; what
+/// discards uncommitted work asks. Run once on loose objects and once packed (deltas).
+#[test]
+fn git_tree_switches_are_checked_against_the_tree_they_write() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", root.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let write = |name: &str, text: &str| {
+        let path = ws.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    git(&["init", "-q"]);
+    write("README.md", "hello\n");
+    write("src/a.rs", "fn a() {}\n");
+    write("docs/.gitattributes", "*.md text\n");
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    for (branch, file, text) in [
+        (
+            "evil",
+            ".gitconfig",
+            "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+        ),
+        ("attrs", "docs/.gitattributes", "* filter=pwn\n"),
+        (
+            "modules",
+            ".gitmodules",
+            "[submodule \"x\"]\n\turl = ext::sh\n",
+        ),
+        ("globalcfg", ".config/git/config", "[core]\n\tpager = sh\n"),
+        ("safe", "src/a.rs", "fn a() { /* changed */ }\n"),
+    ] {
+        git(&["checkout", "-q", "-b", branch, "main"]);
+        write(file, text);
+        if branch == "safe" {
+            std::os::unix::fs::symlink("src", ws.join("lnk")).unwrap();
+        }
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", branch]);
+    }
+    git(&["checkout", "-q", "main"]);
+    // A stash whose changes touch the attributes (made by the user, outside warden).
+    write("docs/.gitattributes", "* filter=pwn\n");
+    git(&["stash", "-q"]);
+    let evil = git(&["rev-parse", "evil"]);
+    let policy = Arc::new(Policy::embedded_default());
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cases: Vec<(String, Decision, &str)> = vec![
+        (
+            "git checkout evil".into(),
+            Deny,
+            "checking out evil would write .gitconfig",
+        ),
+        ("git switch evil".into(), Deny, ".gitconfig"),
+        ("git checkout -b x evil".into(), Deny, ".gitconfig"),
+        ("git switch -c x attrs".into(), Deny, "docs/.gitattributes"),
+        ("git checkout modules".into(), Deny, ".gitmodules"),
+        ("git checkout globalcfg".into(), Deny, ".config/git/config"),
+        ("git reset --hard evil".into(), Deny, ".gitconfig"),
+        ("git reset --soft evil".into(), Deny, ".gitconfig"),
+        ("git reset evil -- .gitconfig".into(), Deny, ".gitconfig"),
+        ("git checkout evil -- .".into(), Deny, ".gitconfig"),
+        (
+            "git restore --source evil .gitconfig".into(),
+            Deny,
+            ".gitconfig",
+        ),
+        (
+            "git restore -s attrs --staged docs".into(),
+            Deny,
+            ".gitattributes",
+        ),
+        ("git merge evil".into(), Deny, ".gitconfig"),
+        ("git merge -X subtree=.config safe".into(), Deny, "subtree"),
+        ("git merge -s subtree safe".into(), Deny, "subtree"),
+        ("git stash apply".into(), Deny, "docs/.gitattributes"),
+        (
+            "git stash pop stash@{0}".into(),
+            Deny,
+            "docs/.gitattributes",
+        ),
+        ("git stash branch b".into(), Deny, "docs/.gitattributes"),
+        (format!("git checkout {}", &evil[..8]), Deny, ".gitconfig"),
+        ("git checkout evil~0".into(), Deny, ".gitconfig"),
+        ("git checkout safe".into(), Allow, "allowed: git"),
+        ("git switch -c y safe".into(), Allow, "allowed: git"),
+        ("git merge safe".into(), Allow, "allowed: git"),
+        ("git checkout evil~1".into(), Allow, "allowed: git"),
+        (
+            "git checkout evil -- src".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        ("git reset --hard".into(), Ask, "git reset --hard discards"),
+        ("git checkout src/a.rs".into(), Ask, "git checkout of paths"),
+        (
+            "git checkout -- src/a.rs".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        (
+            "git checkout no-such-branch".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        ("git checkout -f safe".into(), Ask, "git checkout --force"),
+        (
+            "git switch --discard-changes safe".into(),
+            Ask,
+            "git switch --force",
+        ),
+        (
+            "git restore src/a.rs".into(),
+            Ask,
+            "restore of the work tree",
+        ),
+        (
+            "git restore --staged src/a.rs".into(),
+            Allow,
+            "allowed: git",
+        ),
+        ("git clean -f".into(), Ask, "git clean -f"),
+        ("git clean -n".into(), Allow, "allowed: git"),
+        ("git clean -ffd".into(), Deny, "nested repositories"),
+        ("git stash drop".into(), Ask, "git stash drop/clear"),
+        ("git stash clear".into(), Ask, "git stash drop/clear"),
+        ("git rm -r src".into(), Ask, "git rm -r/-f"),
+        ("git rm --cached -r src".into(), Allow, "allowed: git"),
+        ("git merge".into(), Deny, "name the branch"),
+        (
+            "git checkout main@{yesterday}".into(),
+            Deny,
+            "cannot tell which commit",
+        ),
+        // What a checkout makes a link is not resolved by later commands of the line.
+        (
+            "git checkout safe && cat lnk/a.rs".into(),
+            Deny,
+            "earlier command",
+        ),
+    ];
+    let run = |label: &str| {
+        let mut c = policy.checker(&ws, &[], &home).unwrap();
+        let mut failures = Vec::new();
+        for (command, want, why) in &cases {
+            let v = c.check(command);
+            if v.decision != *want || !v.reason.contains(why) {
+                failures.push(format!(
+                    "{label}: {command:?}: got {} ({}), want {want} containing {why:?}",
+                    v.decision, v.reason
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    };
+    run("loose objects");
+    git(&["pack-refs", "--all"]);
+    git(&["repack", "-adq", "--depth=50", "--window=50"]);
+    git(&["prune-packed"]);
+    run("packed");
 }

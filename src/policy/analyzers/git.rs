@@ -11,6 +11,7 @@
 //! off explicitly (`--no-pager`, `-c core.fsmonitor=false`, `--no-ext-diff --no-textconv`, …).
 
 use super::git_config;
+use super::git_trees::{self, Location};
 use crate::policy::analyzers::AnalyzerContext;
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, FlagTakes, ProgramRule};
@@ -43,7 +44,7 @@ const SAFETY_CONFIG: &[&str] = &[
 
 /// Subcommands that change files of the work tree.
 const WORK_TREE_WRITERS: &[&str] = &[
-    "checkout", "switch", "restore", "stash", "merge", "reset", "mv", "rm",
+    "checkout", "switch", "restore", "stash", "merge", "reset", "mv", "rm", "clean",
 ];
 
 /// Subcommands that would run diff drivers without these flags.
@@ -90,7 +91,9 @@ pub fn analyze(
     }
     let rest = &args[i + 1..];
     let sub_analysis = sub_rule.analyze(&format!("{program} {sub}"), rest)?;
-    super::git_forms::check(sub, sub_rule, rest)?;
+    analysis
+        .ask
+        .extend(super::git_forms::check(sub, sub_rule, rest)?);
 
     // `-C dir` options compose; paths of the subcommand are relative to the result.
     let mut base = PathBuf::new();
@@ -132,6 +135,18 @@ pub fn analyze(
             "{what}: the repository has submodules, other repositories whose config was not \
              checked"
         )));
+    }
+    // What a tree-switching subcommand checks out is read and checked; what discards work asks.
+    if git_trees::TREE_COMMANDS.contains(&sub.as_str()) {
+        let location = locate(&start)?;
+        let outcome = git_trees::check(sub, sub_rule, rest, &start, location.as_ref(), ctx.paths)?;
+        analysis.ask.extend(outcome.ask);
+        analysis.links.extend(
+            outcome
+                .links
+                .iter()
+                .map(|l| l.to_string_lossy().into_owned()),
+        );
     }
     // A subcommand that changes the work tree writes where it runs: a later git in the same
     // string would read config this one may have changed (a checkout can create any tracked
@@ -270,6 +285,26 @@ fn has_submodules(start: &Path) -> Result<bool, Denial> {
     Ok(git_dir.join("modules").exists()
         || common.join("modules").exists()
         || work_tree.is_some_and(|w| w.join(".gitmodules").exists()))
+}
+
+/// The repository git would use from `start`: its git dir, common dir and work tree.
+fn locate(start: &Path) -> Result<Option<Location>, Denial> {
+    let Some(git_dir) = discover_git_dir(start)? else {
+        return Ok(None);
+    };
+    let work_tree = start
+        .ancestors()
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .unwrap_or(start)
+        .to_path_buf();
+    let common_dir = std::fs::read_to_string(git_dir.join("commondir"))
+        .map(|c| git_dir.join(c.trim()))
+        .unwrap_or_else(|_| git_dir.clone());
+    Ok(Some(Location {
+        git_dir,
+        common_dir,
+        work_tree,
+    }))
 }
 
 /// Walk up from `start` as git does: the first `.git` directory or `gitdir:` file wins.
