@@ -1374,10 +1374,18 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
             Ask,
             "git checkout of paths",
         ),
+        // Neither a commit nor a file: git fails, nothing is discarded.
+        ("git checkout no-such-branch".into(), Allow, "allowed: git"),
         (
-            "git checkout no-such-branch".into(),
+            "git checkout README.md".into(),
             Ask,
             "git checkout of paths",
+        ),
+        ("git checkout '*.md'".into(), Ask, "git checkout of paths"),
+        (
+            "git checkout --track origin/x".into(),
+            Allow,
+            "allowed: git",
         ),
         ("git checkout -f safe".into(), Ask, "git checkout --force"),
         (

@@ -57,8 +57,9 @@ pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<Vec<Strin
         {
             "only showing the reflog (expire, delete and drop change it)".to_string()
         }
-        "remote" if form.is_some_and(|a| a != "get-url") => format!(
-            "only listing, get-url and (with approval) {} (other forms reach the network)",
+        "remote" if form.is_some_and(|a| !LOCAL_REMOTE_FORMS.contains(&a)) => format!(
+            "only listing, {} and (with approval) {} (other forms reach the network)",
+            LOCAL_REMOTE_FORMS.join(", "),
             CHANGING_REMOTE_FORMS.join(", ")
         ),
         "commit" if !commit_has_message(rule, rest) => {
@@ -103,8 +104,11 @@ const SUBMODULE_FORMS: &[&str] = &["status", "summary"];
 /// asked.
 const CHANGING_SUBMODULE_FORMS: &[&str] = &["set-url", "set-branch", "sync", "deinit"];
 
-/// `git remote` forms that change the repository's remotes (its own configuration): asked.
-const CHANGING_REMOTE_FORMS: &[&str] = &["add", "set-url", "rename", "remove", "rm"];
+/// `git remote` forms that change where a remote points (its own configuration): asked.
+const CHANGING_REMOTE_FORMS: &[&str] = &["add", "set-url", "rename"];
+
+/// `git remote` forms allowed as they are: listing, printing a URL, forgetting a remote.
+const LOCAL_REMOTE_FORMS: &[&str] = &["get-url", "remove", "rm"];
 
 /// Whether a commit gets its message without an editor.
 fn commit_has_message(rule: &ProgramRule, rest: &[String]) -> bool {
@@ -271,6 +275,7 @@ mod tests {
             ("stash", "push -m wip -- src"),
             ("remote", "-v"),
             ("remote", "get-url origin"),
+            ("remote", "remove origin"),
             ("reflog", "main"),
             ("commit", "-m fix"),
             ("commit", "--no-edit --amend"),
@@ -295,7 +300,6 @@ mod tests {
             ("remote", "add origin https://example.com/r.git"),
             ("remote", "set-url origin ext::sh"),
             ("remote", "rename origin up"),
-            ("remote", "remove origin"),
             ("submodule", "set-url lib ../other"),
             ("submodule", "sync"),
         ] {

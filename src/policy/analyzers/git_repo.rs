@@ -153,8 +153,12 @@ impl Repo {
         {
             return self.stash_entry(n);
         }
-        if base.contains("@{") || base.contains(['?', '*', '[', '\\', ' ']) {
+        if base.contains("@{") {
             return Err(cannot());
+        }
+        // No ref name holds these, and no other syntax gives them a meaning: git finds nothing.
+        if base.contains(['?', '*', '[', '\\', ' ']) || base.chars().any(char::is_control) {
+            return Ok(None);
         }
         if let Some(oid) = git_objects::parse_hex(base) {
             return Ok(self.objects.exists(&oid).then_some(oid));

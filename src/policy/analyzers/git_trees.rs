@@ -256,6 +256,14 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
+    /// Whether a pathspec can match a file: a glob or magic one may, a plain one when it
+    /// exists.
+    fn names_something(&self, spec: &str) -> bool {
+        spec.starts_with(':')
+            || spec.contains(['*', '?', '[', '\\'])
+            || self.base.join(spec).symlink_metadata().is_ok()
+    }
+
     fn of(&self, specs: &[String]) -> Option<Vec<PathBuf>> {
         if specs.is_empty() {
             return None;
@@ -347,14 +355,16 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
                 }
             } else if let Some((first, others)) = operands.split_first() {
                 if others.is_empty() {
+                    let tracks = words.has(&["-t", "--track"]);
                     let rev = if first == "-" {
                         "@{-1}"
                     } else {
                         first.as_str()
                     };
                     let guess = !words.has(&["--no-guess"]);
-                    if !switch_to(rev, &mut plan, guess)? {
-                        plan.paths_only = true;
+                    // Not a commit: a path (git fails when it names nothing there either).
+                    if !switch_to(rev, &mut plan, guess)? && !tracks && first != "-" {
+                        plan.paths_only = scope.names_something(first);
                     }
                 } else if repo.resolve(first)?.is_some() {
                     from_rev(first, others, &mut plan)?;
