@@ -591,7 +591,11 @@ fn files(
     }
     Ok(entries
         .into_iter()
-        .filter(|rel| std::fs::symlink_metadata(resolved.join(rel)).is_ok_and(|m| m.is_file()))
+        // Links too: with -f the programs compress what a link names, under the link's name.
+        .filter(|rel| {
+            std::fs::symlink_metadata(resolved.join(rel))
+                .is_ok_and(|m| m.is_file() || m.file_type().is_symlink())
+        })
         .map(|rel| {
             if rel.as_os_str().is_empty() {
                 input.to_string()
@@ -723,5 +727,9 @@ flags = { "-d" = "flag", "-c" = "flag", "-k" = "flag", "-N" = "flag", "--name" =
         let mut names = written(&d);
         names.sort();
         assert_eq!(names, ["logs/a", "logs/old/.gitattributes"]);
+        // A link is compressed under its own name (with -f).
+        std::os::unix::fs::symlink("a.gz", ws.join("logs/.gitattribute")).unwrap();
+        let d = derive_in(&p, GZIP, "gzip", "-rf -S s logs").unwrap();
+        assert!(written(&d).contains(&"logs/.gitattributes"), "{d:?}");
     }
 }
