@@ -1442,4 +1442,13 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
     git(&["repack", "-adq", "--depth=50", "--window=50"]);
     git(&["prune-packed"]);
     run("packed");
+    // Objects borrowed from elsewhere are not read: what needs a tree is refused, saying why;
+    // what needs none is as before.
+    std::fs::write(ws.join(".git/objects/info/alternates"), "/elsewhere\n").unwrap();
+    let mut c = policy.checker(&ws, &[], &home).unwrap();
+    let v = c.check("git checkout safe");
+    assert_eq!(v.decision, Deny, "{}", v.reason);
+    assert!(v.reason.contains("alternates"), "{}", v.reason);
+    assert_eq!(c.check("git restore --staged src/a.rs").decision, Allow);
+    assert_eq!(c.check("git reset --hard").decision, Ask);
 }

@@ -15,7 +15,11 @@ use std::path::{Path, PathBuf};
 pub struct Repo {
     git_dir: PathBuf,
     common_dir: PathBuf,
-    objects: Objects,
+    /// Why the repository cannot be read as git reads it, if it cannot: said when a command
+    /// needs a ref or an object, not before.
+    unreadable: Option<String>,
+    /// Opened when first needed (pack indexes are read whole).
+    objects: std::cell::OnceCell<Result<Objects, String>>,
 }
 
 /// A tree entry.
@@ -32,27 +36,36 @@ pub const MODE_LINK: u32 = 0o120_000;
 impl Repo {
     /// `git_dir` is the repository (or linked worktree) git directory, `common_dir` where its
     /// refs and objects live (the same for a plain repository).
-    pub fn open(git_dir: &Path, common_dir: &Path) -> Result<Repo, String> {
+    pub fn open(git_dir: &Path, common_dir: &Path) -> Repo {
         let config = std::fs::read_to_string(common_dir.join("config")).unwrap_or_default();
         let lowered = config.to_ascii_lowercase().replace([' ', '\t'], "");
-        for (needle, what) in [
+        let mut unreadable = [
             ("objectformat=sha256", "SHA-256 object names"),
             ("refstorage=reftable", "reftable refs"),
-        ] {
-            if lowered.contains(needle) {
-                return Err(format!(
-                    "the repository uses {what}, which warden does not read"
-                ));
-            }
-        }
+        ]
+        .iter()
+        .find(|(needle, _)| lowered.contains(needle))
+        .map(|(_, what)| format!("the repository uses {what}, which warden does not read"));
         if common_dir.join("info/grafts").exists() {
-            return Err("the repository has grafts (info/grafts), which change its history".into());
+            unreadable =
+                Some("the repository has grafts (info/grafts), which change its history".into());
         }
-        Ok(Repo {
+        Repo {
             git_dir: git_dir.to_path_buf(),
             common_dir: common_dir.to_path_buf(),
-            objects: Objects::open(&common_dir.join("objects"))?,
-        })
+            unreadable,
+            objects: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn objects(&self) -> Result<&Objects, String> {
+        if let Some(why) = &self.unreadable {
+            return Err(why.clone());
+        }
+        self.objects
+            .get_or_init(|| Objects::open(&self.common_dir.join("objects")))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The tree HEAD points at; `None` on an unborn branch.
@@ -161,7 +174,7 @@ impl Repo {
             return Ok(None);
         }
         if let Some(oid) = git_objects::parse_hex(base) {
-            return Ok(self.objects.exists(&oid).then_some(oid));
+            return Ok(self.objects()?.exists(&oid).then_some(oid));
         }
         if let Some(oid) = self.dwim(base)? {
             return Ok(Some(oid));
@@ -179,7 +192,7 @@ impl Repo {
         if text.len() < 4 || text.len() > 40 || !text.chars().all(|c| c.is_ascii_hexdigit()) {
             return Ok(None);
         }
-        let found = self.objects.find_prefix(&text.to_ascii_lowercase())?;
+        let found = self.objects()?.find_prefix(&text.to_ascii_lowercase())?;
         match found.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some(*one)),
@@ -253,6 +266,9 @@ impl Repo {
 
     /// A ref's object: loose file (per worktree for HEAD and pseudo refs), else packed-refs.
     fn read_ref(&self, name: &str, depth: usize) -> Result<Option<Oid>, String> {
+        if let Some(why) = &self.unreadable {
+            return Err(why.clone());
+        }
         if depth > 5 {
             return Err(format!("the ref {name} is a loop of symbolic refs"));
         }
@@ -345,7 +361,7 @@ impl Repo {
     fn peel_tags(&self, oid: &Oid) -> Result<Oid, String> {
         let mut at = *oid;
         for _ in 0..20 {
-            let (kind, data) = self.objects.read(&at)?;
+            let (kind, data) = self.objects()?.read(&at)?;
             if kind != Kind::Tag {
                 return Ok(at);
             }
@@ -356,7 +372,7 @@ impl Repo {
 
     fn peel_to(&self, oid: &Oid, want: Kind) -> Result<Oid, String> {
         let oid = self.peel_tags(oid)?;
-        let (kind, _) = self.objects.read(&oid)?;
+        let (kind, _) = self.objects()?.read(&oid)?;
         if kind != want {
             return Err(format!("{} is not a {want:?}", git_objects::hex(&oid)));
         }
@@ -366,7 +382,7 @@ impl Repo {
     /// The tree of a commit (or tag of one), or the tree itself.
     pub fn tree_of(&self, oid: &Oid) -> Result<Oid, String> {
         let oid = self.peel_tags(oid)?;
-        let (kind, data) = self.objects.read(&oid)?;
+        let (kind, data) = self.objects()?.read(&oid)?;
         match kind {
             Kind::Tree => Ok(oid),
             Kind::Commit => header(&data, "tree").ok_or_else(|| "a damaged commit".into()),
@@ -379,7 +395,7 @@ impl Repo {
 
     /// A commit's parents, in order.
     pub fn parents(&self, commit: &Oid) -> Result<Vec<Oid>, String> {
-        let (kind, data) = self.objects.read(commit)?;
+        let (kind, data) = self.objects()?.read(commit)?;
         if kind != Kind::Commit {
             return Err(format!("{} is not a commit", git_objects::hex(commit)));
         }
@@ -397,7 +413,7 @@ impl Repo {
     }
 
     pub fn tree(&self, oid: &Oid) -> Result<Vec<Entry>, String> {
-        let (kind, data) = self.objects.read(oid)?;
+        let (kind, data) = self.objects()?.read(oid)?;
         if kind != Kind::Tree {
             return Err(format!("{} is not a tree", git_objects::hex(oid)));
         }

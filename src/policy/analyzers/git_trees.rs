@@ -182,16 +182,16 @@ pub fn check(
         return Ok(outcome);
     }
     let refuse = |why: String| Denial::new(format!("git {sub}: {why}"));
-    let repo = Repo::open(&location.git_dir, &location.common_dir).map_err(|why| {
-        refuse(format!(
-            "cannot read the trees it would check out ({why}); run it yourself"
-        ))
-    })?;
+    let repo = Repo::open(&location.git_dir, &location.common_dir);
     let scope = Scope {
         base,
         work_tree: &location.work_tree,
     };
-    let plan = plan(sub, &words, &repo, &scope).map_err(refuse)?;
+    let plan = plan(sub, &words, &repo, &scope).map_err(|why| {
+        refuse(format!(
+            "cannot check the tree it would write: {why}; run it yourself"
+        ))
+    })?;
     if sub == "checkout" && plan.paths_only {
         outcome.ask = Some(DISCARDS.replace("{}", "git checkout of paths"));
     }
@@ -291,7 +291,10 @@ struct Plan {
 }
 
 fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, String> {
-    let head = repo.head_tree()?;
+    // HEAD's tree, read when a write needs it.
+    let head_cell = std::cell::OnceCell::new();
+    let head =
+        || -> Result<Option<Oid>, String> { head_cell.get_or_init(|| repo.head_tree()).clone() };
     let mut plan = Plan {
         writes: Vec::new(),
         paths_only: false,
@@ -316,7 +319,7 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
         for oid in targets {
             plan.writes.push(Write {
                 what: format!("{verb} {rev}"),
-                from: head,
+                from: head()?,
                 to: Some(repo.tree_of(&oid)?),
                 scope: None,
             });
@@ -327,7 +330,7 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
         if let Some(oid) = repo.resolve(rev)? {
             plan.writes.push(Write {
                 what: format!("the files of {rev}"),
-                from: head,
+                from: head()?,
                 to: Some(repo.tree_of(&oid)?),
                 scope: scope.of(specs),
             });
@@ -453,7 +456,7 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
                 if let Some(h) = parents.first() {
                     plan.writes.push(Write {
                         what: format!("checking out the commit {stash} was made on"),
-                        from: head,
+                        from: head()?,
                         to: Some(repo.tree_of(h)?),
                         scope: None,
                     });
