@@ -13,6 +13,7 @@ use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
     StatusArg, Step,
 };
+use super::line_links::{self, LineLinks};
 use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
@@ -62,31 +63,11 @@ pub(super) struct Walk {
     pub vars: Vec<(String, String)>,
     /// Simple commands checked so far.
     pub commands: usize,
-    /// Where earlier commands of the line make symbolic links (absolute; parent resolved).
-    /// They do not exist when the line is checked, so a later path at or beneath one cannot be
-    /// resolved (`tar -x` makes `lnk -> .git/hooks`, then `echo > lnk/pre-commit`): refused.
-    pub links: Vec<PathBuf>,
+    /// Where earlier commands of the line make symbolic links (see `line_links`).
+    pub links: LineLinks,
 }
 
 impl Walk {
-    /// Refuse `path` (resolved) when it lies beneath a link an earlier command of the line
-    /// makes, or is that link and is followed (anything but removing it).
-    pub fn refuse_through_links(&self, path: &Path, access: Access) -> Result<(), Denial> {
-        for link in &self.links {
-            let at = path == link.as_path();
-            if (at && access != Access::Delete) || (!at && path.starts_with(link)) {
-                return Err(Denial::new(format!(
-                    "{} is at or beneath {}, a symbolic link an earlier command of this line \
-                     makes: where it leads is not known when the line is checked; run the \
-                     commands one at a time",
-                    path.display(),
-                    link.display()
-                )));
-            }
-        }
-        Ok(())
-    }
-
     pub fn ask(&mut self, reasons: Vec<String>) {
         for reason in reasons {
             if !self.asks.contains(&reason) {
@@ -189,7 +170,7 @@ impl Checker {
             asks: Vec::new(),
             vars: Vec::new(),
             commands: 0,
-            links: Vec::new(),
+            links: LineLinks::default(),
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -341,7 +322,8 @@ impl Checker {
             }
             let checked = self.cd(&argv, raw, &walk.cwd, in_pipeline)?;
             if let Some(Builtin::Cd(target)) = &checked.command.builtin {
-                walk.refuse_through_links(target, Access::Read)
+                walk.links
+                    .refuse_through(target, Access::Read)
                     .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
             }
             return Ok(checked);
@@ -443,7 +425,7 @@ impl Checker {
                 &self.paths,
                 derived.backup_suffix.as_deref(),
             )?;
-            links.extend(carried_links(&paths, walk));
+            links.extend(walk.links.carried(&paths));
         }
         for list in &analysis.lists {
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
@@ -457,26 +439,11 @@ impl Checker {
                 });
             }
         }
-        for link in &analysis.links {
-            let at = lexically_normal_from(cwd, link);
-            links.push(super::paths::resolve(&at, true).unwrap_or(at));
-        }
+        links.extend(analysis.links.iter().map(|l| line_links::located(cwd, l)));
         // Nothing this command names may lead through a link an earlier command makes.
-        let redirected = redirects.iter().filter_map(|r| match &r.target {
-            RedirectTarget::File { path, mode } => Some((
-                path,
-                if *mode == OpenMode::Read {
-                    Access::Read
-                } else {
-                    Access::Write
-                },
-            )),
-            _ => None,
-        });
-        for (path, access) in paths.iter().map(|p| (&p.path, p.access)).chain(redirected) {
-            walk.refuse_through_links(path, access)
-                .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
-        }
+        walk.links
+            .refuse_command(&paths, &redirects)
+            .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
         asks.extend(analysis.ask);
         if let Some(what) = &analysis.runs_code {
             asks.push(format!(
@@ -730,33 +697,6 @@ fn logical_cd(
             target.display()
         ))),
     }
-}
-
-/// `path` (relative to `cwd`) with `.` and `..` applied as text, for a link's location.
-fn lexically_normal_from(cwd: &Path, path: &str) -> PathBuf {
-    super::paths::lexically_normal(&cwd.join(path))
-}
-
-/// A copy or move whose source is, or lies beneath, a link an earlier command of the line
-/// makes carries the link to its destination: the destination becomes such a link too.
-fn carried_links(paths: &[CheckedPath], walk: &Walk) -> Vec<PathBuf> {
-    let carries = paths
-        .iter()
-        .any(|p| p.access != Access::Write && walk.links.iter().any(|l| p.path.starts_with(l)));
-    if !carries {
-        return Vec::new();
-    }
-    let sources: Vec<&CheckedPath> = paths.iter().filter(|p| p.access != Access::Write).collect();
-    let mut out = Vec::new();
-    for dest in paths.iter().filter(|p| p.access == Access::Write) {
-        out.push(dest.path.clone());
-        for source in &sources {
-            if let Some(name) = source.path.file_name() {
-                out.push(dest.path.join(name));
-            }
-        }
-    }
-    out
 }
 
 /// A redirection target must expand to exactly one word (bash: "ambiguous redirect").

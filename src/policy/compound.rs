@@ -41,17 +41,9 @@ impl Checker {
                 r.fd
             )));
         }
-        for r in &redirects {
-            if let super::ir::RedirectTarget::File { path, mode } = &r.target {
-                let access = if *mode == super::ir::OpenMode::Read {
-                    super::paths::Access::Read
-                } else {
-                    super::paths::Access::Write
-                };
-                walk.refuse_through_links(path, access)
-                    .map_err(|d| Denial::new(format!("redirection: {}", d.reason)))?;
-            }
-        }
+        walk.links
+            .refuse_redirects(&redirects)
+            .map_err(|d| Denial::new(format!("redirection: {}", d.reason)))?;
         // The redirections are opened before anything inside runs.
         walk.earlier_writes |= writes;
         let cwd = walk.cwd.clone();

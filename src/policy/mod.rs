@@ -17,6 +17,7 @@ pub mod fixture;
 mod grammar;
 pub mod invariant;
 pub mod ir;
+mod line_links;
 mod lists;
 pub mod mode;
 pub mod paths;
