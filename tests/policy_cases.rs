@@ -1411,6 +1411,12 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
         ("git rm -r src".into(), Ask, "git rm -r/-f"),
         ("git rm --cached -r src".into(), Allow, "allowed: git"),
         ("git merge".into(), Deny, "name the branch"),
+        ("git merge FETCH_HEAD".into(), Deny, "instead of FETCH_HEAD"),
+        (
+            "git checkout safe --pathspec-from-file=README.md".into(),
+            Ask,
+            "git checkout of paths",
+        ),
         (
             "git checkout main@{yesterday}".into(),
             Deny,

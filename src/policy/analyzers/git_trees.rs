@@ -341,6 +341,8 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
         "checkout" => {
             let new_branch = words.value(&["-b", "-B", "--orphan"]).is_some();
             let operands = &words.operands;
+            // Paths named in a file are restored from the commit given, or from the index.
+            plan.paths_only = words.has(&["--pathspec-from-file"]);
             if new_branch {
                 if words.after_dashes.is_some() || operands.len() > 1 {
                     return Err(
@@ -367,7 +369,7 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
                     let guess = !words.has(&["--no-guess"]);
                     // Not a commit: a path (git fails when it names nothing there either).
                     if !switch_to(rev, &mut plan, guess)? && !tracks && first != "-" {
-                        plan.paths_only = scope.names_something(first);
+                        plan.paths_only |= scope.names_something(first);
                     }
                 } else if repo.resolve(first)?.is_some() {
                     from_rev(first, others, &mut plan)?;
@@ -375,8 +377,6 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
                 } else {
                     plan.paths_only = true;
                 }
-            } else if words.has(&["--pathspec-from-file"]) {
-                plan.paths_only = true;
             }
         }
         "switch" => {
@@ -432,6 +432,10 @@ fn plan(sub: &str, words: &Words, repo: &Repo, scope: &Scope) -> Result<Plan, St
                 return Err("name the branch to merge (the upstream branch is not checked)".into());
             }
             for rev in &words.operands {
+                if rev == "FETCH_HEAD" {
+                    // It may list several heads, all merged.
+                    return Err("name the commit to merge instead of FETCH_HEAD".into());
+                }
                 let rev = if rev == "-" { "@{-1}" } else { rev.as_str() };
                 switch_to(rev, &mut plan, false)?;
             }
