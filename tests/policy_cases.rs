@@ -1428,6 +1428,19 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
             Deny,
             "earlier command",
         ),
+        // Links it restores from the index or HEAD are not read: nothing beneath the work tree
+        // is resolved after a command that writes it.
+        (
+            "git stash && cat README.md".into(),
+            Deny,
+            "may make symbolic links",
+        ),
+        ("git switch -c z && ls".into(), Allow, "allowed: git, ls"),
+        (
+            "git status && cat README.md".into(),
+            Allow,
+            "allowed: git, cat",
+        ),
     ];
     let run = |label: &str| {
         let mut c = policy.checker(&ws, &[], &home).unwrap();

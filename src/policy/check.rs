@@ -13,7 +13,7 @@ use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
     StatusArg, Step,
 };
-use super::line_links::{self, LineLinks};
+use super::line_links::{self, LineLinks, Made};
 use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
@@ -45,8 +45,8 @@ pub(super) struct Checked {
     pub command: Command,
     pub asks: Vec<String>,
     pub writes: bool,
-    /// Where it makes symbolic links (absolute): see [`Walk::links`].
-    pub links: Vec<PathBuf>,
+    /// Where it makes symbolic links: see [`Walk::links`].
+    pub links: Made,
 }
 
 /// What the walk over a script carries from command to command.
@@ -440,6 +440,11 @@ impl Checker {
             }
         }
         links.extend(analysis.links.iter().map(|l| line_links::located(cwd, l)));
+        let trees = analysis
+            .changed_trees
+            .iter()
+            .map(|t| line_links::located(cwd, t))
+            .collect();
         // Nothing this command names may lead through a link an earlier command makes.
         walk.links
             .refuse_command(&paths, &redirects)
@@ -474,7 +479,7 @@ impl Checker {
             command,
             asks,
             writes,
-            links,
+            links: Made { links, trees },
         })
     }
 
@@ -545,7 +550,7 @@ impl Checker {
             command,
             asks: Vec::new(),
             writes: false,
-            links: Vec::new(),
+            links: Made::default(),
         })
     }
 

@@ -1,31 +1,60 @@
 //! Links made earlier on a command line. A command that makes symbolic links (`tar -x` of a
-//! link member, `ln`, a link `cp`, `mv` or `git mv` copies, a link in a tree git checks out)
-//! runs only after the whole line was checked, so at check time the links do not exist and a
-//! later path through one (`lnk -> .git/hooks`, then `echo > lnk/pre-commit`) would be judged
-//! where it is not. Such a path cannot be resolved: it is refused, with the link named.
+//! link member, `ln`, a link `cp`, `mv` or `git mv` copies) runs only after the whole line was
+//! checked, so at check time the links do not exist and a later path through one
+//! (`lnk -> .git/hooks`, then `echo > lnk/pre-commit`) would be judged where it is not. Such a
+//! path cannot be resolved: it is refused, with the link named. A git command that writes the
+//! work tree may restore links the policy does not read (from the index): nothing beneath that
+//! tree is resolved after it.
 
 use super::ir::{CheckedPath, OpenMode, Redirect, RedirectTarget};
 use super::paths::{self, Access};
 use super::Denial;
 use std::path::{Path, PathBuf};
 
-/// Where earlier commands of the line make links (absolute, parent resolved).
+/// Where earlier commands of the line make links (absolute, parent resolved), and the folders
+/// beneath which they may make links they do not name (a git checkout restores whatever links
+/// its trees and index hold).
 #[derive(Clone, Debug, Default)]
-pub(super) struct LineLinks(Vec<PathBuf>);
+pub(super) struct LineLinks {
+    links: Vec<PathBuf>,
+    trees: Vec<PathBuf>,
+}
+
+/// What one command adds.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Made {
+    pub links: Vec<PathBuf>,
+    pub trees: Vec<PathBuf>,
+}
 
 impl LineLinks {
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.links.len() + self.trees.len()
     }
 
-    pub fn extend(&mut self, links: Vec<PathBuf>) {
-        self.0.extend(links);
+    pub fn extend(&mut self, made: Made) {
+        self.links.extend(made.links);
+        self.trees.extend(made.trees);
     }
 
     /// Refuse `path` (resolved) when it lies beneath such a link, or is one and is followed
-    /// (anything but removing it).
+    /// (anything but removing it), or lies beneath such a folder.
     pub fn refuse_through(&self, path: &Path, access: Access) -> Result<(), Denial> {
-        for link in &self.0 {
+        if let Some(tree) = self
+            .trees
+            .iter()
+            .find(|t| path.starts_with(t) && path != t.as_path())
+        {
+            return Err(Denial::new(format!(
+                "{} is beneath {}, where an earlier command of this line may make symbolic \
+                 links it does not name (git restores the links its trees hold): where the \
+                 path leads is not known when the line is checked; run the commands one at a \
+                 time",
+                path.display(),
+                tree.display()
+            )));
+        }
+        for link in &self.links {
             let at = path == link.as_path();
             if (at && access != Access::Delete) || (!at && path.starts_with(link)) {
                 return Err(Denial::new(format!(
@@ -73,7 +102,7 @@ impl LineLinks {
             paths.iter().filter(|p| p.access != Access::Write).collect();
         let carries = sources
             .iter()
-            .any(|p| self.0.iter().any(|l| p.path.starts_with(l)));
+            .any(|p| self.links.iter().any(|l| p.path.starts_with(l)));
         if !carries {
             return Vec::new();
         }

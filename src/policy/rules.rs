@@ -316,6 +316,9 @@ pub struct Analysis {
     /// Where the command makes symbolic links (relative to its cwd): the rest of the command
     /// line may not resolve a path at or beneath them, as they do not exist when it is checked.
     pub links: Vec<String>,
+    /// Folders beneath which the command may make links it does not name (relative to its
+    /// cwd): the rest of the line may not resolve a path beneath them.
+    pub changed_trees: Vec<String>,
     /// Every flag given, in order, by its full name, with its value: the attached one or the
     /// next argument for a flag taking one, the attached one for an optional flag (generic
     /// analysis only).

@@ -141,24 +141,19 @@ pub fn analyze(
         let location = locate(&start)?;
         let outcome = git_trees::check(sub, sub_rule, rest, &start, location.as_ref(), ctx.paths)?;
         analysis.ask.extend(outcome.ask);
-        analysis.links.extend(
-            outcome
-                .links
-                .iter()
-                .map(|l| l.to_string_lossy().into_owned()),
-        );
+        // It may restore symbolic links anywhere in the work tree (from the index or HEAD too,
+        // which the policy does not read): later commands of the line may not resolve there.
+        if !matches!(sub.as_str(), "rm" | "clean") && !stash_reads(sub, rest) {
+            let tree = location.as_ref().map_or(&start, |l| &l.work_tree);
+            analysis
+                .changed_trees
+                .push(tree.to_string_lossy().into_owned());
+        }
     }
     // A subcommand that changes the work tree writes where it runs: a later git in the same
     // string would read config this one may have changed (a checkout can create any tracked
     // file, `.config/git/config` included). Index and ref changes (add, commit, tag) cannot.
-    let stash_reads = sub == "stash"
-        && matches!(
-            rest.iter()
-                .find(|a| !a.starts_with('-'))
-                .map(String::as_str),
-            Some("list" | "show")
-        );
-    if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads {
+    if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads(sub, rest) {
         analysis.paths.push((base_text.clone(), Access::Write));
     }
     // `git mv DIR .config` brings DIR's tree along: every path it creates is checked.
@@ -285,6 +280,17 @@ fn has_submodules(start: &Path) -> Result<bool, Denial> {
     Ok(git_dir.join("modules").exists()
         || common.join("modules").exists()
         || work_tree.is_some_and(|w| w.join(".gitmodules").exists()))
+}
+
+/// `git stash list|show`: only reads.
+fn stash_reads(sub: &str, rest: &[String]) -> bool {
+    sub == "stash"
+        && matches!(
+            rest.iter()
+                .find(|a| !a.starts_with('-'))
+                .map(String::as_str),
+            Some("list" | "show")
+        )
 }
 
 /// The repository git would use from `start`: its git dir, common dir and work tree.

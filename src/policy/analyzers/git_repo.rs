@@ -31,7 +31,6 @@ pub struct Entry {
 }
 
 pub const MODE_TREE: u32 = 0o040_000;
-pub const MODE_LINK: u32 = 0o120_000;
 
 impl Repo {
     /// `git_dir` is the repository (or linked worktree) git directory, `common_dir` where its

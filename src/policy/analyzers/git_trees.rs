@@ -3,9 +3,8 @@
 //! `checkout`, `switch`, `restore --source`, `reset`, `merge` and `stash apply|pop|branch`
 //! write (or stage) the files of another tree. The policy reads that tree (`git_repo`) and
 //! compares it with HEAD's: an entry that would change a path the policy keeps read-only (a
-//! root `.gitconfig` or `.config/git`, any `.gitattributes` or `.gitmodules`) is refused, and
-//! the symbolic links it would make are reported, so later commands of the line do not resolve
-//! through them. HEAD is the baseline because everything that moves HEAD or fills the index
+//! root `.gitconfig` or `.config/git`, any `.gitattributes` or `.gitmodules`) is refused. HEAD
+//! is the baseline because everything that moves HEAD or fills the index
 //! from another tree is checked here too: HEAD's protected files are the user's, or ones
 //! already checked. Merging by subtree (`-s subtree`, `-X subtree=…`) moves every path of the
 //! other tree and is refused.
@@ -15,7 +14,7 @@
 //! `stash drop|clear`.
 
 use super::git_objects::Oid;
-use super::git_repo::{Entry, Repo, MODE_LINK, MODE_TREE};
+use super::git_repo::{Entry, Repo, MODE_TREE};
 use crate::policy::paths::PathPolicy;
 use crate::policy::rules::{FlagTakes, ProgramRule};
 use crate::policy::Denial;
@@ -36,11 +35,10 @@ pub struct Location {
     pub work_tree: PathBuf,
 }
 
-/// What the command needs besides the checks: an approval, and the links it makes.
+/// What the command needs besides the checks: an approval.
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub ask: Option<String>,
-    pub links: Vec<PathBuf>,
 }
 
 /// A subcommand's words, read with its rule: options (with values) and the operands before
@@ -173,7 +171,6 @@ pub fn check(
     }
     let mut outcome = Outcome {
         ask: discards(sub, &words),
-        links: Vec::new(),
     };
     let Some(location) = location else {
         return Ok(outcome);
@@ -198,7 +195,7 @@ pub fn check(
     for write in plan.writes {
         let changed = changes(&repo, write.from, write.to, write.scope.as_deref())
             .map_err(|why| refuse(format!("cannot read {} ({why})", write.what)))?;
-        for (path, entry) in changed {
+        for (path, _) in changed {
             let at = location.work_tree.join(&path);
             if let Some(why) = paths.protected(&at) {
                 return Err(refuse(format!(
@@ -206,9 +203,6 @@ pub fn check(
                     write.what,
                     path.display()
                 )));
-            }
-            if entry.mode == MODE_LINK {
-                outcome.links.push(at);
             }
         }
     }
