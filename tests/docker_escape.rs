@@ -113,7 +113,18 @@ async fn wardens_environment_never_reaches_the_container() {
         .filter_map(|l| l.split('=').next())
         .collect();
     names.sort();
-    assert_eq!(names, ["HOME", "HOSTNAME", "LANG", "PATH", "TERM"]);
+    assert_eq!(
+        names,
+        [
+            "GIT_ALLOW_PROTOCOL",
+            "GIT_NO_LAZY_FETCH",
+            "HOME",
+            "HOSTNAME",
+            "LANG",
+            "PATH",
+            "TERM"
+        ]
+    );
     // Nor can a command read warden's environment through /proc: warden is not in its pid
     // namespace.
     let out = run(

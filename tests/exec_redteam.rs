@@ -320,3 +320,336 @@ fn local_git_writes_work_and_run_no_program_of_the_repository() {
         assert!(r.stderr.contains(why), "{command}: {r:?}");
     }
 }
+
+/// The control: run `command` with the real program, without warden, in a scratch copy of a
+/// repository holding `archive`, and return whether it wrote `.git/hooks/pre-commit`, changed
+/// `.git/config` or made the link `lnk` (the archive is a real attack, refused for what it
+/// does; a link into .git is what the next command writes through).
+fn unchecked_run_plants(archive: &std::path::Path, command: &str) -> bool {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    std::fs::create_dir_all(dir.join(".git/hooks")).unwrap();
+    std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+    std::fs::copy(archive, dir.join(archive.file_name().unwrap())).unwrap();
+    Command::new("sh")
+        .args(["-c", command])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    dir.join(".git/hooks/pre-commit").exists()
+        || std::fs::read_to_string(dir.join(".git/config")).unwrap() != "[core]\n"
+        || dir.join("lnk").is_symlink()
+}
+
+/// `warden exec COMMAND` must refuse (exit 126) with a reason naming `names`.
+fn refused(env: &Env, command: &str, names: &str) {
+    let r = exec(env, command);
+    assert_eq!(r.status, 126, "{command}: {r:?}");
+    assert!(r.stderr.contains(names), "{command}: {r:?}");
+}
+
+/// Archives whose members reach .git only as GNU tar and unzip read them: a link member and a
+/// member through it, members after zero blocks (-i), a pax global `path=`, `GNU.sparse.name`,
+/// a member hidden in a link's "data", unzip links from an Atari host, a Unicode Path field and
+/// a control character in a name. Each extraction is refused naming the file; the user's git
+/// then runs nothing.
+#[test]
+fn archives_cannot_plant_what_git_runs() {
+    use support::archives::{unicode_path, zip_entries, ZipEntry};
+    use support::marked_repo::MarkedRepo;
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let repo = MarkedRepo::init(&env.ws, &env.outside("out"));
+    let hook = repo.hook();
+    let config = repo.fsmonitor();
+    let tars: Vec<(&str, Vec<Member>, &str)> = vec![
+        (
+            "link.tar",
+            vec![
+                Member::Symlink("lnk", ".git/hooks"),
+                Member::File("lnk/pre-commit", &hook),
+            ],
+            "lnk/pre-commit",
+        ),
+        (
+            "zeros.tar",
+            vec![
+                Member::File("a.txt", "a\n"),
+                Member::ZeroBlock,
+                Member::File(".git/hooks/pre-commit", &hook),
+            ],
+            ".git/hooks/pre-commit",
+        ),
+        (
+            "global.tar",
+            vec![
+                Member::PaxGlobal(&[("path", ".git/config")]),
+                Member::File("innocent.txt", &config),
+            ],
+            ".git/config",
+        ),
+        (
+            "sparse.tar",
+            vec![
+                Member::PaxLocal(&[("GNU.sparse.name", ".git/hooks/pre-commit")]),
+                Member::File("innocent.txt", &hook),
+            ],
+            ".git/hooks/pre-commit",
+        ),
+        (
+            "hidden.tar",
+            vec![
+                Member::LinkClaimingData("harmless", "notes.txt"),
+                Member::File(".git/config", &config),
+            ],
+            ".git/config",
+        ),
+    ];
+    for (name, members, _) in &tars {
+        archives::write(&env.ws.join(name), members);
+    }
+    for (name, _, file) in &tars {
+        let flags = if *name == "zeros.tar" { "-xif" } else { "-xf" };
+        let command = format!("tar {flags} {name}");
+        assert!(
+            unchecked_run_plants(&env.ws.join(name), &command),
+            "control: {command} plants nothing"
+        );
+        refused(&env, &command, file);
+    }
+    // Without -i, GNU tar ends at the zero block: the first member alone is extracted.
+    let r = exec(&env, "tar -xf zeros.tar");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(env.ws.join("a.txt").exists());
+
+    let zips: Vec<(&str, Vec<ZipEntry>, &str)> = vec![
+        (
+            "atari.zip",
+            // unzip makes its links last, so the link is what a later command writes through.
+            vec![ZipEntry {
+                host: 5,
+                ..ZipEntry::unix("lnk", 0o120_777, ".git/hooks")
+            }],
+            "symbolic link",
+        ),
+        (
+            "unicode.zip",
+            vec![ZipEntry {
+                central_extra: unicode_path("innocent.txt", ".git/hooks/pre-commit"),
+                ..ZipEntry::unix("innocent.txt", 0o100_755, &hook)
+            }],
+            ".git/hooks/pre-commit",
+        ),
+        (
+            "control.zip",
+            vec![ZipEntry::unix(".gi\u{1}t/config", 0o100_644, &config)],
+            ".git/config",
+        ),
+    ];
+    for (name, entries, file) in &zips {
+        std::fs::write(env.ws.join(name), zip_entries(entries)).unwrap();
+        let command = format!("unzip -o {name}");
+        assert!(
+            unchecked_run_plants(&env.ws.join(name), &command),
+            "control: {command} plants nothing"
+        );
+        refused(&env, &command, file);
+    }
+    for leftover in ["lnk", "innocent.txt", "harmless"] {
+        assert!(
+            env.ws.join(leftover).symlink_metadata().is_err(),
+            "{leftover}"
+        );
+    }
+    repo.assert_untouched("archives");
+}
+
+/// A link one command of a line makes is not resolved by the commands after it.
+#[test]
+fn a_link_made_earlier_on_the_line_is_not_followed() {
+    use support::marked_repo::MarkedRepo;
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let repo = MarkedRepo::init(&env.ws, &env.outside("out"));
+    std::fs::write(env.ws.join("payload"), repo.hook()).unwrap();
+    std::fs::write(env.ws.join("config.txt"), repo.fsmonitor()).unwrap();
+    archives::write(
+        &env.ws.join("hooks.tar"),
+        &[Member::Symlink("lnk", ".git/hooks")],
+    );
+    archives::write(&env.ws.join("git.tar"), &[Member::Symlink("g", ".git")]);
+    refused(
+        &env,
+        "tar -xf hooks.tar && cp payload lnk/pre-commit",
+        "lnk/pre-commit",
+    );
+    refused(
+        &env,
+        "tar -xf git.tar; cat config.txt >> g/config",
+        "g/config",
+    );
+    refused(
+        &env,
+        "tar -xf git.tar && cd g && cp ../payload hooks/pre-commit",
+        "g",
+    );
+    for leftover in ["lnk", "g"] {
+        assert!(
+            env.ws.join(leftover).symlink_metadata().is_err(),
+            "{leftover}"
+        );
+    }
+    repo.assert_untouched("links made earlier on the line");
+}
+
+/// awk file names are decoded as awk decodes them; names a program derives (a backup suffix,
+/// a split chunk, a decompressed file, a name in a gzip header) are checked; `find -L` and
+/// `chmod -R` do not reach into .git.
+#[test]
+fn names_a_program_derives_are_checked() {
+    use std::io::Write;
+    use support::marked_repo::MarkedRepo;
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let repo = MarkedRepo::init(&env.ws, &env.outside("out"));
+    let config = repo.fsmonitor();
+    let ws = &env.ws;
+    std::fs::write(ws.join(".gitconfi"), &config).unwrap();
+    std::fs::write(ws.join("lines.txt"), format!("1\n2\n3\n4\n5\n{config}")).unwrap();
+    let gzip = |name: Option<&str>| {
+        let mut builder = flate2::GzBuilder::new();
+        if let Some(name) = name {
+            builder = builder.filename(name);
+        }
+        let mut gz = builder.write(Vec::new(), flate2::Compression::fast());
+        gz.write_all(config.as_bytes()).unwrap();
+        gz.finish().unwrap()
+    };
+    std::fs::write(ws.join(".gitconfigz"), gzip(None)).unwrap();
+    std::fs::write(ws.join("named.gz"), gzip(Some(".gitconfig"))).unwrap();
+    let awk = format!(
+        "awk 'BEGIN {{ printf \"{}\" >> \".git\\057config\" }}'",
+        config.trim_end().replace('"', "\\\"")
+    );
+    for (command, names) in [
+        (awk.as_str(), ".git/config"),
+        ("cp -b -S g notes.txt .gitconfi", ".gitconfig"),
+        (
+            "split -l 1 -a 1 --additional-suffix=ig lines.txt .gitcon",
+            ".gitconfig",
+        ),
+        ("gunzip -S z .gitconfigz", ".gitconfig"),
+        ("gunzip -N named.gz", "header"),
+        ("find -L . -name config", "find -L"),
+    ] {
+        refused(&env, command, names);
+    }
+    // The forms that name what they write run.
+    let r = exec(
+        &env,
+        "gunzip -c named.gz > out.txt && cp -b notes.txt out.txt",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(ws.join("out.txt~").exists());
+
+    // A hook the user keeps switched off (not executable) stays off through `chmod -R +x .`.
+    let hook = ws.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, repo.hook()).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = exec(&env, "chmod -R +x .");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stderr.contains("'./.git' unchanged"), "{r:?}");
+    assert_eq!(mode_of(&hook), 0o644);
+    assert_eq!(mode_of(&ws.join("lines.txt")) & 0o111, 0o111);
+    repo.git(&["commit", "-qam", "with the hook in place", "--allow-empty"]);
+    assert!(!repo.marker.exists(), "the hook ran");
+    std::fs::remove_file(&hook).unwrap();
+    std::fs::remove_file(ws.join(".gitconfi")).unwrap();
+    repo.assert_untouched("derived names");
+}
+
+/// Trees git would check out are read first: a branch whose tree writes a root `.gitconfig`
+/// (git's global config inside the jail) is refused by every subcommand that would write it;
+/// merging by subtree is refused; remote changes and discarding work ask.
+#[test]
+fn git_checks_the_trees_it_would_write() {
+    use support::marked_repo::MarkedRepo;
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let repo = MarkedRepo::init(&env.ws, &env.outside("out"));
+    repo.branch("evil", &[(".gitconfig", &repo.fsmonitor())]);
+    repo.branch("sub", &[("git/config", &repo.fsmonitor())]);
+    for (command, names) in [
+        ("git checkout evil", ".gitconfig"),
+        ("git switch evil", ".gitconfig"),
+        ("git reset --hard evil", ".gitconfig"),
+        ("git checkout evil -- .", ".gitconfig"),
+        ("git restore --source evil .gitconfig", ".gitconfig"),
+        ("git merge evil", ".gitconfig"),
+        ("git merge -X subtree=.config sub", "subtree"),
+        ("git remote add up ext::sh", "approval"),
+        ("git reset --hard", "approval"),
+    ] {
+        refused(&env, command, names);
+    }
+    // What writes nothing protected runs.
+    let r = exec(&env, "git switch -q -c work");
+    assert_eq!(r.status, 0, "{r:?}");
+    let r = exec(&env, "git merge -q --no-edit sub");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(env.ws.join("git/config").exists());
+    std::fs::remove_dir_all(env.ws.join("git")).unwrap();
+    repo.assert_untouched("git trees");
+}
+
+/// A repository whose config makes a remote a promisor reachable over `ext::` (a lazy fetch
+/// would run it): git is refused by the policy, and even run in the jail without the policy it
+/// fetches nothing (GIT_NO_LAZY_FETCH, GIT_ALLOW_PROTOCOL).
+#[test]
+fn a_promisor_remote_never_runs_its_transport() {
+    use support::marked_repo::MarkedRepo;
+    if !have_git() {
+        return;
+    }
+    let env = Env::new();
+    let repo = MarkedRepo::init(&env.ws, &env.outside("out"));
+    let transport = format!("ext::sh -c touch% {}", repo.marker.display());
+    for (key, value) in [
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.promisor", "true"),
+        ("remote.origin.url", transport.as_str()),
+        ("protocol.ext.allow", "always"),
+    ] {
+        repo.git(&["config", key, value]);
+    }
+    let missing = "1111111111111111111111111111111111111111";
+    refused(
+        &env,
+        &format!("git cat-file -p {missing}"),
+        "names a transport",
+    );
+    let r = env.jail(&["git", "cat-file", "-p", missing]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(!repo.marker.exists(), "the ext:: transport ran in the jail");
+    // The same lazy fetch from the user's own git does run it: the setup is a real attack.
+    let out = Command::new("git")
+        .args(["cat-file", "-p", missing])
+        .current_dir(&env.ws)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", env.outside("home"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        repo.marker.exists(),
+        "the control fetch did not run the transport"
+    );
+}

@@ -29,7 +29,9 @@ fn warden_secrets_are_not_in_the_environment() {
     assert_eq!(
         names,
         [
+            "GIT_ALLOW_PROTOCOL",
             "GIT_CONFIG_NOSYSTEM",
+            "GIT_NO_LAZY_FETCH",
             "GIT_PAGER",
             "GIT_TERMINAL_PROMPT",
             "HOME",

@@ -59,6 +59,55 @@ fn fixture() -> Fixture {
             Member::File("src/main.rs", "fn main() {}\n"),
         ],
     );
+    // Archives whose members reach .git only as GNU tar reads them.
+    let hook = "#!/bin/sh\ntouch /tmp/pwned\n";
+    for (name, members) in [
+        (
+            "through-link.tar",
+            &[
+                Member::Symlink("lnk", ".git/hooks"),
+                Member::File("lnk/pre-commit", hook),
+            ][..],
+        ),
+        (
+            "after-zeros.tar",
+            &[
+                Member::File("a.txt", "a\n"),
+                Member::ZeroBlock,
+                Member::File(".git/hooks/pre-commit", hook),
+            ],
+        ),
+        (
+            "global-path.tar",
+            &[
+                Member::PaxGlobal(&[("path", ".git/hooks/pre-commit")]),
+                Member::File("innocent.txt", hook),
+            ],
+        ),
+        (
+            "sparse-name.tar",
+            &[
+                Member::PaxLocal(&[("GNU.sparse.name", "src/.gitattributes")]),
+                Member::File("innocent.txt", "* filter=pwn\n"),
+            ],
+        ),
+        (
+            "hidden.tar",
+            &[
+                Member::LinkClaimingData("harmless", "notes.txt"),
+                Member::File(".git/config", "[core]\n\tfsmonitor = sh\n"),
+            ],
+        ),
+        (
+            "safe-links.tar",
+            &[
+                Member::Symlink("latest", "src/main.rs"),
+                Member::File("docs2/a.md", "a\n"),
+            ],
+        ),
+    ] {
+        archives::write(&ws.join(name), members);
+    }
     std::fs::write(r.join("secret"), "s3cret\n").unwrap();
     std::fs::create_dir_all(r.join("home/.ssh")).unwrap();
     std::fs::write(r.join("home/.ssh/id_rsa"), "KEY\n").unwrap();
@@ -499,6 +548,19 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "not in the policy's list of find primaries",
     ),
+    ("find -L . -name x", Deny, "find -L: follows symbolic links"),
+    (
+        "find -H inner -print",
+        Deny,
+        "find -H: follows symbolic links",
+    ),
+    (
+        "find . -follow -name x",
+        Deny,
+        "find -follow: follows symbolic links",
+    ),
+    ("find -files0-from notes.txt", Deny, "find -files0-from"),
+    ("find -P . -name x", Allow, "allowed: find"),
     // ---- sed ----------------------------------------------------------------------------------------------------
     (
         "sed 'e id' notes.txt",
@@ -566,7 +628,37 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "the `e` command",
     ),
-    // ---- tar -----------------------------------------------------------------------------------------------------
+    // ---- names a program derives: backups, chunks, decompressed files ---------------------------------------------
+    ("cp -b -S g notes.txt .gitconfi", Deny, "writing .gitconfig"),
+    ("cp -b -S g notes.txt .gitconf", Allow, "allowed: cp"),
+    ("cp --suffix=ig notes.txt .gitconf", Deny, ".gitconfig"),
+    ("mv -b -S g other.txt .gitconfi", Deny, ".gitconfig"),
+    ("cp -b notes.txt other.txt", Allow, "allowed: cp"),
+    ("cp -r -b -S g src out", Allow, "allowed: cp"),
+    ("cp -S /../x notes.txt other.txt", Deny, "backup suffix"),
+    (
+        "split -a 1 notes.txt .gi",
+        Deny,
+        "split: a file it writes could be named .git",
+    ),
+    (
+        "split -a 1 --additional-suffix=ig notes.txt .gitcon",
+        Deny,
+        "could be named .gitconfig",
+    ),
+    ("split -l 1 -d notes.txt out/part-", Allow, "allowed: split"),
+    ("gzip -S onfig notes.txt", Allow, "allowed: gzip"),
+    ("gzip -S onfig .gitc", Deny, "writing .gitconfig"),
+    ("gzip -r -S attributes src", Allow, "allowed: gzip"),
+    ("gunzip -N backup.tgz", Deny, "header"),
+    ("gunzip -c -N backup.tgz", Allow, "allowed: gunzip"),
+    ("gunzip backup.tgz", Allow, "allowed: gunzip"),
+    (
+        "xz -d -S .x .gitattributes.x",
+        Deny,
+        "writing .gitattributes",
+    ),
+    ("bzip2 -d notes.txt", Allow, "allowed: bzip2"),
     (
         "tar --checkpoint=1 --checkpoint-action=exec=sh -cf x.tar src",
         Deny,
@@ -601,6 +693,57 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("tar czf out.tgz /etc", Deny, "outside the workspace"),
     ("tar -F script.sh -cf x.tar src", Deny, "runs a script"),
+    (
+        "tar -xf through-link.tar",
+        Deny,
+        "lnk/pre-commit, at or beneath the symbolic link lnk",
+    ),
+    ("tar -xf after-zeros.tar", Allow, "allowed: tar"),
+    ("tar -xif after-zeros.tar", Deny, ".git/hooks/pre-commit"),
+    (
+        "tar --ignore-zeros -xf after-zeros.tar",
+        Deny,
+        ".git/hooks/pre-commit",
+    ),
+    ("tar -xf global-path.tar", Deny, ".git/hooks/pre-commit"),
+    ("tar -xf sparse-name.tar", Deny, "src/.gitattributes"),
+    ("tar -xf hidden.tar", Deny, ".git/config"),
+    ("tar -xf safe-links.tar", Allow, "allowed: tar"),
+    ("tar -tf global-path.tar", Allow, "allowed: tar"),
+    ("tar --xattrs -xf backup.tgz", Deny, "extended attributes"),
+    // ---- a later command through a link an earlier one makes ---------------------------------
+    (
+        "tar -xf safe-links.tar && cat latest",
+        Deny,
+        "a symbolic link an earlier command of this line makes",
+    ),
+    ("tar -xf safe-links.tar && echo x > latest", Deny, "echo: "),
+    (
+        "tar -xf safe-links.tar; cp notes.txt latest/x",
+        Deny,
+        "cp: ",
+    ),
+    (
+        "tar -xf safe-links.tar && mv latest moved && cat moved/x",
+        Deny,
+        "cannot check what copying latest creates",
+    ),
+    ("tar -xf safe-links.tar && cd latest", Deny, "cd: "),
+    (
+        "tar -xf safe-links.tar && rm latest",
+        Allow,
+        "allowed: tar, rm",
+    ),
+    (
+        "tar -xf safe-links.tar && cat docs2/a.md",
+        Allow,
+        "allowed: tar, cat",
+    ),
+    (
+        "tar -xf safe-links.tar && { cat; } < latest",
+        Deny,
+        "redirection",
+    ),
     // ---- git ------------------------------------------------------------------------------------------------------
     (
         "git -c core.pager=sh log",
@@ -645,8 +788,19 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("git submodule update", Deny, "clone, fetch or run commands"),
     (
         "git remote add x https://example.com",
-        Allow,
-        "allowed: git",
+        Ask,
+        "git remote add: changes where the repository's remotes point",
+    ),
+    (
+        "git remote set-url origin ext::sh",
+        Ask,
+        "git remote set-url",
+    ),
+    ("git remote -v", Allow, "allowed: git"),
+    (
+        "git submodule set-url lib ../x",
+        Ask,
+        "git submodule set-url",
     ),
     ("git remote prune origin", Deny, "reach the network"),
     ("git push", Deny, "git push is not allowed"),
@@ -944,6 +1098,7 @@ fn git_runs_with_its_hooks_switched_off() {
     let argv = &argv_of(&mut c, "git log -p")[0];
     for expected in [
         "--no-pager",
+        "--no-replace-objects",
         "core.fsmonitor=false",
         "core.hooksPath=/dev/null",
         "--no-ext-diff",
@@ -1007,6 +1162,67 @@ fn user_policy_can_ask_or_allow_more() {
     assert_eq!(c.check("frobnicate /etc/shadow").decision, Deny);
 }
 
+/// Derived names (backups, chunks, decompressed files) are the program's, whoever wrote the
+/// rule: a user's own rules for ln, install, csplit and unxz get them checked too.
+#[test]
+fn derived_names_hold_for_a_users_own_rules() {
+    let fx = fixture();
+    let policy = Policy::from_user_toml(
+        "[programs.ln]\nlast_arg = \"write\"\nflags = { \"-S\" = \"value\", \"-b\" = \"flag\" }\n\
+         [programs.install]\nlast_arg = \"write\"\n\
+         [programs.csplit]\nflags = { \"-f\" = \"value\", \"-n\" = \"value\", \"-b\" = \"value\" }\n\
+         [programs.unxz]\nargs = \"consume\"\nflags = { \"-S\" = \"value\" }\n",
+        "test",
+    )
+    .unwrap();
+    let home = fx.workspace.parent().unwrap().join("home");
+    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    for (command, want, why) in [
+        ("ln -b -S g notes.txt .gitconfi", Deny, "writing .gitconfig"),
+        ("ln -b notes.txt other.txt", Allow, "allowed: ln"),
+        // The rule does not say -S takes a value: the backup name is unknown.
+        (
+            "install -S g notes.txt .gitconfi",
+            Deny,
+            "does not say it takes one",
+        ),
+        ("csplit -f .gi -n 1 notes.txt 1", Allow, "allowed: csplit"),
+        ("csplit -f .gitmodule notes.txt 1", Allow, "allowed: csplit"),
+        ("csplit -b %.0d -f .git notes.txt 1", Deny, "printf format"),
+        (
+            "unxz -S .x .gitattributes.x",
+            Deny,
+            "writing .gitattributes",
+        ),
+        ("unxz data.json.xz", Allow, "allowed: unxz"),
+        // A link made earlier on the line cannot be resolved by what follows.
+        (
+            "ln -s .git/hooks h && cp notes.txt h/pre-commit",
+            Deny,
+            "earlier command",
+        ),
+        (
+            "ln -s .git/hooks src && cp notes.txt src/hooks/pre-commit",
+            Deny,
+            "earlier command",
+        ),
+        (
+            "ln -s .git/hooks src && cp notes.txt src/pre-commit",
+            Allow,
+            "allowed: ln, cp",
+        ),
+        (
+            "ln -s notes.txt n && cat other.txt",
+            Allow,
+            "allowed: ln, cat",
+        ),
+    ] {
+        let v = c.check(command);
+        assert_eq!(v.decision, want, "{command}: {}", v.reason);
+        assert!(v.reason.contains(why), "{command}: {}", v.reason);
+    }
+}
+
 #[test]
 fn read_roots_widen_reads_but_not_writes() {
     let fx = fixture();
@@ -1026,4 +1242,232 @@ fn read_roots_widen_reads_but_not_writes() {
     let v = c.check(&format!("touch {}/x", extra.display()));
     assert_eq!(v.decision, Deny);
     assert!(v.reason.contains("read-only root"), "{}", v.reason);
+}
+
+/// A real repository (made with git) whose branches hold what the policy keeps read-only:
+/// every command that would check such a tree out, stage it or merge it is refused; what
+/// discards uncommitted work asks. Run once on loose objects and once packed (deltas).
+#[test]
+fn git_tree_switches_are_checked_against_the_tree_they_write() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", root.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let write = |name: &str, text: &str| {
+        let path = ws.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    git(&["init", "-q"]);
+    write("README.md", "hello\n");
+    write("src/a.rs", "fn a() {}\n");
+    write("docs/.gitattributes", "*.md text\n");
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    for (branch, file, text) in [
+        (
+            "evil",
+            ".gitconfig",
+            "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+        ),
+        ("attrs", "docs/.gitattributes", "* filter=pwn\n"),
+        (
+            "modules",
+            ".gitmodules",
+            "[submodule \"x\"]\n\turl = ext::sh\n",
+        ),
+        ("globalcfg", ".config/git/config", "[core]\n\tpager = sh\n"),
+        ("safe", "src/a.rs", "fn a() { /* changed */ }\n"),
+    ] {
+        git(&["checkout", "-q", "-b", branch, "main"]);
+        write(file, text);
+        if branch == "safe" {
+            std::os::unix::fs::symlink("src", ws.join("lnk")).unwrap();
+        }
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", branch]);
+    }
+    git(&["checkout", "-q", "main"]);
+    // A stash whose changes touch the attributes (made by the user, outside warden).
+    write("docs/.gitattributes", "* filter=pwn\n");
+    git(&["stash", "-q"]);
+    let evil = git(&["rev-parse", "evil"]);
+    let policy = Arc::new(Policy::embedded_default());
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cases: Vec<(String, Decision, &str)> = vec![
+        (
+            "git checkout evil".into(),
+            Deny,
+            "checking out evil would write .gitconfig",
+        ),
+        ("git switch evil".into(), Deny, ".gitconfig"),
+        ("git checkout -b x evil".into(), Deny, ".gitconfig"),
+        ("git switch -c x attrs".into(), Deny, "docs/.gitattributes"),
+        ("git checkout modules".into(), Deny, ".gitmodules"),
+        ("git checkout globalcfg".into(), Deny, ".config/git/config"),
+        ("git reset --hard evil".into(), Deny, ".gitconfig"),
+        ("git reset --soft evil".into(), Deny, ".gitconfig"),
+        ("git reset evil -- .gitconfig".into(), Deny, ".gitconfig"),
+        ("git checkout evil -- .".into(), Deny, ".gitconfig"),
+        (
+            "git restore --source evil .gitconfig".into(),
+            Deny,
+            ".gitconfig",
+        ),
+        (
+            "git restore -s attrs --staged docs".into(),
+            Deny,
+            ".gitattributes",
+        ),
+        ("git merge evil".into(), Deny, ".gitconfig"),
+        ("git merge -X subtree=.config safe".into(), Deny, "subtree"),
+        ("git merge -s subtree safe".into(), Deny, "subtree"),
+        ("git stash apply".into(), Deny, "docs/.gitattributes"),
+        (
+            "git stash pop stash@{0}".into(),
+            Deny,
+            "docs/.gitattributes",
+        ),
+        ("git stash branch b".into(), Deny, "docs/.gitattributes"),
+        (format!("git checkout {}", &evil[..8]), Deny, ".gitconfig"),
+        ("git checkout evil~0".into(), Deny, ".gitconfig"),
+        ("git checkout safe".into(), Allow, "allowed: git"),
+        ("git switch -c y safe".into(), Allow, "allowed: git"),
+        ("git merge safe".into(), Allow, "allowed: git"),
+        ("git checkout evil~1".into(), Allow, "allowed: git"),
+        (
+            "git checkout evil -- src".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        ("git reset --hard".into(), Ask, "git reset --hard discards"),
+        ("git checkout src/a.rs".into(), Ask, "git checkout of paths"),
+        (
+            "git checkout -- src/a.rs".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        // Neither a commit nor a file: git fails, nothing is discarded.
+        ("git checkout no-such-branch".into(), Allow, "allowed: git"),
+        (
+            "git checkout README.md".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        ("git checkout '*.md'".into(), Ask, "git checkout of paths"),
+        (
+            "git checkout --track origin/x".into(),
+            Allow,
+            "allowed: git",
+        ),
+        ("git checkout -f safe".into(), Ask, "git checkout --force"),
+        (
+            "git switch --discard-changes safe".into(),
+            Ask,
+            "git switch --force",
+        ),
+        (
+            "git restore src/a.rs".into(),
+            Ask,
+            "restore of the work tree",
+        ),
+        (
+            "git restore --staged src/a.rs".into(),
+            Allow,
+            "allowed: git",
+        ),
+        ("git clean -f".into(), Ask, "git clean -f"),
+        ("git clean -n".into(), Allow, "allowed: git"),
+        ("git clean -ffd".into(), Deny, "nested repositories"),
+        ("git stash drop".into(), Ask, "git stash drop/clear"),
+        ("git stash clear".into(), Ask, "git stash drop/clear"),
+        ("git rm -r src".into(), Ask, "git rm -r/-f"),
+        ("git rm --cached -r src".into(), Allow, "allowed: git"),
+        ("git merge".into(), Deny, "name the branch"),
+        ("git merge FETCH_HEAD".into(), Deny, "instead of FETCH_HEAD"),
+        (
+            "git checkout safe --pathspec-from-file=README.md".into(),
+            Ask,
+            "git checkout of paths",
+        ),
+        (
+            "git checkout main@{yesterday}".into(),
+            Deny,
+            "cannot tell which commit",
+        ),
+        // What a checkout makes a link is not resolved by later commands of the line.
+        (
+            "git checkout safe && cat lnk/a.rs".into(),
+            Deny,
+            "earlier command",
+        ),
+        // Links it restores from the index or HEAD are not read: nothing beneath the work tree
+        // is resolved after a command that writes it.
+        (
+            "git stash && cat README.md".into(),
+            Deny,
+            "may make symbolic links",
+        ),
+        ("git switch -c z && ls".into(), Allow, "allowed: git, ls"),
+        (
+            "git status && cat README.md".into(),
+            Allow,
+            "allowed: git, cat",
+        ),
+    ];
+    let run = |label: &str| {
+        let mut c = policy.checker(&ws, &[], &home).unwrap();
+        let mut failures = Vec::new();
+        for (command, want, why) in &cases {
+            let v = c.check(command);
+            if v.decision != *want || !v.reason.contains(why) {
+                failures.push(format!(
+                    "{label}: {command:?}: got {} ({}), want {want} containing {why:?}",
+                    v.decision, v.reason
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    };
+    run("loose objects");
+    git(&["pack-refs", "--all"]);
+    git(&["repack", "-adq", "--depth=50", "--window=50"]);
+    git(&["prune-packed"]);
+    run("packed");
+    // Objects borrowed from elsewhere are not read: what needs a tree is refused, saying why;
+    // what needs none is as before.
+    std::fs::write(ws.join(".git/objects/info/alternates"), "/elsewhere\n").unwrap();
+    let mut c = policy.checker(&ws, &[], &home).unwrap();
+    let v = c.check("git checkout safe");
+    assert_eq!(v.decision, Deny, "{}", v.reason);
+    assert!(v.reason.contains("alternates"), "{}", v.reason);
+    assert_eq!(c.check("git restore --staged src/a.rs").decision, Allow);
+    assert_eq!(c.check("git reset --hard").decision, Ask);
 }

@@ -2,9 +2,11 @@
 //! with workspace files and labelled benign or risky before warden's answer was looked at, see
 //! tests/fixtures/usefulness/README.md) go through `warden policy check --batch` in a workspace
 //! built from the fixture. Targets: at least 97% of the benign examples allowed (those that run
-//! the project's code asked), every benign example of a read-only git subcommand allowed (but
-//! for command substitution, which is refused whatever it runs), no risky example allowed. The
-//! rates and every benign example still refused are printed.
+//! the project's code asked, and those the policy asks about by design: discarding uncommitted
+//! work, deleting a tree, redirecting a remote), every benign example of a read-only git
+//! subcommand allowed (but for command substitution, which is refused whatever it runs), no
+//! risky example allowed. The rates and every benign example still refused are printed, with
+//! the rate that counts only allowed examples beside it.
 
 mod support;
 
@@ -54,6 +56,10 @@ struct Example {
     /// Runs the project's code (a script, a build): `ask` is the expected answer.
     #[serde(default)]
     code: bool,
+    /// Discards uncommitted work, deletes a tree or redirects a remote: `ask` is the expected
+    /// answer (README, What git may do).
+    #[serde(default)]
+    asks: bool,
     #[allow(dead_code)]
     why: Option<String>,
 }
@@ -211,6 +217,8 @@ fn the_default_policy_allows_ordinary_work_and_nothing_risky() {
 
     let mut benign = Tally::default();
     let mut code = Tally::default();
+    let mut by_design = Tally::default();
+    let mut allowed_only = Tally::default();
     let mut git_reading = Tally::default();
     let mut git_substituting: Vec<String> = Vec::new();
     let mut risky = Tally::default();
@@ -225,13 +233,20 @@ fn the_default_policy_allows_ordinary_work_and_nothing_risky() {
         match example.label {
             Label::Risky => risky.add(!allowed, shown),
             // The project's code counts as allowed when it is asked (it runs jailed).
-            Label::Benign if example.code => {
+            // These count as allowed when they are asked.
+            Label::Benign if example.code || example.asks => {
                 let asked = allowed || decision == "ask";
-                code.add(asked, shown);
+                if example.code {
+                    code.add(asked, shown);
+                } else {
+                    by_design.add(asked, shown);
+                }
                 benign.add(asked, shown);
+                allowed_only.add(allowed, shown);
             }
             Label::Benign => {
                 benign.add(allowed, shown);
+                allowed_only.add(allowed, shown);
                 let page = example.page.rsplit('/').next().unwrap_or_default();
                 let sub = page
                     .strip_prefix("git-")
@@ -253,7 +268,7 @@ fn the_default_policy_allows_ordinary_work_and_nothing_risky() {
         examples.example.len()
     );
     println!(
-        "  benign allowed (code asked): {}/{} = {:.1}% (target 97%)",
+        "  benign allowed (asks counted): {}/{} = {:.1}% (target 97%)",
         benign.passed,
         benign.total,
         benign.rate()
@@ -261,6 +276,17 @@ fn the_default_policy_allows_ordinary_work_and_nothing_risky() {
     println!(
         "  of which project code asked: {}/{}",
         code.passed, code.total
+    );
+    println!(
+        "  of which asked by design:    {}/{} (discarding work, deleting a tree, redirecting a \
+         remote)",
+        by_design.passed, by_design.total
+    );
+    println!(
+        "  benign allowed outright:     {}/{} = {:.1}%",
+        allowed_only.passed,
+        allowed_only.total,
+        allowed_only.rate()
     );
     println!(
         "  read-only git allowed:       {}/{} = {:.1}% (target 100%; {} using command \

@@ -5,8 +5,11 @@
 //! out here instead, on exactly the files the policy checked: each is opened `O_PATH` beneath
 //! its writable root without following symlinks (a symlink swapped in since the check is
 //! refused), and its mode changed through that descriptor. `-R` descends without following
-//! symlinks, one name at a time. No change may add a setuid, setgid or sticky bit, whatever
-//! the plan says (the policy already refused such modes: this is the second net).
+//! symlinks, one name at a time, and leaves out what the policy keeps read-only (`.git` trees,
+//! `.gitattributes`, `.gitmodules`, the root's `.gitconfig` and `.config/git`): `chmod -R +x .`
+//! must not make a file under `.git/hooks` executable. No change may add a setuid, setgid or
+//! sticky bit, whatever the plan says (the policy already refused such modes: this is the
+//! second net).
 
 use super::pipeline::short;
 use crate::policy::ir::{ChmodMode, ChmodPlan, ChmodReport};
@@ -29,6 +32,7 @@ pub struct ChmodResult {
 /// Carry out a checked chmod plan; `umask` is what a symbolic mode without `ugoa` leaves alone.
 pub fn run(paths: &PathPolicy, plan: &ChmodPlan, umask: u32) -> ChmodResult {
     let mut run = Run {
+        paths,
         plan,
         umask,
         result: ChmodResult::default(),
@@ -73,7 +77,7 @@ pub fn run(paths: &PathPolicy, plan: &ChmodPlan, umask: u32) -> ChmodResult {
             continue;
         }
         match crate::beneath::open(paths, file, OFlag::O_PATH | OFlag::O_NOFOLLOW, 0) {
-            Ok(opened) => run.file(&change, OwnedFd::from(opened), shown),
+            Ok(opened) => run.file(&change, OwnedFd::from(opened), file, shown),
             Err(e) => run.fail(format!(
                 "cannot access '{}': {}",
                 shown.display(),
@@ -85,6 +89,7 @@ pub fn run(paths: &PathPolicy, plan: &ChmodPlan, umask: u32) -> ChmodResult {
 }
 
 struct Run<'a> {
+    paths: &'a PathPolicy,
     plan: &'a ChmodPlan,
     umask: u32,
     result: ChmodResult,
@@ -98,8 +103,18 @@ impl Run<'_> {
         }
     }
 
-    /// Change one opened file, then (with -R) what a directory holds.
-    fn file(&mut self, change: &ModeChange, fd: OwnedFd, shown: &Path) {
+    /// A file the walk leaves alone: said on stderr (unless -f), without failing the command.
+    fn skip(&mut self, shown: &Path, why: &str) {
+        if self.plan.report != ChmodReport::Quiet {
+            self.result.stderr.push_str(&format!(
+                "chmod: left '{}' unchanged: {why}\n",
+                shown.display()
+            ));
+        }
+    }
+
+    /// Change one opened file (at `path`, absolute), then (with -R) what a directory holds.
+    fn file(&mut self, change: &ModeChange, fd: OwnedFd, path: &Path, shown: &Path) {
         let stat = match fstat(&fd) {
             Ok(stat) => stat,
             Err(e) => return self.fail(format!("cannot access '{}': {e}", shown.display())),
@@ -112,7 +127,7 @@ impl Run<'_> {
         let is_dir = kind == libc::S_IFDIR;
         self.change_mode(change, &fd, &stat, is_dir, shown);
         if self.plan.recursive && is_dir {
-            self.descend(change, &fd, shown);
+            self.descend(change, &fd, path, shown);
         }
     }
 
@@ -172,7 +187,7 @@ impl Run<'_> {
         }
     }
 
-    fn descend(&mut self, change: &ModeChange, dir_path_fd: &OwnedFd, shown: &Path) {
+    fn descend(&mut self, change: &ModeChange, dir_path_fd: &OwnedFd, at: &Path, shown: &Path) {
         let listing = nix::fcntl::openat(
             dir_path_fd,
             ".",
@@ -210,7 +225,13 @@ impl Run<'_> {
         }
         names.sort();
         for name in names {
-            let child_shown = shown.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let child_name = std::ffi::OsStr::from_bytes(name.to_bytes());
+            let child_shown = shown.join(child_name);
+            let child = at.join(child_name);
+            if let Some(why) = self.paths.protected(&child) {
+                self.skip(&child_shown, &why);
+                continue;
+            }
             // One component, never following a symlink: the walk cannot leave the tree.
             match nix::fcntl::openat(
                 dir_path_fd,
@@ -218,7 +239,7 @@ impl Run<'_> {
                 OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                 Mode::empty(),
             ) {
-                Ok(fd) => self.file(change, fd, &child_shown),
+                Ok(fd) => self.file(change, fd, &child, &child_shown),
                 Err(e) => self.fail(format!(
                     "cannot access '{}': {}",
                     child_shown.display(),
@@ -261,4 +282,80 @@ pub fn current_umask() -> u32 {
                 .and_then(|value| u32::from_str_radix(value.trim(), 8).ok())
         })
         .unwrap_or(0o022)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::ir::ChmodPlan;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_recursive_chmod_leaves_what_the_policy_keeps_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        for file in [
+            "run.sh",
+            "src/tool.sh",
+            ".git/hooks/pre-commit",
+            ".git/config",
+            "vendor/.git/hooks/post-checkout",
+            "src/.gitattributes",
+            ".gitmodules",
+            ".gitconfig",
+            ".config/git/config",
+            ".config/other/settings",
+        ] {
+            let path = ws.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "x").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let paths = PathPolicy::new(&ws, &[], &[], &ws).unwrap();
+        let plan = ChmodPlan {
+            mode: ChmodMode::Change("+x".into()),
+            recursive: true,
+            report: ChmodReport::Errors,
+            files: vec![ws.clone()],
+            names: vec![".".into()],
+        };
+        let result = run(&paths, &plan, 0o022);
+        assert_eq!(result.status, 0, "{result:?}");
+        for changed in ["run.sh", "src/tool.sh", ".config/other/settings"] {
+            assert_eq!(mode_of(&ws.join(changed)), 0o755, "{changed}");
+        }
+        for kept in [
+            ".git/hooks/pre-commit",
+            ".git/config",
+            "vendor/.git/hooks/post-checkout",
+            "src/.gitattributes",
+            ".gitmodules",
+            ".gitconfig",
+            ".config/git/config",
+        ] {
+            assert_eq!(mode_of(&ws.join(kept)), 0o644, "{kept}");
+        }
+        // The folders themselves are left as they were too, and each is named once.
+        assert_eq!(mode_of(&ws.join(".git")) & 0o111, 0o111);
+        assert!(
+            result.stderr.contains("left './.git' unchanged"),
+            "{}",
+            result.stderr
+        );
+        assert!(
+            result.stderr.contains("'./vendor/.git'"),
+            "{}",
+            result.stderr
+        );
+        // -f: nothing said.
+        let quiet = ChmodPlan {
+            report: ChmodReport::Quiet,
+            ..plan
+        };
+        assert_eq!(run(&paths, &quiet, 0o022).stderr, "");
+    }
 }

@@ -62,6 +62,8 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
     let mut statuses: Vec<i32> = vec![0; count];
     let mut running: Vec<(usize, Box<dyn JailedProcess>)> = Vec::new();
     let mut next_stdin: Option<Arc<OwnedFd>> = None;
+    // What warden's own chmod prints, still being written when the programs end.
+    let mut writers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
 
     for (index, command) in pipeline.commands.iter().enumerate() {
         if ctx.cancel.is_cancelled() {
@@ -103,7 +105,9 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
                 statuses[index] = cd(ctx, target, count == 1);
             }
             Some(Builtin::Chmod(plan)) if ctx.sandbox.ignores_chmod() => {
-                statuses[index] = chmod(ctx, plan, &table);
+                let (status, writer) = chmod(ctx, plan, &table);
+                statuses[index] = status;
+                writers.extend(writer);
             }
             Some(Builtin::Compound(_)) => {
                 // The checker never puts a compound command in a pipeline of several.
@@ -165,6 +169,10 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
                 pipeline.commands[*index].display()
             ));
         }
+    }
+    // The pipeline ends when its output is written (a reader gone ends a writer with EPIPE).
+    for writer in writers {
+        let _ = tokio::time::timeout_at(ctx.deadline, writer).await;
     }
     for (index, result) in results {
         statuses[index] = match result {
@@ -244,19 +252,24 @@ fn cd(ctx: &mut Context<'_>, target: &Path, apply: bool) -> i32 {
 }
 
 /// `chmod` carried out by warden (see `exec::chmod`); what it prints goes to the command's own
-/// stdout and stderr, written from a thread so a pipe nobody reads yet cannot stall the script.
-fn chmod(ctx: &Context<'_>, plan: &ChmodPlan, table: &FdTable) -> i32 {
+/// stdout and stderr, written from a blocking task so a pipe nobody reads yet cannot stall the
+/// script; the pipeline waits for it before it ends (else the words could be lost at exit).
+fn chmod(
+    ctx: &Context<'_>,
+    plan: &ChmodPlan,
+    table: &FdTable,
+) -> (i32, Option<tokio::task::JoinHandle<()>>) {
     let result = super::chmod::run(ctx.paths, plan, super::chmod::current_umask());
     let [_, stdout, stderr] = table.standard(ctx.outputs.null());
-    if !result.stdout.is_empty() || !result.stderr.is_empty() {
-        std::thread::spawn(move || {
+    let writer = (!result.stdout.is_empty() || !result.stderr.is_empty()).then(|| {
+        tokio::task::spawn_blocking(move || {
             for (fd, text) in [(stdout, result.stdout), (stderr, result.stderr)] {
                 // A reader that went away (EPIPE) ends the writing; nothing else to do.
                 let _ = write_all(&fd, text.as_bytes());
             }
-        });
-    }
-    result.status
+        })
+    });
+    (result.status, writer)
 }
 
 fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> nix::Result<()> {

@@ -6,12 +6,14 @@
 use super::analyzers::{self, AnalyzerContext};
 use super::assignments;
 use super::copies;
+use super::derived;
 use super::expand::Expander;
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
     StatusArg, Step,
 };
+use super::line_links::{self, LineLinks, Made};
 use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
@@ -43,6 +45,8 @@ pub(super) struct Checked {
     pub command: Command,
     pub asks: Vec<String>,
     pub writes: bool,
+    /// Where it makes symbolic links: see [`Walk::links`].
+    pub links: Made,
 }
 
 /// What the walk over a script carries from command to command.
@@ -59,6 +63,8 @@ pub(super) struct Walk {
     pub vars: Vec<(String, String)>,
     /// Simple commands checked so far.
     pub commands: usize,
+    /// Where earlier commands of the line make symbolic links (see `line_links`).
+    pub links: LineLinks,
 }
 
 impl Walk {
@@ -164,6 +170,7 @@ impl Checker {
             asks: Vec::new(),
             vars: Vec::new(),
             commands: 0,
+            links: LineLinks::default(),
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -202,6 +209,7 @@ impl Checker {
                             walk.cwd = target.clone();
                         }
                         walk.earlier_writes |= checked.writes;
+                        walk.links.extend(checked.links);
                         walk.ask(checked.asks);
                         checked.command
                     }
@@ -312,7 +320,13 @@ impl Checker {
                     "an assignment before cd has no effect; remove it",
                 ));
             }
-            return self.cd(&argv, raw, &walk.cwd, in_pipeline);
+            let checked = self.cd(&argv, raw, &walk.cwd, in_pipeline)?;
+            if let Some(Builtin::Cd(target)) = &checked.command.builtin {
+                walk.links
+                    .refuse_through(target, Access::Read)
+                    .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
+            }
+            return Ok(checked);
         }
         let mut checked = self.program(argv, &name, redirects, walk)?;
         checked.writes |= redirect_writes;
@@ -374,7 +388,14 @@ impl Checker {
             Decision::Allow => {}
         }
         let args = &argv[1..];
-        let analysis = self.analyze(rule, &name, args, cwd, walk.earlier_writes)?;
+        let mut analysis = self.analyze(rule, &name, args, cwd, walk.earlier_writes)?;
+        // Names the program derives from its arguments (backups, chunks, decompressed files).
+        let derived = match rule.analyzer {
+            None => derived::names(&name, &analysis, cwd, &self.paths)?,
+            Some(_) => derived::Derived::default(),
+        };
+        analysis.paths.extend(derived.paths);
+        analysis.links.extend(derived.links);
         let mut writes = false;
         let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
@@ -394,8 +415,17 @@ impl Checker {
                 written: path.clone(),
             });
         }
+        let mut links: Vec<PathBuf> = Vec::new();
         if rule.copies {
-            copies::check(&name, args, &analysis, cwd, &self.paths)?;
+            links = copies::check(
+                &name,
+                args,
+                &analysis,
+                cwd,
+                &self.paths,
+                derived.backup_suffix.as_deref(),
+            )?;
+            links.extend(walk.links.carried(&paths));
         }
         for list in &analysis.lists {
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
@@ -409,6 +439,16 @@ impl Checker {
                 });
             }
         }
+        links.extend(analysis.links.iter().map(|l| line_links::located(cwd, l)));
+        let trees = analysis
+            .changed_trees
+            .iter()
+            .map(|t| line_links::located(cwd, t))
+            .collect();
+        // Nothing this command names may lead through a link an earlier command makes.
+        walk.links
+            .refuse_command(&paths, &redirects)
+            .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
         asks.extend(analysis.ask);
         if let Some(what) = &analysis.runs_code {
             asks.push(format!(
@@ -439,6 +479,7 @@ impl Checker {
             command,
             asks,
             writes,
+            links: Made { links, trees },
         })
     }
 
@@ -509,6 +550,7 @@ impl Checker {
             command,
             asks: Vec::new(),
             writes: false,
+            links: Made::default(),
         })
     }
 

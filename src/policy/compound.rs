@@ -41,6 +41,9 @@ impl Checker {
                 r.fd
             )));
         }
+        walk.links
+            .refuse_redirects(&redirects)
+            .map_err(|d| Denial::new(format!("redirection: {}", d.reason)))?;
         // The redirections are opened before anything inside runs.
         walk.earlier_writes |= writes;
         let cwd = walk.cwd.clone();
@@ -135,12 +138,15 @@ impl Checker {
             Ok((condition, body))
         };
         let (mut condition_ir, mut body_ir) = check(walk)?;
-        if walk.earlier_writes && !before.earlier_writes {
-            // The second round runs after the first round's writes.
+        let new_links = walk.links.len() > before.links.len();
+        if (walk.earlier_writes && !before.earlier_writes) || new_links {
+            // The second round runs after the first round's writes and links.
             let commands = walk.commands;
+            let links = std::mem::take(&mut walk.links);
             *walk = before.clone();
             walk.earlier_writes = true;
             walk.commands = commands;
+            walk.links = links;
             (condition_ir, body_ir) = check(walk)?;
         }
         Ok(Compound::Loop {
@@ -229,9 +235,11 @@ impl Checker {
                     command,
                     asks,
                     writes,
+                    links,
                 } = self.program(argv, "test", Vec::new(), walk)?;
                 walk.ask(asks);
                 walk.earlier_writes |= writes;
+                walk.links.extend(links);
                 command
             }
         };

@@ -15,13 +15,17 @@ const MAX_ENTRIES: usize = 20_000;
 
 /// Check every path the copy would create. `analysis` is the generic analysis of the command
 /// (its positionals, and the value of a write-path flag such as `-t DIR`).
+/// With `backup_suffix`, each created path replaces what is there after copying it to the
+/// path plus the suffix: that name is checked too. Returns the places where the copy makes
+/// symbolic links (a link copied or moved as a link), absolute.
 pub fn check(
     program: &str,
     args: &[String],
     analysis: &Analysis,
     cwd: &Path,
     paths: &PathPolicy,
-) -> Result<(), Denial> {
+    backup_suffix: Option<&str>,
+) -> Result<Vec<PathBuf>, Denial> {
     let target_flag = analysis
         .path_flags
         .iter()
@@ -29,7 +33,7 @@ pub fn check(
     let (sources, dest): (&[String], &str) = match (target_flag, analysis.positionals.as_slice()) {
         (Some((_, dir)), all) => (all, dir.as_str()),
         (None, [sources @ .., last]) if !sources.is_empty() => (sources, last.as_str()),
-        _ => return Ok(()),
+        _ => return Ok(Vec::new()),
     };
     // `cp --parents a/b DEST` creates DEST/a/b (any unambiguous abbreviation counts).
     let parents = args
@@ -41,6 +45,7 @@ pub fn check(
     // of the line could still make it a directory, so what would land beneath is checked by
     // name, as the path cannot be resolved through a file.
     let dest_is_file = std::fs::symlink_metadata(&dest).is_ok_and(|m| !m.is_dir());
+    let mut links = Vec::new();
     for source in sources {
         if source == "-" || source.is_empty() {
             continue;
@@ -53,6 +58,9 @@ pub fn check(
             .file_name()
             .map(PathBuf::from)
             .unwrap_or_default();
+        // `mv lnk d` moves the link itself, and `cp -r`, `-a`, `-d`, `-P` copy it as one.
+        let source_is_link =
+            std::fs::symlink_metadata(cwd.join(source)).is_ok_and(|m| m.file_type().is_symlink());
         for rel in tree(&resolved).map_err(|why| {
             Denial::new(format!(
                 "{program}: cannot check what copying {source} creates: {why}"
@@ -72,6 +80,27 @@ pub fn check(
                     .filter(|c| !matches!(c, std::path::Component::RootDir))
                     .collect();
                 places.push(written.join(&rel));
+            }
+            if let Some(suffix) = backup_suffix {
+                let backups: Vec<PathBuf> = places
+                    .iter()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(|p| PathBuf::from(format!("{}{suffix}", p.display())))
+                    .collect();
+                places.extend(backups);
+            }
+            let is_link = if rel.as_os_str().is_empty() {
+                source_is_link
+            } else {
+                std::fs::symlink_metadata(resolved.join(&rel))
+                    .is_ok_and(|m| m.file_type().is_symlink())
+            };
+            if is_link {
+                links.extend(
+                    places
+                        .iter()
+                        .map(|p| super::paths::lexically_normal(&dest.join(p))),
+                );
             }
             for created in places {
                 let text = created.to_string_lossy();
@@ -93,12 +122,12 @@ pub fn check(
             }
         }
     }
-    Ok(())
+    Ok(links)
 }
 
 /// Every entry beneath `root` (relative; the root itself is the empty path), not following
 /// symlinks inside the tree (cp -r and mv copy them as links).
-fn tree(root: &Path) -> Result<Vec<PathBuf>, String> {
+pub(super) fn tree(root: &Path) -> Result<Vec<PathBuf>, String> {
     let mut out = vec![PathBuf::new()];
     let meta = std::fs::symlink_metadata(root).map_err(|e| e.to_string())?;
     if !meta.is_dir() {

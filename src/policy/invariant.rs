@@ -6,9 +6,9 @@
 //! programs are set to `ask`); every cwd, `cd` target, checked path and redirection file lies
 //! inside the roots (writes inside a writable root) or is a permitted device; and no argument
 //! of a program whose arguments may be paths resolves to one of the given secret files; no
-//! write lands where git reads config or attributes (`.git/`, `.gitattributes`, the root's
-//! `.gitconfig` and `.config/git`), nor does a directory a copying program (`cp`, `mv`) copies
-//! hold one.
+//! write lands where git reads config, attributes or submodules (`.git/`, `.gitattributes`,
+//! `.gitmodules`, the root's `.gitconfig` and `.config/git`), nor does a directory a copying
+//! program (`cp`, `mv`) copies hold one.
 
 use super::ir::{Builtin, RedirectTarget};
 use super::paths::{resolve, Access, PathPolicy};
@@ -50,8 +50,8 @@ const ALLOWED_ENV: &[&str] = &[
     "TERM",
 ];
 
-/// Names whose contents git reads as configuration or attributes.
-const GIT_NAMES: &[&str] = &[".git", ".gitattributes"];
+/// Names whose contents git reads as configuration, attributes or submodules.
+const GIT_NAMES: &[&str] = &[".git", ".gitattributes", ".gitmodules"];
 
 /// A written path must not be one git reads config or attributes from.
 fn git_reads(path: &Path, paths: &PathPolicy) -> Result<(), String> {

@@ -224,6 +224,16 @@ impl PathPolicy {
 }
 
 impl PathPolicy {
+    /// Why the policy keeps `resolved` (absolute, symlink-free) read-only although it is under
+    /// a writable root: git's config, hooks, attributes and submodule list (see
+    /// [`protected_reason`]). `None` for every other path, and for paths outside the roots.
+    pub fn protected(&self, resolved: &Path) -> Option<String> {
+        self.write_roots
+            .iter()
+            .filter(|r| resolved.starts_with(r))
+            .find_map(|root| protected_reason(root, resolved))
+    }
+
     /// Check a path that does not exist yet beneath `base`, an already checked (resolved,
     /// writable) path: `tail` is plain names, so nothing in it can be a symlink and the path is
     /// `base/tail` as written. Used where `base` is not a directory now but an earlier command
@@ -294,8 +304,9 @@ fn refuse_hard_linked(path: &str, resolved: &Path) -> Result<(), Denial> {
 
 /// Inside a writable root, places whose contents make git run programs later: anything under
 /// a `.git` (config, hooks; a `.git` file points git at another directory), any
-/// `.gitattributes` (names filter and diff drivers), and git's global config, which is in the
-/// root because the jail's HOME is the workspace.
+/// `.gitattributes` (names filter and diff drivers), any `.gitmodules` (names the submodules
+/// git clones and updates), and git's global config, which is in the root because the jail's
+/// HOME is the workspace.
 fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
     let rel = resolved.strip_prefix(root).ok()?;
     if rel
@@ -315,6 +326,16 @@ fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
         return Some(
             ".gitattributes names the filter and diff programs git runs; the policy keeps it \
              read-only"
+                .into(),
+        );
+    }
+    if rel
+        .components()
+        .any(|c| c.as_os_str() == OsStr::new(".gitmodules"))
+    {
+        return Some(
+            ".gitmodules names the submodules git clones and updates (their URLs and \
+             commands); the policy keeps it read-only"
                 .into(),
         );
     }

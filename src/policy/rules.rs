@@ -313,6 +313,16 @@ pub struct Analysis {
     pub positionals: Vec<String>,
     /// The values of flags that take a path, with the flag's full name (generic analysis only).
     pub path_flags: Vec<(String, String)>,
+    /// Where the command makes symbolic links (relative to its cwd): the rest of the command
+    /// line may not resolve a path at or beneath them, as they do not exist when it is checked.
+    pub links: Vec<String>,
+    /// Folders beneath which the command may make links it does not name (relative to its
+    /// cwd): the rest of the line may not resolve a path beneath them.
+    pub changed_trees: Vec<String>,
+    /// Every flag given, in order, by its full name, with its value: the attached one or the
+    /// next argument for a flag taking one, the attached one for an optional flag (generic
+    /// analysis only).
+    pub flags: Vec<(String, Option<String>)>,
     /// A command the executor may carry out itself (chmod), its paths as written; the checker
     /// replaces them with the checked ones.
     pub builtin: Option<super::ir::Builtin>,
@@ -500,14 +510,22 @@ impl ProgramRule {
                         if let (Some(value), None) = (inline, flag.spec) {
                             analysis.paths.push((value.to_string(), Access::Read));
                         }
+                        analysis
+                            .flags
+                            .push((flag.name.clone(), inline.map(str::to_string)));
                     }
                     // Only ever an attached suffix or mode, never a path.
-                    FlagTakes::Optional => {}
+                    FlagTakes::Optional => analysis
+                        .flags
+                        .push((flag.name.clone(), inline.map(str::to_string))),
                     _ => {
                         let value = match inline {
                             Some(v) => v.to_string(),
                             None => next_value(args, &mut i, program, &flag.name)?,
                         };
+                        analysis
+                            .flags
+                            .push((flag.name.clone(), Some(value.clone())));
                         push_value(&mut analysis, &flag.name, takes, value);
                     }
                 }
@@ -526,12 +544,20 @@ impl ProgramRule {
                 let takes = self.apply_flag(program, &flag, &mut analysis)?;
                 let rest: String = cluster[j + 1..].iter().collect();
                 match takes {
-                    FlagTakes::Flag => j += 1,
+                    FlagTakes::Flag => {
+                        analysis.flags.push((flag.name.clone(), None));
+                        j += 1
+                    }
                     FlagTakes::ChecksumLists => {
+                        analysis.flags.push((flag.name.clone(), None));
                         checksum_lists = true;
                         j += 1;
                     }
-                    FlagTakes::Optional => break,
+                    FlagTakes::Optional => {
+                        let value = (!rest.is_empty()).then_some(rest);
+                        analysis.flags.push((flag.name.clone(), value));
+                        break;
+                    }
                     _ => {
                         let value = if rest.is_empty() {
                             next_value(args, &mut i, program, &flag.name)?
@@ -543,6 +569,9 @@ impl ProgramRule {
                             }
                             rest
                         };
+                        analysis
+                            .flags
+                            .push((flag.name.clone(), Some(value.clone())));
                         push_value(&mut analysis, &flag.name, takes, value);
                         break;
                     }

@@ -13,6 +13,7 @@ pub mod fake_llm;
 pub mod fake_telegram;
 pub mod fake_transcribe;
 pub mod fake_web;
+pub mod marked_repo;
 pub mod procs;
 pub mod pty;
 pub mod refused;

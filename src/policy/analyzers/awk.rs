@@ -3,7 +3,8 @@
 //! `system()`, every `|` and `|&` (output to a command, `cmd | getline`, coprocesses), gawk's
 //! indirect calls `@f()` and `@include`/`@load`/`@namespace`. `print > "file"` and `>>` name a
 //! file written, `getline < "file"` a file read: only string literals are accepted there (a
-//! computed name cannot be checked) and each is checked as a path. `-f progfile` is refused (its
+//! computed name cannot be checked), their escapes decoded as awk decodes them (`"\057"` is
+//! `/`; escapes the awks read differently are refused), and each is checked as a path. `-f progfile` is refused (its
 //! contents are not visible at run time); operands are input files, except `name=value`
 //! assignments. Anything the lexer does not understand is refused.
 
@@ -110,9 +111,94 @@ fn is_assignment(word: &str) -> bool {
     })
 }
 
+/// A string literal's value as awk computes it, for a file name. Only the escapes on which
+/// the awks the jail may run (mawk, gawk, busybox) agree are decoded — `\"` `\\` `\a \b \f
+/// \n \r \t \v`, octal `\ddd` and hex `\xhh` of an ASCII character —, so `".git\057config"`
+/// is `.git/config`. The others are refused: they name different files in different awks
+/// (`\/` is `/` in gawk and busybox, `\/` in mawk; `\e`, `\q`, `\x` without digits, octal
+/// past 255), or no file at all (NUL, a byte that is not ASCII).
+fn decode_string(raw: &str) -> Result<String, String> {
+    let chars: Vec<char> = raw.chars().collect();
+    let mut out = String::with_capacity(raw.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        i += 1;
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(&next) = chars.get(i) else {
+            return Err("a string ends in a backslash".into());
+        };
+        i += 1;
+        let simple = match next {
+            '"' => Some('"'),
+            '\\' => Some('\\'),
+            'a' => Some('\u{7}'),
+            'b' => Some('\u{8}'),
+            'f' => Some('\u{c}'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\u{b}'),
+            _ => None,
+        };
+        if let Some(decoded) = simple {
+            out.push(decoded);
+            continue;
+        }
+        let (digits, radix, max) = match next {
+            '0'..='7' => {
+                i -= 1;
+                (octal_digits(&chars[i..]), 8, 3)
+            }
+            'x' => (hex_digits(&chars[i..]), 16, 2),
+            _ => {
+                return Err(format!(
+                    "the escape \\{next} means different characters in different awks"
+                ))
+            }
+        };
+        if digits == 0 || digits > max {
+            return Err(format!(
+                "the escape \\{next}… is read differently by different awks"
+            ));
+        }
+        let text: String = chars[i..i + digits].iter().collect();
+        i += digits;
+        let value = u32::from_str_radix(&text, radix).map_err(|e| e.to_string())?;
+        match char::from_u32(value) {
+            Some(decoded) if (1..0x80).contains(&value) => out.push(decoded),
+            _ => {
+                return Err(format!(
+                    "the escape for character {value} is not a character a file name can hold                      the same way in every awk"
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Leading octal digits (awk reads at most three; more digits are ordinary characters).
+fn octal_digits(chars: &[char]) -> usize {
+    chars
+        .iter()
+        .take(3)
+        .take_while(|c| matches!(c, '0'..='7'))
+        .count()
+}
+
+/// Leading hex digits, all of them: awks read two, old gawk every one, so more than two is
+/// refused by the caller.
+fn hex_digits(chars: &[char]) -> usize {
+    chars.iter().take_while(|c| c.is_ascii_hexdigit()).count()
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Token {
     Name(String),
+    /// A string literal's text between the quotes, escapes as written.
     Str(String),
     Regex,
     Number,
@@ -154,7 +240,8 @@ fn lex(text: &str) -> Result<Vec<Token>, String> {
                 }
             }
             '"' => {
-                let mut value = String::new();
+                // Kept as written: escapes are decoded where the string names a file.
+                let mut raw = String::new();
                 i += 1;
                 loop {
                     match chars.get(i) {
@@ -162,21 +249,18 @@ fn lex(text: &str) -> Result<Vec<Token>, String> {
                         Some('"') => break,
                         Some('\\') => {
                             let next = chars.get(i + 1).ok_or("a string is not closed")?;
-                            value.push(match next {
-                                'n' => '\n',
-                                't' => '\t',
-                                other => *other,
-                            });
+                            raw.push('\\');
+                            raw.push(*next);
                             i += 2;
                         }
                         Some(ch) => {
-                            value.push(*ch);
+                            raw.push(*ch);
                             i += 1;
                         }
                     }
                 }
                 i += 1;
-                tokens.push(Token::Str(value));
+                tokens.push(Token::Str(raw));
             }
             '/' if ambiguous_slash(tokens.last(), closed_condition) => {
                 return Err(
@@ -300,7 +384,9 @@ pub fn check_program(text: &str) -> Result<Vec<(String, Access)>, String> {
     let mut depth = 0usize;
     let literal = |k: usize, what: &str| -> Result<String, String> {
         let file = match tokens.get(k) {
-            Some(Token::Str(file)) => file.clone(),
+            Some(Token::Str(raw)) => {
+                decode_string(raw).map_err(|why| format!("{what} \"{raw}\": {why}"))?
+            }
             _ => {
                 return Err(format!(
                     "{what} takes a file named by a string literal here (a computed name cannot \
@@ -444,6 +530,37 @@ mod tests {
             let err = check_program(text).unwrap_err();
             assert!(err.contains(why), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn file_names_are_decoded_as_awk_decodes_them() {
+        for (text, file) in [
+            ("{ print > \".git\\057config\" }", ".git/config"),
+            ("{ print > \".git\\x2fhooks/x\" }", ".git/hooks/x"),
+            ("{ print > \"a\\\"b\" }", "a\"b"),
+            ("{ print > \"a\\\\b\" }", "a\\b"),
+            ("{ print > \"\\0570\" }", "/0"),
+            ("{ print > \"a\\tb\" }", "a\tb"),
+            ("BEGIN { getline < \"\\056env\" }", ".env"),
+        ] {
+            let files = check_program(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(files[0].0, file, "{text}");
+        }
+        for (text, why) in [
+            ("{ print > \"a\\/b\" }", "different"),
+            ("{ print > \"a\\qb\" }", "different"),
+            ("{ print > \"a\\eb\" }", "different"),
+            ("{ print > \"a\\x2fab\" }", "differently"),
+            ("{ print > \"a\\xg\" }", "differently"),
+            ("{ print > \"a\\0b\" }", "character 0"),
+            ("{ print > \"a\\377\" }", "character 255"),
+            ("{ print > \"a\\777\" }", "character 511"),
+        ] {
+            let err = check_program(text).unwrap_err();
+            assert!(err.contains(why), "{text}: {err}");
+        }
+        // An escape outside a file name refuses nothing.
+        assert_eq!(check_program("{ printf \"\\q%s\\/\", $1 }"), Ok(vec![]));
     }
 
     #[test]

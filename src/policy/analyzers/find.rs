@@ -1,7 +1,9 @@
 //! `find`: leading options, start paths (read), then an expression whose primaries are checked
 //! one by one against a closed list. Actions that run programs or delete files are denied,
 //! the files `-fprint` and its kin write are write paths;
-//! an unknown primary is denied rather than guessed at.
+//! an unknown primary is denied rather than guessed at. Following symbolic links (`-L`, `-H`,
+//! `-follow`) is refused as `ls -L` is: the walk would leave the checked tree through any link
+//! beneath it; so is `-files0-from`, whose starting points the policy would not see.
 
 use crate::policy::paths::Access;
 use crate::policy::rules::Analysis;
@@ -14,7 +16,15 @@ const DENIED: &[(&str, &str)] = &[
     ("-ok", "runs a command for each file"),
     ("-okdir", "runs a command for each file"),
     ("-delete", "deletes files (use rm on explicit paths)"),
+    ("-follow", FOLLOWS_LINKS),
+    (
+        "-files0-from",
+        "reads its starting points from a file the policy does not check; name them",
+    ),
 ];
+
+const FOLLOWS_LINKS: &str = "follows symbolic links, out of the searched tree (without it find \
+                             lists links as links)";
 
 /// Primaries whose first value is a file that is written (created even when nothing matches);
 /// `-fprintf FILE FORMAT` also takes a format.
@@ -76,7 +86,6 @@ const WITHOUT_VALUE: &[&str] = &[
     "-d",
     "-mount",
     "-xdev",
-    "-follow",
     "-noleaf",
     "-nouser",
     "-nogroup",
@@ -102,7 +111,10 @@ pub fn analyze(program: &str, args: &[String]) -> Result<Analysis, Denial> {
     // Leading options: -H -L -P, -D debugopts, -Olevel.
     while i < args.len() {
         match args[i].as_str() {
-            "-H" | "-L" | "-P" => i += 1,
+            "-P" => i += 1,
+            option @ ("-H" | "-L") => {
+                return Err(Denial::new(format!("{program} {option}: {FOLLOWS_LINKS}")))
+            }
             "-D" => i += 2,
             a if a.starts_with("-O") && a[2..].chars().all(|c| c.is_ascii_digit()) => i += 1,
             _ => break,
@@ -141,7 +153,7 @@ pub fn analyze(program: &str, args: &[String]) -> Result<Analysis, Denial> {
         }
         let takes_path = WITH_PATH.contains(&primary) || is_newer_xy_with_file(primary);
         let takes_value = WITH_VALUE.contains(&primary) || is_newer_xy_with_time(primary);
-        if !(takes_path || takes_value || primary == "-files0-from") {
+        if !(takes_path || takes_value) {
             return Err(Denial::new(format!(
                 "{program}: the expression {primary:?} is not in the policy's list of find \
                  primaries"
@@ -151,7 +163,7 @@ pub fn analyze(program: &str, args: &[String]) -> Result<Analysis, Denial> {
             .get(i)
             .ok_or_else(|| Denial::new(format!("{program} {primary}: missing its value")))?;
         i += 1;
-        if takes_path || primary == "-files0-from" {
+        if takes_path {
             analysis.paths.push((value.clone(), Access::Read));
         }
     }
@@ -190,7 +202,7 @@ mod tests {
     #[test]
     fn start_paths_and_reference_files_are_read_paths() {
         let a = run(&[
-            "-L",
+            "-P",
             "src",
             "docs",
             "-name",
@@ -222,5 +234,22 @@ mod tests {
         assert!(run(&[".", "-fprintf", "/tmp/x"]).is_err());
         assert!(run(&[".", "-frobnicate"]).is_err());
         assert!(run(&[".", "-newermt", "2024-01-01"]).unwrap().paths.len() == 1);
+    }
+
+    #[test]
+    fn following_links_and_unseen_starting_points_are_refused() {
+        for args in [
+            &["-L", ".", "-name", "x"][..],
+            &["-H", "src"],
+            &["-P", "-L", "."],
+            &[".", "-follow", "-print"],
+            &["-files0-from", "names0", "-print"],
+        ] {
+            let err = run(args).unwrap_err().reason;
+            assert!(
+                err.contains("symbolic links") || err.contains("starting points"),
+                "{args:?}: {err}"
+            );
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! off explicitly (`--no-pager`, `-c core.fsmonitor=false`, `--no-ext-diff --no-textconv`, …).
 
 use super::git_config;
+use super::git_trees::{self, Location};
 use crate::policy::analyzers::AnalyzerContext;
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, FlagTakes, ProgramRule};
@@ -43,7 +44,7 @@ const SAFETY_CONFIG: &[&str] = &[
 
 /// Subcommands that change files of the work tree.
 const WORK_TREE_WRITERS: &[&str] = &[
-    "checkout", "switch", "restore", "stash", "merge", "reset", "mv", "rm",
+    "checkout", "switch", "restore", "stash", "merge", "reset", "mv", "rm", "clean",
 ];
 
 /// Subcommands that would run diff drivers without these flags.
@@ -90,7 +91,9 @@ pub fn analyze(
     }
     let rest = &args[i + 1..];
     let sub_analysis = sub_rule.analyze(&format!("{program} {sub}"), rest)?;
-    super::git_forms::check(sub, sub_rule, rest)?;
+    analysis
+        .ask
+        .extend(super::git_forms::check(sub, sub_rule, rest)?);
 
     // `-C dir` options compose; paths of the subcommand are relative to the result.
     let mut base = PathBuf::new();
@@ -133,28 +136,40 @@ pub fn analyze(
              checked"
         )));
     }
+    // What a tree-switching subcommand checks out is read and checked; what discards work asks.
+    if git_trees::TREE_COMMANDS.contains(&sub.as_str()) {
+        let location = locate(&start)?;
+        let outcome = git_trees::check(sub, sub_rule, rest, &start, location.as_ref(), ctx.paths)?;
+        analysis.ask.extend(outcome.ask);
+        // It may restore symbolic links anywhere in the work tree (from the index or HEAD too,
+        // which the policy does not read): later commands of the line may not resolve there.
+        if !matches!(sub.as_str(), "rm" | "clean") && !stash_reads(sub, rest) {
+            let tree = location.as_ref().map_or(&start, |l| &l.work_tree);
+            analysis
+                .changed_trees
+                .push(tree.to_string_lossy().into_owned());
+        }
+    }
     // A subcommand that changes the work tree writes where it runs: a later git in the same
     // string would read config this one may have changed (a checkout can create any tracked
     // file, `.config/git/config` included). Index and ref changes (add, commit, tag) cannot.
-    let stash_reads = sub == "stash"
-        && matches!(
-            rest.iter()
-                .find(|a| !a.starts_with('-'))
-                .map(String::as_str),
-            Some("list" | "show")
-        );
-    if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads {
+    if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads(sub, rest) {
         analysis.paths.push((base_text.clone(), Access::Write));
     }
     // `git mv DIR .config` brings DIR's tree along: every path it creates is checked.
     if sub == "mv" {
-        crate::policy::copies::check(
+        let links = crate::policy::copies::check(
             &format!("{program} mv"),
             rest,
             &sub_analysis,
             &start,
             ctx.paths,
+            None,
         )?;
+        // Absolute: the checker takes them as they are.
+        analysis
+            .links
+            .extend(links.iter().map(|l| l.to_string_lossy().into_owned()));
     }
 
     // The subcommand's paths are relative to the `-C` directory.
@@ -166,7 +181,12 @@ pub fn analyze(
     );
     analysis.ask.extend(sub_analysis.ask);
     analysis.shape = Some(i + 1);
-    let mut argv = vec![program.to_string(), "--no-pager".to_string()];
+    // Replacement refs would make git use other objects than the ones the policy read.
+    let mut argv = vec![
+        program.to_string(),
+        "--no-pager".to_string(),
+        "--no-replace-objects".to_string(),
+    ];
     for setting in SAFETY_CONFIG {
         argv.push("-c".into());
         argv.push((*setting).into());
@@ -260,6 +280,37 @@ fn has_submodules(start: &Path) -> Result<bool, Denial> {
     Ok(git_dir.join("modules").exists()
         || common.join("modules").exists()
         || work_tree.is_some_and(|w| w.join(".gitmodules").exists()))
+}
+
+/// `git stash list|show`: only reads.
+fn stash_reads(sub: &str, rest: &[String]) -> bool {
+    sub == "stash"
+        && matches!(
+            rest.iter()
+                .find(|a| !a.starts_with('-'))
+                .map(String::as_str),
+            Some("list" | "show")
+        )
+}
+
+/// The repository git would use from `start`: its git dir, common dir and work tree.
+fn locate(start: &Path) -> Result<Option<Location>, Denial> {
+    let Some(git_dir) = discover_git_dir(start)? else {
+        return Ok(None);
+    };
+    let work_tree = start
+        .ancestors()
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .unwrap_or(start)
+        .to_path_buf();
+    let common_dir = std::fs::read_to_string(git_dir.join("commondir"))
+        .map(|c| git_dir.join(c.trim()))
+        .unwrap_or_else(|_| git_dir.clone());
+    Ok(Some(Location {
+        git_dir,
+        common_dir,
+        work_tree,
+    }))
 }
 
 /// Walk up from `start` as git does: the first `.git` directory or `gitdir:` file wins.

@@ -9,8 +9,11 @@
 //!
 //! Every entry must then be one warden knows to be safe: keys that make git run a program
 //! (pagers, editors, filter and diff drivers, hooks, gpg, credential helpers, ssh, trace
-//! targets…) are refused by name, includes are refused (they would pull in a file unread), and
-//! a section warden does not know is refused as well.
+//! targets…) are refused by name, so are keys that name transports or promisor remotes
+//! (`protocol.<name>.allow` beats the command line's `protocol.allow=never`, and a promisor
+//! remote is fetched from by any command that meets a missing object: `ext::` runs a shell
+//! command), includes are refused (they would pull in a file unread), and a section warden
+//! does not know is refused as well.
 
 /// One `section[.subsection].key = value` entry. Section and key are lowercase, as git
 /// compares them; the subsection keeps its case.
@@ -450,7 +453,32 @@ fn judge(entry: &Entry) -> Option<String> {
     let shell_update = section == "submodule"
         && entry.key == "update"
         && entry.value.as_deref().is_some_and(|v| v.starts_with('!'));
-    (dangerous || shell_update).then(|| format!("`{name}` makes git run a program"))
+    if dangerous || shell_update {
+        return Some(format!("`{name}` makes git run a program"));
+    }
+    transport(entry).then(|| {
+        format!(
+            "`{name}` names a transport, a URL rewrite or a promisor remote (a lazy fetch of a \
+             missing object would reach it; `ext::` runs a command)"
+        )
+    })
+}
+
+/// Keys that allow transports, rewrite URLs, or make a remote a promisor that git fetches
+/// missing objects from.
+fn transport(entry: &Entry) -> bool {
+    let key = entry.key.as_str();
+    match entry.section.as_str() {
+        // Only the wire protocol's version says nothing about what may run.
+        "protocol" => !(key == "version" && entry.subsection.is_none()),
+        "url" => true,
+        "remote" => matches!(key, "promisor" | "partialclonefilter"),
+        "extensions" => key == "partialclone",
+        "core" => key == "partialclonefilter",
+        "fetch" => matches!(key, "uriprotocols" | "bundleuri" | "bundlecreationtoken"),
+        "transfer" => key == "bundleuri",
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -517,7 +545,8 @@ mod tests {
         let safe = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\
                     [remote \"origin\"]\n\turl = https://example.com/x.git\n\
                     [branch \"main\"]\n\tremote = origin\n[user]\n\tname = A\n\
-                    [diff]\n\tcolorMoved = zebra\n[diff \"rust\"]\n\txfuncname = fn\n";
+                    [diff]\n\tcolorMoved = zebra\n[diff \"rust\"]\n\txfuncname = fn\n\
+                    [protocol]\n\tversion = 2\n[extensions]\n\tworktreeConfig = true\n";
         assert_eq!(first_unsafe(&entries(safe)), None);
         for (cfg, needle) in [
             ("[core]\n\tfsmonitor = ./evil.sh\n", "core.fsmonitor"),
@@ -535,6 +564,23 @@ mod tests {
             ("[gpg]\n\tprogram = x\n", "[gpg]"),
             ("[pager]\n\tlog = x\n", "[pager]"),
             ("[core]\n# c \\\n\tpager = x\n", "core.pager"),
+            (
+                "[protocol \"ext\"]\n\tallow = always\n",
+                "protocol.ext.allow",
+            ),
+            ("[protocol]\n\tallow = always\n", "protocol.allow"),
+            ("[remote \"origin\"]\n\tpromisor = true\n", "promisor"),
+            (
+                "[remote \"o\"]\n\tpartialCloneFilter = blob:none\n",
+                "remote.o.partialclonefilter",
+            ),
+            (
+                "[extensions]\n\tpartialClone = origin\n",
+                "extensions.partialclone",
+            ),
+            ("[fetch]\n\turiProtocols = ext\n", "fetch.uriprotocols"),
+            ("[uploadpack]\n\tpackObjectsHook = sh\n", "[uploadpack]"),
+            ("[url \"ext::sh \"]\n\tinsteadOf = https://\n", "insteadof"),
             // A value's comment ending in a backslash continues nothing either.
             (
                 "[core]\n\tbare = no # c \\\n[filter \"x\"]\n\tclean = sh\n",

@@ -1,7 +1,8 @@
-//! What a git subcommand's flags cannot say: `reflog` only shows, `remote` only lists or prints
-//! a URL (no network), `config` reads (the repository's own files, never an editor) and sets
-//! only keys that name no program (`user.name`), `merge` uses only git's built-in strategies
-//! (`-s NAME` runs a program `git-merge-NAME` otherwise).
+//! What a git subcommand's flags cannot say: `reflog` only shows, `remote` lists or prints a
+//! URL (no network) and changes a remote only with approval, `submodule` likewise, `config`
+//! reads (the repository's own files, never an editor) and sets only keys that name no program
+//! (`user.name`), `merge` uses only git's built-in strategies (`-s NAME` runs a program
+//! `git-merge-NAME` otherwise).
 
 use crate::policy::rules::ProgramRule;
 use crate::policy::Denial;
@@ -34,9 +35,20 @@ fn has_any(rest: &[String], flags: &[&str]) -> bool {
     })
 }
 
-/// Refuse the writing forms of `sub`; other subcommands pass unchanged.
-pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denial> {
+/// Refuse the writing forms of `sub`, or say why one needs approval; other subcommands pass
+/// unchanged.
+pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<Vec<String>, Denial> {
     let args = positionals(rule, rest);
+    let form = args.first().copied();
+    if let Some(form) = form.filter(|f| {
+        (sub == "remote" && CHANGING_REMOTE_FORMS.contains(f))
+            || (sub == "submodule" && CHANGING_SUBMODULE_FORMS.contains(f))
+    }) {
+        return Ok(vec![format!(
+            "git {sub} {form}: changes where the repository's {sub}s point (a later fetch, \
+             push or update would go there)"
+        )]);
+    }
     let why = match sub {
         "reflog"
             if args
@@ -45,16 +57,11 @@ pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denia
         {
             "only showing the reflog (expire, delete and drop change it)".to_string()
         }
-        "remote"
-            if args
-                .first()
-                .is_some_and(|a| !LOCAL_REMOTE_FORMS.contains(a)) =>
-        {
-            format!(
-                "only {} (other forms reach the network)",
-                LOCAL_REMOTE_FORMS.join(", ")
-            )
-        }
+        "remote" if form.is_some_and(|a| !LOCAL_REMOTE_FORMS.contains(&a)) => format!(
+            "only listing, {} and (with approval) {} (other forms reach the network)",
+            LOCAL_REMOTE_FORMS.join(", "),
+            CHANGING_REMOTE_FORMS.join(", ")
+        ),
         "commit" if !commit_has_message(rule, rest) => {
             "a commit needs its message on the command line (-m, -F, -C, --no-edit, --fixup or \
              --squash): git would start an editor"
@@ -71,35 +78,37 @@ pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<(), Denia
                  named git-merge-{name}",
                 BUILT_IN_STRATEGIES.join(", ")
             ),
-            _ => return Ok(()),
+            _ => return Ok(Vec::new()),
         },
-        "submodule" if args.first().is_some_and(|a| !SUBMODULE_FORMS.contains(a)) => format!(
-            "only {} (other forms clone, fetch or run commands in submodules)",
-            SUBMODULE_FORMS.join(", ")
+        "submodule" if form.is_some_and(|a| !SUBMODULE_FORMS.contains(&a)) => format!(
+            "only {} and (with approval) {} (other forms clone, fetch or run commands in \
+             submodules)",
+            SUBMODULE_FORMS.join(", "),
+            CHANGING_SUBMODULE_FORMS.join(", ")
         ),
         "stash" if args.first().is_some_and(|a| !STASH_FORMS.contains(a)) => format!(
             "`git stash {}` is not one of {} (a pathspec goes after --)",
             args[0],
             STASH_FORMS.join(", ")
         ),
-        _ => return Ok(()),
+        _ => return Ok(Vec::new()),
     };
     Err(Denial::new(format!("git {sub}: {why}")))
 }
 
-/// `git submodule` forms that neither reach the network nor run anything in a submodule (the
-/// git analyzer also refuses `submodule` in a repository that has any).
-const SUBMODULE_FORMS: &[&str] = &[
-    "status",
-    "summary",
-    "set-url",
-    "set-branch",
-    "deinit",
-    "sync",
-];
+/// `git submodule` forms that only show (the git analyzer also refuses `submodule` in a
+/// repository that has any).
+const SUBMODULE_FORMS: &[&str] = &["status", "summary"];
 
-/// `git remote` forms that list or change only the repository's own configuration.
-const LOCAL_REMOTE_FORMS: &[&str] = &["get-url", "add", "set-url", "remove", "rm", "rename"];
+/// `git submodule` forms that change where submodules come from or drop their work trees:
+/// asked.
+const CHANGING_SUBMODULE_FORMS: &[&str] = &["set-url", "set-branch", "sync", "deinit"];
+
+/// `git remote` forms that change where a remote points (its own configuration): asked.
+const CHANGING_REMOTE_FORMS: &[&str] = &["add", "set-url", "rename"];
+
+/// `git remote` forms allowed as they are: listing, printing a URL, forgetting a remote.
+const LOCAL_REMOTE_FORMS: &[&str] = &["get-url", "remove", "rm"];
 
 /// Whether a commit gets its message without an editor.
 fn commit_has_message(rule: &ProgramRule, rest: &[String]) -> bool {
@@ -266,7 +275,7 @@ mod tests {
             ("stash", "push -m wip -- src"),
             ("remote", "-v"),
             ("remote", "get-url origin"),
-            ("remote", "add origin https://example.com/r.git"),
+            ("remote", "remove origin"),
             ("reflog", "main"),
             ("commit", "-m fix"),
             ("commit", "--no-edit --amend"),
@@ -281,9 +290,23 @@ mod tests {
             ("merge", "-s ours -m x feature"),
             ("merge", "--strategy=ort feature"),
         ] {
-            assert!(
-                check(sub, pick(sub), &words(rest)).is_ok(),
+            assert_eq!(
+                check(sub, pick(sub), &words(rest)),
+                Ok(vec![]),
                 "git {sub} {rest}"
+            );
+        }
+        for (sub, rest) in [
+            ("remote", "add origin https://example.com/r.git"),
+            ("remote", "set-url origin ext::sh"),
+            ("remote", "rename origin up"),
+            ("submodule", "set-url lib ../other"),
+            ("submodule", "sync"),
+        ] {
+            let asks = check(sub, pick(sub), &words(rest)).unwrap();
+            assert!(
+                asks[0].contains("changes where"),
+                "git {sub} {rest}: {asks:?}"
             );
         }
         for (sub, rest) in [

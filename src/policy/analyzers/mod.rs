@@ -5,18 +5,23 @@
 //! scripts and build tools: asked, and run only where the jail confines code), `zip` and
 //! `unzip` (archive members checked like the paths they become).
 
-mod archive_members;
 mod awk;
 mod chmod;
+mod extraction;
 mod find;
 mod git;
 pub mod git_config;
 mod git_forms;
+mod git_objects;
+mod git_repo;
+mod git_trees;
 mod interpreter;
 mod runner;
 mod sed;
 mod tar;
+mod tar_reader;
 mod zip;
+mod zip_reader;
 
 use super::paths::PathPolicy;
 use super::rules::{Analysis, AnalyzerKind, ProgramRule};

@@ -3,14 +3,17 @@
 //! archive (`-f`), the directory (`-C`) and the member arguments depend on the mode.
 //!
 //! Extraction writes names the command line does not show, so the archive's members are read
-//! and each one checked as a write (see `archive_members`); renaming them (`--transform`) and
-//! restoring their modes or owners (`-p`) are refused, and the executed argv always carries
-//! `-o --no-same-permissions` (tar running as root would otherwise restore setuid bits and
-//! foreign owners). An archive name of the form `host:path` is a remote archive reached through
-//! rsh/ssh, refused unless `--force-local` says it is a local file.
+//! as GNU tar reads them (`tar_reader`: pax global headers, sparse names, members after zero
+//! blocks with `-i`) and each one checked as a write, member by member, through the links
+//! earlier members make (`extraction`); renaming them (`--transform`) and restoring their
+//! modes, owners or extended attributes (`-p`, `--xattrs`, `--acls`) are refused, and the
+//! executed argv always carries `-o --no-same-permissions` (tar running as root would otherwise
+//! restore setuid bits and foreign owners). An archive name of the form `host:path` is a remote
+//! archive reached through rsh/ssh, refused unless `--force-local` says it is a local file.
 
-use super::archive_members::{self, Member};
 use super::chmod;
+use super::extraction::Extraction;
+use super::tar_reader::{self, Kind};
 use crate::policy::analyzers::AnalyzerContext;
 use crate::policy::lists::{FileList, ListFormat};
 use crate::policy::paths::Access;
@@ -51,6 +54,7 @@ pub fn analyze(
     let mut renames: Option<String> = None;
     let mut restores_modes: Option<String> = None;
     let mut strip = 0usize;
+    let mut ignore_zeros = false;
     let set_mode = |m: Mode, mode: &mut Option<Mode>| -> Result<(), Denial> {
         match mode {
             Some(old) if *old != m => {
@@ -111,9 +115,12 @@ pub fn analyze(
                     value()?;
                     renames = Some(full.clone());
                 }
-                "--preserve-permissions" | "--same-permissions" | "--same-owner" => {
-                    restores_modes = Some(full.clone())
-                }
+                "--preserve-permissions"
+                | "--same-permissions"
+                | "--same-owner"
+                | "--xattrs"
+                | "--acls" => restores_modes = Some(full.clone()),
+                "--ignore-zeros" => ignore_zeros = true,
                 "--mode" => {
                     let mode = value()?;
                     chmod::check_mode(&mode)
@@ -167,6 +174,7 @@ pub fn analyze(
                     break;
                 }
                 'p' => restores_modes = Some("-p".into()),
+                'i' => ignore_zeros = true,
                 other => {
                     let takes = rule.flag_takes(&format!("-{other}"));
                     if takes.is_some_and(FlagTakes::takes_argument) {
@@ -241,11 +249,17 @@ pub fn analyze(
         }
         if let Some(flag) = restores_modes {
             return Err(Denial::new(format!(
-                "{program} {flag}: restoring the archive's permissions or owners could create \
-                 setuid or setgid files, which chmod refuses too"
+                "{program} {flag}: restoring the archive's permissions, owners or extended \
+                 attributes could create setuid, setgid or capability-carrying files, which \
+                 chmod refuses too"
             )));
         }
-        check_members(program, archive.as_deref(), &dir, strip, ctx)?;
+        let links = check_members(program, archive.as_deref(), &dir, strip, ignore_zeros, ctx)?;
+        analysis.links.extend(
+            links
+                .iter()
+                .map(|l| Path::new(&dir).join(l).to_string_lossy().into_owned()),
+        );
         let mut argv = vec![program.to_string()];
         argv.extend(args.iter().cloned());
         // Options after `--` would be member names.
@@ -266,15 +280,16 @@ fn is_remote_archive(name: &str) -> bool {
     }
 }
 
-/// Read the archive's members and check each one, and each hard link's target, as a write
-/// under the extraction directory (existing symlinks resolved, as tar will follow them).
+/// Read the archive's members and check each one, member by member, as a write under the
+/// extraction directory; returns the symbolic links extraction makes (relative to it).
 fn check_members(
     program: &str,
     archive: Option<&str>,
     dir: &str,
     strip: usize,
+    ignore_zeros: bool,
     ctx: &AnalyzerContext,
-) -> Result<(), Denial> {
+) -> Result<Vec<std::path::PathBuf>, Denial> {
     let archive = match archive {
         Some(a) if a != "-" => a,
         _ => {
@@ -292,30 +307,20 @@ fn check_members(
     }
     let archive_path = ctx.paths.check(ctx.cwd, archive, Access::Read)?;
     let target = ctx.paths.check(ctx.cwd, dir, Access::Write)?;
-    let members = archive_members::tar_members(&archive_path, strip)
+    let members = tar_reader::members(&archive_path, strip, ignore_zeros)
         .map_err(|why| Denial::new(format!("{program}: the archive {archive} {why}")))?;
-    let check = |name: &Path, what: &str| -> Result<(), Denial> {
-        ctx.paths
-            .check(&target, &name.to_string_lossy(), Access::Write)
-            .map(|_| ())
-            .map_err(|d| {
-                Denial::new(format!(
-                    "{program}: the archive {archive} {what} {}: {}",
-                    name.display(),
-                    d.reason
-                ))
-            })
-    };
+    let mut extraction = Extraction::new(program, archive, &target, ctx.paths);
     for member in &members {
-        match member {
-            Member::Entry(path) => check(path, "holds")?,
-            Member::HardLink { path, target } => {
-                check(path, "holds")?;
-                check(target, "links to")?;
+        match &member.kind {
+            Kind::File | Kind::Dir => extraction.write(&member.names, "holds")?,
+            Kind::Symlink => extraction.link(&member.names)?,
+            Kind::HardLink(targets) => {
+                extraction.write(&member.names, "holds")?;
+                extraction.write(targets, "links to")?;
             }
         }
     }
-    Ok(())
+    Ok(extraction.links().to_vec())
 }
 
 fn set_directory(slot: &mut Option<String>, dir: String, program: &str) -> Result<(), Denial> {

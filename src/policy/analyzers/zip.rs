@@ -7,11 +7,13 @@
 //! (a program to test with) and `-@` (names from standard input) are refused.
 //!
 //! unzip: listing, testing and printing read only the archive. Extraction writes the members'
-//! names under `-d DIR` (or the cwd), so the policy reads the central directory and checks each
-//! name as a write; links and special files in the archive, `-:` (allow `..`), `-^`, `-K`
-//! (keep setuid bits) and `-X` (restore owners) are refused.
+//! names under `-d DIR` (or the cwd), so the policy reads the central directory as unzip does
+//! (`zip_reader`) and checks each name it may give a member as a write; links and special
+//! files in the archive, `-:` (allow `..`), `-^`, `-K` (keep setuid bits) and `-X` (restore
+//! owners) are refused.
 
-use super::archive_members;
+use super::extraction::Extraction;
+use super::zip_reader::{self, Naming};
 use super::AnalyzerContext;
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
@@ -174,18 +176,15 @@ pub fn unzip(program: &str, args: &[String], ctx: &AnalyzerContext) -> Result<An
         .check(ctx.cwd, &dir, Access::Write)
         .map_err(prefixed)?;
     // unzip adds `.zip` to a name it cannot open; the policy checks the name as written.
-    let members = archive_members::zip_members(&archive_path)
+    let naming = Naming {
+        junk_paths: modes.contains('j'),
+        keep_versions: modes.contains('V'),
+    };
+    let members = zip_reader::members(&archive_path, naming)
         .map_err(|why| Denial::new(format!("{program}: the archive {archive} {why}")))?;
+    let extraction = Extraction::new(program, &archive, &target, ctx.paths);
     for member in &members {
-        ctx.paths
-            .check(&target, &member.to_string_lossy(), Access::Write)
-            .map_err(|d| {
-                Denial::new(format!(
-                    "{program}: the archive {archive} holds {}: {}",
-                    member.display(),
-                    d.reason
-                ))
-            })?;
+        extraction.write(&member.names, "holds")?;
     }
     analysis.paths.push((dir, Access::Write));
     Ok(analysis)

@@ -309,6 +309,9 @@ fn environment(extra: &[(String, String)]) -> Result<Vec<String>, SandboxError> 
         ("HOME", GUEST_WORKSPACE),
         ("LANG", "C.UTF-8"),
         ("TERM", "dumb"),
+        // As in the host jail: no lazy fetch, no transport but a local path.
+        ("GIT_NO_LAZY_FETCH", "1"),
+        ("GIT_ALLOW_PROTOCOL", "file"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -425,7 +428,8 @@ mod tests {
         assert!(env.contains(&"LANG=de_DE.UTF-8".to_string()));
         assert!(!env.contains(&"LANG=C.UTF-8".to_string()));
         assert!(env.contains(&"EDITOR=vi".to_string()));
-        assert_eq!(env.len(), 5);
+        assert!(env.contains(&"GIT_NO_LAZY_FETCH=1".to_string()));
+        assert_eq!(env.len(), 7);
         jail.env.push(("BAD=NAME".into(), "x".into()));
         assert!(plan(&jail).is_err());
     }

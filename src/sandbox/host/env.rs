@@ -28,6 +28,10 @@ pub fn build(
         ("TMPDIR".into(), path_string(tmpdir)?),
         ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
         ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+        // git fetches no missing object on its own, and reaches no transport but a local path,
+        // whatever a repository's config allows (`protocol.ext.allow` beats the command line).
+        ("GIT_NO_LAZY_FETCH".into(), "1".into()),
+        ("GIT_ALLOW_PROTOCOL".into(), "file".into()),
         ("PAGER".into(), "cat".into()),
         ("GIT_PAGER".into(), "cat".into()),
     ];
@@ -158,6 +162,8 @@ mod tests {
                 "TMPDIR",
                 "GIT_CONFIG_NOSYSTEM",
                 "GIT_TERMINAL_PROMPT",
+                "GIT_NO_LAZY_FETCH",
+                "GIT_ALLOW_PROTOCOL",
                 "PAGER",
                 "GIT_PAGER"
             ]
