@@ -14,3 +14,4 @@ mod docker;
 
 mod bot;
 mod exec;
+mod run;
