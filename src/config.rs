@@ -78,6 +78,8 @@ pub struct Config {
     pub search: SearchConfig,
     pub delegate: DelegateConfig,
     pub voice: VoiceConfig,
+    /// `[caps]`: how much warden reads of what comes from outside (see `crate::sizes`).
+    pub caps: crate::sizes::Caps,
 }
 
 /// `[search]`: the `web_search` tool's provider (see `crate::tools::web_search`). Without a
@@ -610,6 +612,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             delegate: DelegateConfig::default(),
             voice: VoiceConfig::default(),
+            caps: crate::sizes::Caps::default(),
         }
     }
 }
@@ -698,6 +701,7 @@ impl Config {
             Err(error) => return Err(ConfigError::Read { path, error }),
         };
         config.apply_env(env)?;
+        config.caps.install();
         Ok(config)
     }
 
@@ -725,6 +729,7 @@ impl Config {
             .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
             .and_then(|()| crate::mcp::config::check(&config.mcp))
             .and_then(|()| config.search.check())
+            .and_then(|()| config.caps.check())
             .and_then(|()| match config.delegate.max_iterations {
                 0 => Err("delegate.max_iterations must be at least 1".into()),
                 _ => Ok(()),

@@ -6,7 +6,10 @@
 
 use super::definition::HttpServer;
 use super::grants::ToolDesc;
-use super::stdio::{JailedServer, Stopped};
+use super::listing::{self, ListError};
+use super::stdio::{JailedServer, StartError, Stopped};
+use crate::sizes::read::{LineCapped, Tripped};
+use crate::sizes::{caps, Cap};
 use crate::skills::settings::SkillSettings;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientInfo, Implementation, RawContent,
@@ -26,20 +29,39 @@ pub struct Connection {
     /// Granted but described differently now, or listed but never granted.
     changed: Vec<String>,
     new: Vec<String>,
+    /// The cap that cut the connection, if one did.
+    tripped: Tripped,
+}
+
+/// The cap on one message from `server` (a stdio line, an HTTP body, an SSE event).
+pub fn message_cap() -> Cap {
+    Cap::new(caps().mcp_message_bytes, "mcp_message_bytes")
+}
+
+/// `failure`, or the cap that caused it when one tripped.
+fn explain(tripped: &Tripped, failure: String) -> String {
+    match tripped.get() {
+        Some(exceeded) => format!("{exceeded}; the connection was closed"),
+        None => failure,
+    }
 }
 
 impl Connection {
-    /// Speak MCP over a jailed server's stdout (read) and stdin (write).
+    /// Speak MCP over a jailed server's stdout (read) and stdin (write); no line it writes may
+    /// exceed `caps.mcp_message_bytes`.
     pub async fn over_pipes(
         read: pipe::Receiver,
         write: pipe::Sender,
         granted: &[ToolDesc],
-    ) -> Result<Connection, String> {
-        let service = client_info()
-            .serve((read, write))
-            .await
-            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
-        Connection::ready(service, granted).await
+        server: &str,
+    ) -> Result<Connection, StartError> {
+        let tripped = Tripped::default();
+        let what = format!("a line from the MCP server {server}");
+        let read = LineCapped::new(read, message_cap(), what, tripped.clone());
+        let service = client_info().serve((read, write)).await.map_err(|e| {
+            StartError::Failed(explain(&tripped, format!("the MCP handshake failed: {e}")))
+        })?;
+        Connection::ready(service, granted, server, tripped).await
     }
 
     /// Reach a streamable-HTTP server.
@@ -47,27 +69,39 @@ impl Connection {
         http: &HttpServer,
         settings: &SkillSettings,
         granted: &[ToolDesc],
-    ) -> Result<Connection, String> {
-        let transport = super::http::transport(http, settings)?;
-        let service = client_info()
-            .serve(transport)
-            .await
-            .map_err(|e| format!("the MCP handshake with {} failed: {e}", http.url))?;
-        Connection::ready(service, granted).await
+        server: &str,
+    ) -> Result<Connection, StartError> {
+        let tripped = Tripped::default();
+        let transport = super::http::transport(http, settings, server, tripped.clone())
+            .map_err(StartError::Failed)?;
+        let service = client_info().serve(transport).await.map_err(|e| {
+            StartError::Failed(explain(
+                &tripped,
+                format!("the MCP handshake with {} failed: {e}", http.url),
+            ))
+        })?;
+        Connection::ready(service, granted, server, tripped).await
     }
 
     async fn ready(
         service: RunningService<RoleClient, ClientInfo>,
         granted: &[ToolDesc],
-    ) -> Result<Connection, String> {
-        let live: Vec<ToolDesc> = service
-            .peer()
-            .list_all_tools()
+        server: &str,
+        tripped: Tripped,
+    ) -> Result<Connection, StartError> {
+        let live: Vec<ToolDesc> = listing::list_tools(service.peer())
             .await
-            .map_err(|e| format!("listing its tools failed: {e}"))?
+            .map_err(|e| match e {
+                ListError::Refused(why) => StartError::Refused(why),
+                ListError::Failed(why) => StartError::Failed(explain(
+                    &tripped,
+                    format!("listing its tools failed: {why}"),
+                )),
+            })?
             .iter()
             .map(desc_of)
             .collect();
+        listing::check_tools(server, &live).map_err(StartError::Refused)?;
         let mut offered = Vec::new();
         let mut changed = Vec::new();
         for tool in granted {
@@ -88,7 +122,21 @@ impl Connection {
             offered,
             changed,
             new,
+            tripped,
         })
+    }
+
+    /// Until a cap cuts the connection (a call then fails at once, rather than wait for an
+    /// answer that cannot come).
+    pub fn tripped(&self) -> Tripped {
+        self.tripped.clone()
+    }
+
+    /// Why the connection was cut by a cap, when it was: the words for a failed call.
+    pub fn cut(&self) -> Option<String> {
+        self.tripped
+            .get()
+            .map(|exceeded| format!("{exceeded}; the connection was closed"))
     }
 
     /// Every tool the server lists now (what a grant would pin).

@@ -15,6 +15,7 @@ pub mod fake_transcribe;
 pub mod fake_web;
 pub mod procs;
 pub mod refused;
+pub mod resources;
 pub mod skills;
 pub mod warden_bot;
 pub mod warden_run;
