@@ -156,7 +156,11 @@ async fn pages_come_back_as_marked_untrusted_text_and_taint_the_run() {
     );
 
     let big = s.get("http://docs.test/big", &ctx).await;
-    assert!(big.content.contains("truncated"), "{}", &big.content[..200]);
+    assert!(
+        big.content.contains("cut at 2.0 MB (caps.web_bytes)"),
+        "{}",
+        &big.content[..200]
+    );
 
     let image = s.get("http://docs.test/image", &ctx).await;
     assert!(
@@ -388,7 +392,11 @@ async fn host_rules_decide_before_provenance() {
 }
 
 /// `warden run` asked to read the fake web's `/nested` page, `config` added to its config.
-fn nested_run(web: &FakeWeb, llm: &support::fake_llm::FakeLlm, config: &str) -> (tempfile::TempDir, std::process::Command) {
+fn nested_run(
+    web: &FakeWeb,
+    llm: &support::fake_llm::FakeLlm,
+    config: &str,
+) -> (tempfile::TempDir, std::process::Command) {
     let home = tempfile::tempdir().unwrap();
     support::warden_run::write_config(home.path(), &format!("{}{config}", web.resolve_toml()));
     let command = support::warden_run::warden_run_command(
@@ -448,7 +456,10 @@ async fn ctrl_c_interrupts_a_slow_conversion_within_a_second() {
     let mut child = command.spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !web.requests().iter().any(|r| r.ends_with("/nested")) {
-        assert!(std::time::Instant::now() < deadline, "the page was never fetched");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page was never fetched"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     // Well into the conversion.
@@ -460,7 +471,10 @@ async fn ctrl_c_interrupts_a_slow_conversion_within_a_second() {
         .await
         .unwrap();
     let took = signalled.elapsed();
-    assert!(took < std::time::Duration::from_secs(1), "exiting took {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "exiting took {took:?}"
+    );
     assert_eq!(status.status.code(), Some(130), "{status:?}");
     assert_eq!(llm.request_count(), 1, "the run went on after Ctrl-C");
 }
@@ -483,10 +497,14 @@ async fn stop_interrupts_a_slow_conversion_within_a_second_and_the_chat_goes_on(
         }
     }
     let bot = support::web_bot::WebBot::start_with(script, SLOW_CAPS).await;
-    bot.tg.push_text(OWNER, OWNER, "read http://docs.test/nested please");
+    bot.tg
+        .push_text(OWNER, OWNER, "read http://docs.test/nested please");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !bot.web.requests().iter().any(|r| r.ends_with("/nested")) {
-        assert!(std::time::Instant::now() < deadline, "the page was never fetched");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page was never fetched"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
@@ -498,7 +516,10 @@ async fn stop_interrupts_a_slow_conversion_within_a_second_and_the_chat_goes_on(
         })
         .await;
     let took = asked.elapsed();
-    assert!(took < std::time::Duration::from_secs(1), "stopping took {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "stopping took {took:?}"
+    );
     bot.tg.push_text(OWNER, OWNER, "are you there?");
     assert_eq!(bot.answer(1).await, "result: still answering");
 }

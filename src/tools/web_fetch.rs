@@ -302,7 +302,14 @@ impl WebFetch {
                 &page.content_type
             },
             page.body.len(),
-            if page.truncated { ", truncated" } else { "" },
+            match page.truncated {
+                Some(cap) => format!(
+                    ", cut at {} ({})",
+                    crate::sizes::human(cap.bytes as u64),
+                    format_args!("caps.{}", cap.key)
+                ),
+                None => String::new(),
+            },
         );
         let content = untrusted(&header, &text);
         let mut output = ToolOutput::ok(content);
@@ -338,7 +345,7 @@ impl Tool for WebFetch {
         ToolSpec {
             name: "web_fetch".into(),
             description: "Fetch a public http(s) URL and return its text (HTML converted to \
-                          text, at most 2 MB). Local and private network addresses are refused. \
+                          text, at most 2 MB by default). Local and private network addresses are refused. \
                           URLs from the user's messages and links on pages fetched in this run \
                           are fetched directly; a URL you compose yourself needs the user's \
                           approval unless the host is allowed in the config."

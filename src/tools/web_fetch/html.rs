@@ -65,7 +65,9 @@ pub async fn to_text(
             let _ = done.send(convert(&flat, width, &worker_stop));
         });
     if let Err(e) = spawned {
-        return Err(Interrupted::Failed(format!("no thread to convert it on: {e}")));
+        return Err(Interrupted::Failed(format!(
+            "no thread to convert it on: {e}"
+        )));
     }
     let deadline = Duration::from_secs(caps.convert_secs);
     let outcome = tokio::select! {
@@ -113,20 +115,28 @@ impl Read for Stoppable<'_> {
 
 /// Elements whose contents are text to the parser, never tags.
 const RAW_TEXT: &[&str] = &[
-    "script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript",
+    "script",
+    "style",
+    "textarea",
+    "title",
+    "xmp",
+    "iframe",
+    "noembed",
+    "noframes",
+    "noscript",
     "plaintext",
 ];
 
 /// Elements that never have contents.
 const VOID: &[&str] = &[
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-    "source", "track", "wbr",
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+    "track", "wbr",
 ];
 
 /// Elements a second one of closes (`<li>a<li>b`): siblings, not nested.
 const SELF_CLOSING_SIBLINGS: &[&str] = &[
-    "p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot",
-    "rb", "rt", "rp",
+    "p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot", "rb",
+    "rt", "rp",
 ];
 
 /// `html` with the tags of elements nested deeper than `max_depth` removed (their text and
@@ -277,13 +287,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_deeply_nested_page_converts_quickly_and_a_cancel_stops_at_once() {
-        let nested = format!("{}deep text{}", "<div>".repeat(60_000), "</div>".repeat(60_000));
+        let nested = format!(
+            "{}deep text{}",
+            "<div>".repeat(60_000),
+            "</div>".repeat(60_000)
+        );
         let started = std::time::Instant::now();
         let text = to_text(nested.into_bytes(), 100, &CancellationToken::new())
             .await
             .unwrap();
         assert!(text.contains("deep text"), "{text}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         let tables = "<table><tr><td>".repeat(20_000) + "cell";
         let text = to_text(tables.into_bytes(), 100, &CancellationToken::new())
             .await
