@@ -5,7 +5,7 @@
 
 mod support;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -23,7 +23,12 @@ struct Seen {
     calls: Arc<Mutex<Vec<(String, String, String)>>>,
 }
 
-async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Response {
+async fn rpc(
+    State(seen): State<Seen>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let method = message["method"].as_str().unwrap_or("").to_string();
     let header = |name: &str| {
@@ -40,6 +45,10 @@ async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Resp
     ));
     if message.get("id").is_none() {
         return StatusCode::ACCEPTED.into_response();
+    }
+    // `?list=flood`: the tool list is an event that never ends.
+    if method == "tools/list" && query.get("list").map(String::as_str) == Some("flood") {
+        return endless(true);
     }
     let result = match method.as_str() {
         "initialize" => json!({
@@ -262,4 +271,25 @@ async fn an_endless_body_or_event_is_cut_at_its_cap_and_warden_stays_small() {
         // Reached again for the next call.
         assert_eq!(results[1].content, "results for after", "{how}");
     }
+}
+
+#[tokio::test]
+async fn a_tool_list_that_never_ends_is_cut_at_grant() {
+    let seen = Seen::default();
+    let base = start(seen.clone()).await;
+    let env = env_with(&format!("{base}/mcp?list=flood"));
+    let started = std::time::Instant::now();
+    let (out, measured) = env
+        .warden_bounded(&["mcp", "grant", "docs", "--yes"], &[])
+        .await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "an event from the MCP server docs is larger than 8.0 MB (caps.mcp_message_bytes)"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    measured.assert_bounded();
 }

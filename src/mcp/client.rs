@@ -33,7 +33,7 @@ pub struct Connection {
     tripped: Tripped,
 }
 
-/// The cap on one message from `server` (a stdio line, an HTTP body, an SSE event).
+/// The cap on one message from an MCP server (a stdio line, an HTTP body, an SSE event).
 pub fn message_cap() -> Cap {
     Cap::new(caps().mcp_message_bytes, "mcp_message_bytes")
 }
@@ -41,9 +41,13 @@ pub fn message_cap() -> Cap {
 /// `failure`, or the cap that caused it when one tripped.
 fn explain(tripped: &Tripped, failure: String) -> String {
     match tripped.get() {
-        Some(exceeded) => format!("{exceeded}; the connection was closed"),
+        Some(exceeded) => cut_by(&exceeded),
         None => failure,
     }
+}
+
+fn cut_by(exceeded: &crate::sizes::Exceeded) -> String {
+    format!("{exceeded}; the connection was closed")
 }
 
 impl Connection {
@@ -58,9 +62,12 @@ impl Connection {
         let tripped = Tripped::default();
         let what = format!("a line from the MCP server {server}");
         let read = LineCapped::new(read, message_cap(), what, tripped.clone());
-        let service = client_info().serve((read, write)).await.map_err(|e| {
-            StartError::Failed(explain(&tripped, format!("the MCP handshake failed: {e}")))
-        })?;
+        let service = tokio::select! {
+            served = client_info().serve((read, write)) => served.map_err(|e| {
+                StartError::Failed(explain(&tripped, format!("the MCP handshake failed: {e}")))
+            })?,
+            exceeded = tripped.wait() => return Err(StartError::Failed(cut_by(&exceeded))),
+        };
         Connection::ready(service, granted, server, tripped).await
     }
 
@@ -74,12 +81,15 @@ impl Connection {
         let tripped = Tripped::default();
         let transport = super::http::transport(http, settings, server, tripped.clone())
             .map_err(StartError::Failed)?;
-        let service = client_info().serve(transport).await.map_err(|e| {
-            StartError::Failed(explain(
-                &tripped,
-                format!("the MCP handshake with {} failed: {e}", http.url),
-            ))
-        })?;
+        let service = tokio::select! {
+            served = client_info().serve(transport) => served.map_err(|e| {
+                StartError::Failed(explain(
+                    &tripped,
+                    format!("the MCP handshake with {} failed: {e}", http.url),
+                ))
+            })?,
+            exceeded = tripped.wait() => return Err(StartError::Failed(cut_by(&exceeded))),
+        };
         Connection::ready(service, granted, server, tripped).await
     }
 
@@ -89,8 +99,12 @@ impl Connection {
         server: &str,
         tripped: Tripped,
     ) -> Result<Connection, StartError> {
-        let live: Vec<ToolDesc> = listing::list_tools(service.peer())
-            .await
+        // A cap that cuts the connection ends the wait (an HTTP transport would go on waiting).
+        let listed = tokio::select! {
+            listed = listing::list_tools(service.peer()) => listed,
+            exceeded = tripped.wait() => Err(ListError::Failed(cut_by(&exceeded))),
+        };
+        let live: Vec<ToolDesc> = listed
             .map_err(|e| match e {
                 ListError::Refused(why) => StartError::Refused(why),
                 ListError::Failed(why) => StartError::Failed(explain(
@@ -134,9 +148,7 @@ impl Connection {
 
     /// Why the connection was cut by a cap, when it was: the words for a failed call.
     pub fn cut(&self) -> Option<String> {
-        self.tripped
-            .get()
-            .map(|exceeded| format!("{exceeded}; the connection was closed"))
+        self.tripped.get().map(|exceeded| cut_by(&exceeded))
     }
 
     /// Every tool the server lists now (what a grant would pin).
