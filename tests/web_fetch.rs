@@ -453,7 +453,7 @@ async fn ctrl_c_interrupts_a_slow_conversion_within_a_second() {
     command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().unwrap();
+    let child = command.spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !web.requests().iter().any(|r| r.ends_with("/nested")) {
         assert!(
