@@ -30,6 +30,9 @@ use std::time::Duration;
 
 /// How often a blocking lock that was not free is tried again.
 const RETRY: Duration = Duration::from_millis(10);
+/// Blocking locks waited for at once (each holds a descriptor in warden); more get ENOLCK,
+/// the kernel's answer when it has no lock records left.
+const MAX_WAITING: usize = 256;
 
 /// The socket pair one spawn's listener travels over, child end to parent end.
 pub struct Handover {
@@ -198,7 +201,12 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, writable: &[PathBuf]) {
         if fds[0].revents & libc::POLLIN != 0 {
             if let Some(request) = receive(listener) {
                 if let Some(w) = answer(listener, &request, writable) {
-                    waiting.push(w);
+                    match waiting.len() < MAX_WAITING {
+                        true => waiting.push(w),
+                        false => {
+                            respond(listener, w.id, Err(libc::ENOLCK));
+                        }
+                    }
                 }
             }
         } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {

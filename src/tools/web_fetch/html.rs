@@ -71,8 +71,12 @@ pub async fn to_text(
     }
     let deadline = Duration::from_secs(caps.convert_secs);
     let outcome = tokio::select! {
-        converted = result => converted.unwrap_or_else(|_| Err(Interrupted::Failed("the conversion ended without a result".into()))),
+        // A cancelled run gets no text, even one that is ready.
+        biased;
         _ = cancel.cancelled() => Err(Interrupted::Cancelled),
+        converted = result => converted.unwrap_or_else(|_| {
+            Err(Interrupted::Failed("the conversion ended without a result".into()))
+        }),
         _ = tokio::time::sleep(deadline) => Err(Interrupted::Deadline(caps.convert_secs)),
     };
     // Whatever the outcome, the thread stops at its next read.
@@ -203,7 +207,9 @@ pub fn flatten(html: &[u8], max_depth: usize) -> Vec<u8> {
             i = end;
             continue;
         }
-        if VOID.contains(&name_str) || tag.ends_with(b"/>") {
+        // `<div/>` opens a div in HTML (the slash counts only in SVG and MathML): only void
+        // elements stay flat.
+        if VOID.contains(&name_str) {
             out.extend_from_slice(tag);
             continue;
         }
@@ -275,6 +281,8 @@ mod tests {
         assert_eq!(flat(&list, 3), list);
         // A lone `<` in text stays text.
         assert_eq!(flat("1 < 2 <3", 4), "1 < 2 <3");
+        // A slash does not close a div: these nest, and are flattened like any nesting.
+        assert_eq!(flat(&"<div/>".repeat(10), 3), "<div/>".repeat(3));
     }
 
     #[test]
