@@ -396,8 +396,13 @@ impl McpServers {
             .await;
         let (connection, process) = match opened {
             Ok(opened) => opened,
-            Err(StartError::Refused(why) | StartError::Failed(why)) => {
-                let why = format!("the MCP server {name} could not be started for review: {why}");
+            Err(failure) => {
+                let why = match failure {
+                    StartError::Refused(why) => format!("the MCP server {name} is refused: {why}"),
+                    StartError::Failed(why) => {
+                        format!("the MCP server {name} could not be started for review: {why}")
+                    }
+                };
                 self.audit(
                     PROBE_SESSION,
                     name,
