@@ -15,8 +15,9 @@
 //!
 //! A blocking lock that is not free yet is retried without blocking every [`RETRY`] until it
 //! is granted or the caller stops waiting (killed, interrupted); warden never sleeps in
-//! `flock` itself. One thread per jailed process tree serves its listener and ends when the
-//! last process of the tree is gone or the process is dropped.
+//! `flock` itself. One thread serves the listeners of every jailed process tree of this
+//! warden (started with the first); a tree is forgotten when its last process is gone or its
+//! process is dropped.
 //!
 //! The listener is created by the child when it installs the filter and passed to warden over
 //! a socket pair made for that spawn ([`Handover`]), then closed in the child before `execve`:
@@ -25,7 +26,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// How often a blocking lock that was not free is tried again.
@@ -147,20 +149,65 @@ pub unsafe fn hand_over_in_child(socket: RawFd, listener: RawFd) -> Result<(), i
     Ok(())
 }
 
-/// The thread answering one jailed process tree's `flock` calls. Dropping it stops the thread.
+/// One jailed process tree's registration with the supervisor thread: dropping it forgets the
+/// tree (its listener closes; a process still alive then gets ENOSYS from `flock`).
 pub struct Supervisor {
-    /// Closing it wakes the thread, which then ends.
-    _stop: OwnedFd,
+    id: u64,
 }
 
 impl Supervisor {
+    /// Have the supervisor answer the `flock` calls arriving on `listener`, locking only
+    /// beneath `writable`. One thread serves every tree of this process (started with the
+    /// first), so a jail's start costs a message, not a thread.
     pub fn start(listener: OwnedFd, writable: Arc<[PathBuf]>) -> io::Result<Supervisor> {
-        let (stop_read, stop_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        std::thread::Builder::new()
-            .name("warden-flock".into())
-            .spawn(move || serve(&listener, &stop_read, &writable))?;
-        Ok(Supervisor { _stop: stop_write })
+        let thread = supervisor()?;
+        let id = thread.next_id.fetch_add(1, Ordering::Relaxed);
+        thread.send(Change::Add(Tree {
+            id,
+            listener,
+            writable,
+            waiting: Vec::new(),
+        }));
+        Ok(Supervisor { id })
     }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some(Ok(thread)) = SUPERVISOR.get() {
+            thread.send(Change::Remove(self.id));
+        }
+    }
+}
+
+/// The supervisor thread, started once per process; `Err` when it could not be.
+static SUPERVISOR: OnceLock<Result<Handle, String>> = OnceLock::new();
+
+fn supervisor() -> io::Result<&'static Handle> {
+    SUPERVISOR
+        .get_or_init(|| Handle::spawn().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| io::Error::other(e.clone()))
+}
+
+/// How the rest of warden talks to the thread: changes in a queue, a byte in a pipe to wake it.
+struct Handle {
+    changes: Arc<Mutex<Vec<Change>>>,
+    wake: OwnedFd,
+    next_id: AtomicU64,
+}
+
+enum Change {
+    Add(Tree),
+    Remove(u64),
+}
+
+/// A jailed process tree the thread answers for.
+struct Tree {
+    id: u64,
+    listener: OwnedFd,
+    writable: Arc<[PathBuf]>,
+    waiting: Vec<Waiting>,
 }
 
 /// A blocking lock not granted yet.
@@ -170,50 +217,89 @@ struct Waiting {
     operation: libc::c_int,
 }
 
-fn serve(listener: &OwnedFd, stop: &OwnedFd, writable: &[PathBuf]) {
-    let mut waiting: Vec<Waiting> = Vec::new();
+impl Handle {
+    fn spawn() -> io::Result<Handle> {
+        use nix::fcntl::OFlag;
+        let (wake_read, wake) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let queue = changes.clone();
+        std::thread::Builder::new()
+            .name("warden-flock".into())
+            .spawn(move || serve(&queue, &wake_read))?;
+        Ok(Handle {
+            changes,
+            wake,
+            next_id: AtomicU64::new(0),
+        })
+    }
+
+    fn send(&self, change: Change) {
+        crate::locks::lock(&self.changes).push(change);
+        // A full pipe already holds a wake-up.
+        let _ = nix::unistd::write(&self.wake, &[1]);
+    }
+}
+
+fn serve(changes: &Mutex<Vec<Change>>, wake: &OwnedFd) {
+    let mut trees: Vec<Tree> = Vec::new();
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: listener.as_raw_fd(),
+        for change in std::mem::take(&mut *crate::locks::lock(changes)) {
+            match change {
+                Change::Add(tree) => trees.push(tree),
+                Change::Remove(id) => trees.retain(|t| t.id != id),
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = std::iter::once(wake.as_raw_fd())
+            .chain(trees.iter().map(|t| t.listener.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let timeout = match waiting.is_empty() {
+            })
+            .collect();
+        let timeout = match trees.iter().all(|t| t.waiting.is_empty()) {
             true => -1,
             false => RETRY.as_millis() as libc::c_int,
         };
-        // SAFETY: poll over two descriptors we hold.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        // SAFETY: poll over descriptors we hold, `fds.len()` of them.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            tracing::warn!(error = %io::Error::last_os_error(), "the jail's flock listener failed");
+            tracing::warn!(error = %io::Error::last_os_error(), "the jail's flock supervisor failed");
             return;
         }
-        if fds[1].revents != 0 {
-            return;
+        if fds[0].revents != 0 {
+            let mut drain = [0u8; 64];
+            while matches!(nix::unistd::read(wake, &mut drain), Ok(n) if n > 0) {}
         }
-        if fds[0].revents & libc::POLLIN != 0 {
-            if let Some(request) = receive(listener) {
-                if let Some(w) = answer(listener, &request, writable) {
-                    match waiting.len() < MAX_WAITING {
-                        true => waiting.push(w),
-                        false => {
-                            respond(listener, w.id, Err(libc::ENOLCK));
-                        }
-                    }
-                }
+        let mut gone = Vec::new();
+        for (tree, fd) in trees.iter_mut().zip(&fds[1..]) {
+            if fd.revents & libc::POLLIN != 0 {
+                serve_one(tree);
+            } else if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                // No process of the tree is left.
+                gone.push(tree.id);
             }
-        } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            // No process of the tree is left.
-            return;
         }
-        waiting.retain(|w| retry(listener, w));
+        trees.retain(|t| !gone.contains(&t.id));
+        for tree in &mut trees {
+            let listener = &tree.listener;
+            tree.waiting.retain(|w| retry(listener, w));
+        }
+    }
+}
+
+/// Answer the request waiting on `tree`'s listener, or queue it.
+fn serve_one(tree: &mut Tree) {
+    let Some(request) = receive(&tree.listener) else {
+        return;
+    };
+    if let Some(w) = answer(&tree.listener, &request, &tree.writable) {
+        match tree.waiting.len() < MAX_WAITING {
+            true => tree.waiting.push(w),
+            false => {
+                respond(&tree.listener, w.id, Err(libc::ENOLCK));
+            }
+        }
     }
 }
 

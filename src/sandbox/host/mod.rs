@@ -409,6 +409,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn jailed_processes_lock_against_each_other_through_one_supervisor() {
+        if !Path::new("/usr/bin/flock").exists() {
+            eprintln!("skipped: flock(1) (util-linux) is not installed");
+            return;
+        }
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
+        let mut holder = sandbox
+            .spawn(spec(&["flock", "build.lock", "sleep", "2"], &ws))
+            .await
+            .unwrap();
+        // The holder's lock, seen by a second tree: `flock -n` fails (status 1) while it holds.
+        let mut seen = None;
+        for _ in 0..100 {
+            let mut probe = sandbox
+                .spawn(spec(&["flock", "-n", "build.lock", "true"], &ws))
+                .await
+                .unwrap();
+            let status = probe.wait().await.unwrap();
+            if status == crate::sandbox::ExitStatus::Code(1) {
+                seen = Some(status);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(seen, Some(crate::sandbox::ExitStatus::Code(1)));
+        assert_eq!(
+            holder.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Code(0)
+        );
+        let mut after = sandbox
+            .spawn(spec(&["flock", "-n", "build.lock", "true"], &ws))
+            .await
+            .unwrap();
+        assert_eq!(
+            after.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Code(0)
+        );
+    }
+
+    #[tokio::test]
     async fn programs_run_and_report_their_status() {
         let ws = tempfile::tempdir().unwrap();
         let ws = ws.path().canonicalize().unwrap();
