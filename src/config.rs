@@ -82,6 +82,8 @@ pub struct Config {
     /// not warden's own: warden's convention files are not seeded into it.
     #[serde(skip)]
     pub project_workspace: bool,
+    /// `[caps]`: how much warden reads of what comes from outside (see `crate::sizes`).
+    pub caps: crate::sizes::Caps,
 }
 
 /// `[search]`: the `web_search` tool's provider (see `crate::tools::web_search`). Without a
@@ -623,6 +625,7 @@ impl Default for Config {
             delegate: DelegateConfig::default(),
             voice: VoiceConfig::default(),
             project_workspace: false,
+            caps: crate::sizes::Caps::default(),
         }
     }
 }
@@ -712,6 +715,7 @@ impl Config {
             Err(error) => return Err(ConfigError::Read { path, error }),
         };
         config.apply_env(env)?;
+        config.caps.install();
         Ok(config)
     }
 
@@ -739,6 +743,7 @@ impl Config {
             .and_then(|()| crate::persistence::PromptFiles::check_config(&config.trust))
             .and_then(|()| crate::mcp::config::check(&config.mcp))
             .and_then(|()| config.search.check())
+            .and_then(|()| config.caps.check())
             .and_then(|()| match config.delegate.max_iterations {
                 0 => Err("delegate.max_iterations must be at least 1".into()),
                 _ => Ok(()),

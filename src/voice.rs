@@ -10,6 +10,8 @@
 use crate::config::{Secret, VoiceConfig};
 use crate::policy::PathPolicy;
 use crate::redact::redact;
+use crate::sizes::read::{self, BodyError};
+use crate::sizes::{caps, Cap};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::io::Read;
@@ -95,10 +97,16 @@ impl Transcribe for Transcriber {
             }
         })?;
         let status = response.status();
-        let body = response
-            .text()
+        let cap = Cap::new(caps().api_response_bytes, "api_response_bytes");
+        let body = read::body(response, cap, "the speech-to-text endpoint's answer")
             .await
-            .map_err(|e| format!("the speech-to-text endpoint: {}", e.without_url()))?;
+            .map_err(|e| match e {
+                BodyError::Exceeded(exceeded) => exceeded.to_string(),
+                BodyError::Transfer(e) => {
+                    format!("the speech-to-text endpoint: {}", e.without_url())
+                }
+            })?;
+        let body = String::from_utf8_lossy(&body);
         let json: Option<Value> = serde_json::from_str(&body).ok();
         if !status.is_success() {
             let message = json

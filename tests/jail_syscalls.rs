@@ -1,5 +1,6 @@
 //! System calls the seccomp filter and Landlock scopes deny, tried for real: signals and ptrace
-//! against a process outside, user namespaces (unshare, clone flags, clone3), io_uring, TIOCSTI.
+//! against a process outside, user namespaces (unshare, clone flags, clone3), io_uring, TIOCSTI,
+//! directory notifications, leases, `flock` and pidfds of processes outside.
 
 mod common;
 use common::*;
@@ -366,5 +367,185 @@ fn no_watch_reports_activity_on_paths_outside() {
         r.stdout,
         format!("init1 -1 {eperm}\ninit -1 {eperm}\nwatch -1 {eperm}\n"),
         "{r:?}"
+    );
+}
+
+#[test]
+fn no_notification_lease_or_flock_reaches_files_outside() {
+    let env = Env::new();
+    // A file of the user's (same uid) in a read root, and a workspace file.
+    let notes = env.outside("notes");
+    std::fs::write(notes.join("todo.txt"), "milk").unwrap();
+    std::fs::write(env.ws.join("data"), "x").unwrap();
+    let notes_arg = notes.display().to_string();
+    let code = format!(
+        "{LIBC}import fcntl\n\
+         def attempt(name, call):\n    \
+             try:\n        call(); print(name, 'ok')\n    \
+             except OSError as e:\n        print(name, e.errno)\n\
+         usr = os.open('/usr', os.O_RDONLY)\n\
+         attempt('notify', lambda: fcntl.fcntl(usr, 1026, 0x8000003f))\n\
+         todo = os.open('{notes}/todo.txt', os.O_RDONLY)\n\
+         attempt('lease', lambda: fcntl.fcntl(todo, 1024, fcntl.F_RDLCK))\n\
+         attempt('flock', lambda: fcntl.flock(todo, fcntl.LOCK_EX | fcntl.LOCK_NB))\n\
+         passwd = os.open('/etc/passwd', os.O_RDONLY)\n\
+         attempt('flock passwd', lambda: fcntl.flock(passwd, fcntl.LOCK_SH | fcntl.LOCK_NB))\n\
+         data = os.open('{ws}/data', os.O_RDWR)\n\
+         attempt('write lock', lambda: fcntl.lockf(data, fcntl.LOCK_EX | fcntl.LOCK_NB))\n\
+         attempt('read lock', lambda: fcntl.lockf(todo, fcntl.LOCK_SH | fcntl.LOCK_NB))\n\
+         attempt('write lock read-only', lambda: fcntl.lockf(todo, fcntl.LOCK_EX | fcntl.LOCK_NB))\n\
+         attempt('getfl', lambda: fcntl.fcntl(data, fcntl.F_GETFL))\n",
+        notes = notes_arg,
+        ws = env.ws.display()
+    );
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed for raw syscalls");
+        return;
+    }
+    let r = env.jail_with(&["--read", &notes_arg], &["python3", "-c", &code]);
+    let (eperm, enosys, ebadf) = (libc::EPERM, libc::ENOSYS, libc::EBADF);
+    // Record locks stay: a write lock needs a descriptor open for writing (Landlock decides
+    // which), a read lock is part of reading.
+    assert_eq!(
+        r.stdout,
+        format!(
+            "notify {eperm}\nlease {eperm}\nflock {enosys}\nflock passwd {enosys}\n\
+             write lock ok\nread lock ok\nwrite lock read-only {ebadf}\ngetfl ok\n"
+        ),
+        "{r:?}"
+    );
+    // util-linux flock(1): on a workspace file it locks, elsewhere it says why.
+    let r = env.jail(&["flock", "data", "echo", "locked"]);
+    assert_eq!((r.status, r.stdout.as_str()), (0, "locked\n"), "{r:?}");
+    let r = env.jail(&["flock", "/etc/passwd", "true"]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(r.stderr.contains("Function not implemented"), "{r:?}");
+}
+
+/// flock(fd, op) on a host file, `Err(errno)` when refused.
+fn host_flock(file: &std::fs::File, op: libc::c_int) -> Result<(), i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file the test holds open.
+    match unsafe { libc::flock(file.as_raw_fd(), op) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error().raw_os_error().unwrap()),
+    }
+}
+
+#[test]
+fn flock_on_workspace_files_is_real_against_the_hosts_locks() {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed for flock");
+        return;
+    }
+    use std::io::BufRead;
+    let env = Env::new();
+    let path = env.ws.join("build.lock");
+    std::fs::write(&path, "").unwrap();
+    let host = std::fs::File::open(&path).unwrap();
+    host_flock(&host, libc::LOCK_EX).unwrap();
+    // The host holds the lock: the jail's try fails, its blocking lock waits for the release
+    // (from a thread the jail's own locking runs in, as rustc's does), then it holds the lock
+    // until told to exit.
+    let code = "import fcntl, os, sys, threading, time\n\
+         f = os.open('build.lock', os.O_RDWR)\n\
+         try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('try ok')\n\
+         except OSError as e:\n    print('try', e.errno, flush=True)\n\
+         start = time.monotonic()\n\
+         t = threading.Thread(target=lambda: fcntl.flock(f, fcntl.LOCK_EX)); t.start(); t.join()\n\
+         print('held after', 'wait' if time.monotonic() - start > 0.2 else 'none', flush=True)\n\
+         sys.stdin.readline()\n";
+    let mut cmd = env.command(&[], &["python3", "-c", code]);
+    cmd.current_dir(&env.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        format!("try {}", libc::EWOULDBLOCK)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    host_flock(&host, libc::LOCK_UN).unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "held after wait");
+    // Now the jail holds it: the host's try fails until the jailed process is gone.
+    assert_eq!(
+        host_flock(&host, libc::LOCK_EX | libc::LOCK_NB),
+        Err(libc::EWOULDBLOCK)
+    );
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    host_flock(&host, libc::LOCK_EX | libc::LOCK_NB).unwrap();
+}
+
+#[test]
+fn pidfds_reach_only_the_jails_own_children() {
+    let env = Env::new();
+    let mut victim = Victim::start();
+    let pid = victim.pid();
+    // clone(CLONE_PIDFD | SIGCHLD) stores the child's pidfd at the parent-tid argument (the
+    // third on both architectures).
+    let Some(r) = probe(
+        &env,
+        &format!(
+            "import platform, select\n\
+             nr = {{'x86_64': dict(clone=56, pidfd_open=434, send=424, getfd=438),\n\
+                    'aarch64': dict(clone=220, pidfd_open=434, send=424, getfd=438)}}[platform.machine()]\n\
+             r = libc.syscall(nr['pidfd_open'], {pid}, 0); print('open outside', r, ctypes.get_errno())\n\
+             pidfd = ctypes.c_int(-1)\n\
+             child = libc.syscall(nr['clone'], 0x1000 | 17, 0, ctypes.byref(pidfd), 0, 0)\n\
+             if child == 0:\n    select.select([], [], [], 0.5); os._exit(7)\n\
+             print('own child pidfd', pidfd.value >= 0)\n\
+             r = libc.syscall(nr['send'], pidfd.value, 0, 0, 0); print('signal own', r)\n\
+             r = libc.syscall(nr['getfd'], pidfd.value, 0, 0); print('getfd own', r, ctypes.get_errno())\n\
+             print('own exit', os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))\n"
+        ),
+    ) else {
+        return;
+    };
+    let (eperm, enosys) = (libc::EPERM, libc::ENOSYS);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "open outside -1 {enosys}\nown child pidfd True\nsignal own 0\n\
+             getfd own -1 {eperm}\nown exit 7\n"
+        ),
+        "{r:?}"
+    );
+    assert!(victim.alive());
+}
+
+#[test]
+fn sigio_cannot_be_aimed_at_a_process_outside() {
+    if landlock_abi() < 6 {
+        eprintln!(
+            "skipped: signal scoping needs Landlock ABI 6 (this kernel: {})",
+            landlock_abi()
+        );
+        return;
+    }
+    let env = Env::new();
+    let mut victim = Victim::start();
+    let pid = victim.pid();
+    // F_SETOWN + F_SETSIG(SIGKILL) + O_ASYNC: a write to the pipe would send the owner SIGKILL.
+    let Some(r) = probe(
+        &env,
+        &format!(
+            "import fcntl, time\n\
+             r, w = os.pipe()\n\
+             fcntl.fcntl(r, fcntl.F_SETOWN, {pid}); fcntl.fcntl(r, 10, 9)\n\
+             fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)\n\
+             os.write(w, b'x'); time.sleep(0.1); print('written')\n"
+        ),
+    ) else {
+        return;
+    };
+    assert_eq!(r.stdout, "written\n", "{r:?}");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        victim.alive(),
+        "SIGIO from the jail killed a process outside"
     );
 }

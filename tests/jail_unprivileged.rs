@@ -125,7 +125,8 @@ fn unprivileged_timeout_and_process_limit() {
 }
 
 /// The red team's jail gaps as the user warden runs as: a file of that user outside every root
-/// keeps its mode and times, no memfd runs, no watch is placed.
+/// keeps its mode and times, no memfd runs, no watch is placed, `flock` locks workspace files
+/// only (warden, unprivileged too, reaches the jail's descriptors to lock them).
 #[test]
 fn unprivileged_jail_gaps_stay_closed() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -151,7 +152,12 @@ fn unprivileged_jail_gaps_stay_closed() {
          os.chmod('{s}', 0o4777); os.utime('{s}', (0, 0)); print('calls returned')\n\
          try:\n    os.memfd_create('x', 0); print('exec memfd made')\n\
          except OSError as e:\n    print('memfd', e.errno)\n\
-         r = libc.syscall(294, 0); print('inotify', r, ctypes.get_errno())\n"
+         r = libc.syscall(294, 0); print('inotify', r, ctypes.get_errno())\n\
+         import fcntl\n\
+         for path in ('/etc/passwd', 'lock'):\n    \
+             f = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)\n    \
+             try:\n        fcntl.flock(f, fcntl.LOCK_EX); print('flock', path, 'ok')\n    \
+             except OSError as e:\n        print('flock', path, e.errno)\n"
     );
     let Some(r) = as_nobody(&env, &[], &["python3", "-c", &code]) else {
         return;
@@ -159,7 +165,11 @@ fn unprivileged_jail_gaps_stay_closed() {
     let eperm = libc::EPERM;
     assert_eq!(
         r.stdout,
-        format!("calls returned\nmemfd {eperm}\ninotify -1 {eperm}\n"),
+        format!(
+            "calls returned\nmemfd {eperm}\ninotify -1 {eperm}\nflock /etc/passwd {}\n\
+             flock lock ok\n",
+            libc::ENOSYS
+        ),
         "{r:?}"
     );
     let after = std::fs::metadata(&secret).unwrap();

@@ -279,3 +279,64 @@ async fn model_override_is_used() {
     assert_eq!(llm.last_request().body["model"], "claude-haiku-4-5");
     assert_eq!(resp.model, "claude-haiku-4-5");
 }
+
+/// A Messages API whose answer streams forever, in small events.
+async fn endless_model() -> String {
+    use futures::StreamExt;
+    let head = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",",
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],",
+        "\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,",
+        "\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,",
+        "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+    );
+    let delta = format!(
+        "event: content_block_delta\ndata: {}\n\n",
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": "z".repeat(4096)}})
+    );
+    let app = axum::Router::new().route(
+        "/v1/messages",
+        axum::routing::post(move || {
+            let delta = axum::body::Bytes::from(delta.clone());
+            async move {
+                let body = futures::stream::once(async move { axum::body::Bytes::from(head) })
+                    .chain(futures::stream::repeat(delta))
+                    .map(Ok::<_, std::io::Error>);
+                (
+                    [("content-type", "text/event-stream")],
+                    axum::body::Body::from_stream(body),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn an_answer_that_streams_forever_is_cut_at_its_cap() {
+    let url = endless_model().await;
+    let home = tempfile::tempdir().unwrap();
+    support::warden_run::write_config(
+        home.path(),
+        "[caps]\nllm_response_bytes = 4194304\n[llm.anthropic]\nmax_attempts = 1\n",
+    );
+    let command = support::warden_run::warden_run_command(home.path(), &url, "hello");
+    let started = std::time::Instant::now();
+    let measured = tokio::task::spawn_blocking(move || support::resources::run_bounded(command))
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&measured.output.stderr);
+    assert_ne!(measured.output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the model's answer is larger than 4.0 MB (caps.llm_response_bytes)"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(2000)..]
+    );
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+    measured.assert_bounded();
+}

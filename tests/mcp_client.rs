@@ -13,6 +13,7 @@ mod support;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use support::fake_llm::{FakeLlm, SeenToolResult, Turn};
+use support::resources::Measured;
 use support::skills::{
     hosts_config, namespaces_available, Out, Server, SkillEnv, API_KEY, SSH_KEY,
 };
@@ -67,6 +68,15 @@ impl McpEnv {
             ("RUST_LOG", "warden=info".to_string()),
         ];
         self.env.warden_async(&["run", prompt], &extra).await
+    }
+
+    /// `warden run PROMPT` against `llm`, under the memory bound of `support::resources`.
+    async fn run_bounded(&self, llm: &FakeLlm, prompt: &str) -> (Out, Measured) {
+        let extra = [
+            ("ANTHROPIC_BASE_URL", llm.base_url()),
+            ("RUST_LOG", "warden=info".to_string()),
+        ];
+        self.env.warden_bounded(&["run", prompt], &extra).await
     }
 
     /// `warden run` where the model calls `fix__add` once: its result, and the run's output.
@@ -591,4 +601,132 @@ async fn a_stdio_server_runs_in_a_container_of_its_own_on_the_docker_backend() {
         rows.last().unwrap().contains("stopped at shutdown"),
         "{rows:?}"
     );
+}
+
+const EVIL_MANIFEST: &str = "[permissions]\ninterpreters = [\"python3\"]\n";
+
+#[tokio::test]
+async fn a_reply_line_that_never_ends_is_cut_at_its_cap_and_warden_stays_small() {
+    let mcp = McpEnv::new("evil", "malicious", EVIL_MANIFEST, "");
+    mcp.grant("evil");
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("evil__flood", json!({})),
+        Turn::tool_use("evil__read_file", json!({"path": "server.py"})),
+        Turn::text("still here"),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let (out, measured) = mcp.run_bounded(&llm, "flood").await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "still here");
+    measured.assert_bounded();
+    // Fails within seconds (the call timeout is 120 s), naming the cap and its key.
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    let results = llm.requests()[2].tool_results();
+    assert!(results[0].is_error, "{:?}", results[0]);
+    assert!(
+        results[0].content.contains(
+            "a line from the MCP server evil is larger than 8.0 MB (caps.mcp_message_bytes)"
+        ),
+        "{}",
+        results[0].content
+    );
+    // The server was stopped and started again for the next call.
+    assert!(
+        results[1].content.contains("fixture MCP server"),
+        "{:?}",
+        results[1]
+    );
+    let rows = mcp.rows("mcp:evil");
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with("error:") && r.contains("caps.mcp_message_bytes")),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stderr_line_that_never_ends_is_read_in_bounded_chunks() {
+    let mcp = McpEnv::new("evil", "malicious", EVIL_MANIFEST, "");
+    mcp.env.append_config("[mcp]\ncall_timeout_secs = 3");
+    mcp.grant("evil");
+    // The server shouts one endless stderr line, then a call hangs for 3 s while it goes on.
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("evil__shout", json!({})),
+        Turn::tool_use("evil__hang", json!({})),
+        Turn::text("still here"),
+    ])
+    .await;
+    let (out, measured) = mcp.run_bounded(&llm, "shout").await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "still here");
+    measured.assert_bounded();
+    let results = llm.requests()[2].tool_results();
+    assert_eq!(results[0].content, "shouting");
+    // The line reached the log cut to 500 bytes, the rest counted.
+    let logged = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("stderr: yyy"))
+        .unwrap_or_else(|| panic!("no stderr line logged: {}", out.stderr));
+    assert!(logged.contains("more bytes dropped]"), "{logged}");
+    assert!(logged.len() < 1000, "{} bytes logged", logged.len());
+}
+
+#[test]
+fn a_tool_list_that_never_ends_or_names_a_tool_twice_is_not_granted() {
+    for (mode, why) in [
+        (
+            "endless",
+            "its tool list goes on for more than 50 pages (caps.mcp_list_pages)",
+        ),
+        ("repeat", "its tool list repeats the page cursor \"again\""),
+        ("twice", "it lists the tool \"add\" more than once"),
+    ] {
+        let mcp = McpEnv::new("fix", mode, MANIFEST, "");
+        let out = mcp.env.warden(&["mcp", "grant", "fix", "--yes"]);
+        assert_eq!(out.code, 1, "{mode}: {out:?}");
+        assert!(out.stderr.contains(why), "{mode}: {}", out.stderr);
+        assert!(!out.stdout.contains("Granted"), "{mode}: {out:?}");
+        let rows = mcp.rows("mcp:fix");
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("deny:") && r.contains(why)),
+            "{mode}: {rows:?}"
+        );
+        let tools = mcp.env.warden(&["mcp", "tools", "fix"]);
+        assert!(tools.stderr.contains(why), "{mode}: {tools:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_granted_server_whose_list_turns_hostile_is_refused_at_start() {
+    let mcp = McpEnv::new("fix", "benign", MANIFEST, "");
+    mcp.grant("fix");
+    for (trigger, why) in [
+        ("list-twice", "it lists the tool \"add\" more than once"),
+        ("list-endless", "caps.mcp_list_pages"),
+    ] {
+        std::fs::write(mcp.env.ws.join("notes").join(trigger), "").unwrap();
+        let llm = FakeLlm::anthropic(vec![
+            Turn::tool_use("fix__add", json!({"a": 1, "b": 1})),
+            Turn::text("answered anyway"),
+        ])
+        .await;
+        let out = mcp.run(&llm, "add").await;
+        assert_eq!(out.code, 0, "{out:?}");
+        assert_eq!(out.stdout.trim(), "answered anyway");
+        let result = &llm.requests()[1].tool_results()[0];
+        assert!(result.is_error, "{result:?}");
+        assert!(
+            result.content.contains(why),
+            "{trigger}: {}",
+            result.content
+        );
+        let last = mcp.rows("mcp:fix").last().unwrap().clone();
+        assert!(last.starts_with("deny:") && last.contains(why), "{last}");
+        std::fs::remove_file(mcp.env.ws.join("notes").join(trigger)).unwrap();
+    }
+    // Listed properly again, it is used again.
+    assert_eq!(mcp.add_once().await.0.content, "2");
 }

@@ -5,10 +5,11 @@
 
 mod support;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use support::fake_llm::{FakeLlm, Turn};
@@ -22,7 +23,12 @@ struct Seen {
     calls: Arc<Mutex<Vec<(String, String, String)>>>,
 }
 
-async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Response {
+async fn rpc(
+    State(seen): State<Seen>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let method = message["method"].as_str().unwrap_or("").to_string();
     let header = |name: &str| {
@@ -40,6 +46,10 @@ async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Resp
     if message.get("id").is_none() {
         return StatusCode::ACCEPTED.into_response();
     }
+    // `?list=flood`: the tool list is an event that never ends.
+    if method == "tools/list" && query.get("list").map(String::as_str) == Some("flood") {
+        return endless(true);
+    }
     let result = match method.as_str() {
         "initialize" => json!({
             "protocolVersion": message["params"]["protocolVersion"],
@@ -51,7 +61,15 @@ async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Resp
             "description": "Search the docs.",
             "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
             "annotations": {"readOnlyHint": true}
+        }, {
+            "name": "flood",
+            "description": "Answer with a body or an event that never ends.",
+            "inputSchema": {"type": "object", "properties": {"how": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true}
         }]}),
+        "tools/call" if message["params"]["name"] == "flood" => {
+            return endless(message["params"]["arguments"]["how"].as_str() == Some("sse"));
+        }
         "tools/call" => json!({"content": [{
             "type": "text",
             "text": format!("results for {}", message["params"]["arguments"]["q"].as_str().unwrap_or(""))
@@ -65,6 +83,29 @@ async fn rpc(State(seen): State<Seen>, headers: HeaderMap, body: String) -> Resp
             ("mcp-session-id", "session-1"),
         ],
         body.to_string(),
+    )
+        .into_response()
+}
+
+/// An answer that never ends: a JSON body, or one server-sent event, growing forever.
+fn endless(sse: bool) -> Response {
+    let (content_type, head) = match sse {
+        true => (
+            "text/event-stream",
+            "event: message\ndata: {\"jsonrpc\": \"2.0\", \"x\": \"",
+        ),
+        false => ("application/json", "{\"jsonrpc\": \"2.0\", \"x\": \""),
+    };
+    let chunk = axum::body::Bytes::from(vec![b'x'; 64 * 1024]);
+    let body = futures::stream::once(async move { axum::body::Bytes::from(head) })
+        .chain(futures::stream::repeat(chunk))
+        .map(Ok::<_, std::io::Error>);
+    (
+        [
+            ("content-type", content_type),
+            ("mcp-session-id", "session-1"),
+        ],
+        axum::body::Body::from_stream(body),
     )
         .into_response()
 }
@@ -188,4 +229,67 @@ async fn a_missing_secret_or_a_redirect_is_refused() {
         "{}",
         out.stderr
     );
+}
+
+#[tokio::test]
+async fn an_endless_body_or_event_is_cut_at_its_cap_and_warden_stays_small() {
+    let seen = Seen::default();
+    let base = start(seen.clone()).await;
+    let env = env_with(&format!("{base}/mcp"));
+    env.append_config("[mcp]\ncall_timeout_secs = 30");
+    let grant = warden(&env, None, &["mcp", "grant", "docs", "--yes"]).await;
+    assert_eq!(grant.code, 0, "{grant:?}");
+    for (how, what) in [
+        ("json", "an answer from the MCP server docs"),
+        ("sse", "an event from the MCP server docs"),
+    ] {
+        let llm = FakeLlm::anthropic(vec![
+            Turn::tool_use("docs__flood", json!({"how": how})),
+            Turn::tool_use("docs__search", json!({"q": "after"})),
+            Turn::text("still here"),
+        ])
+        .await;
+        let started = std::time::Instant::now();
+        let extra = [("ANTHROPIC_BASE_URL", llm.base_url())];
+        let (out, measured) = env.warden_bounded(&["run", "flood"], &extra).await;
+        assert_eq!(out.code, 0, "{how}: {out:?}");
+        assert_eq!(out.stdout.trim(), "still here");
+        measured.assert_bounded();
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{how}: {:?}",
+            started.elapsed()
+        );
+        let results = llm.requests()[2].tool_results();
+        assert!(results[0].is_error, "{how}: {:?}", results[0]);
+        let expected = format!("{what} is larger than 8.0 MB (caps.mcp_message_bytes)");
+        assert!(
+            results[0].content.contains(&expected),
+            "{how}: {}",
+            results[0].content
+        );
+        // Reached again for the next call.
+        assert_eq!(results[1].content, "results for after", "{how}");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_list_that_never_ends_is_cut_at_grant() {
+    let seen = Seen::default();
+    let base = start(seen.clone()).await;
+    let env = env_with(&format!("{base}/mcp?list=flood"));
+    let started = std::time::Instant::now();
+    let (out, measured) = env
+        .warden_bounded(&["mcp", "grant", "docs", "--yes"], &[])
+        .await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "an event from the MCP server docs is larger than 8.0 MB (caps.mcp_message_bytes)"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    measured.assert_bounded();
 }

@@ -5,6 +5,10 @@
 //! (canary in the query, the path, a subdomain label) asks, and refused it makes no lookup and
 //! no connection; approved it is fetched and audited; an allowed host redirecting to an
 //! unlisted one asks again; the user's URL and the links on its page need no approval.
+//!
+//! Deeply nested HTML, through the real `warden run` and `warden bot`: read in seconds with
+//! bounded memory; made slow on purpose (its nesting cap raised), Ctrl-C and `/stop` still
+//! interrupt the conversion within a second.
 
 mod support;
 
@@ -152,7 +156,11 @@ async fn pages_come_back_as_marked_untrusted_text_and_taint_the_run() {
     );
 
     let big = s.get("http://docs.test/big", &ctx).await;
-    assert!(big.content.contains("truncated"), "{}", &big.content[..200]);
+    assert!(
+        big.content.contains("cut at 2.0 MB (caps.web_bytes)"),
+        "{}",
+        &big.content[..200]
+    );
 
     let image = s.get("http://docs.test/image", &ctx).await;
     assert!(
@@ -381,4 +389,137 @@ async fn host_rules_decide_before_provenance() {
     assert!(approver.asked()[0].reason.contains("\"*.test\" = \"ask\""));
     assert!(s.resolver.lookups().is_empty());
     assert_eq!(s.web.connections(), 0);
+}
+
+/// `warden run` asked to read the fake web's `/nested` page, `config` added to its config.
+fn nested_run(
+    web: &FakeWeb,
+    llm: &support::fake_llm::FakeLlm,
+    config: &str,
+) -> (tempfile::TempDir, std::process::Command) {
+    let home = tempfile::tempdir().unwrap();
+    support::warden_run::write_config(home.path(), &format!("{}{config}", web.resolve_toml()));
+    let command = support::warden_run::warden_run_command(
+        home.path(),
+        &llm.base_url(),
+        "What does http://docs.test/nested say?",
+    );
+    (home, command)
+}
+
+fn fetch_nested() -> support::fake_llm::Turn {
+    support::fake_llm::Turn::tool_use("web_fetch", json!({"url": "http://docs.test/nested"}))
+}
+
+/// Nesting kept as deep as the caps allow: the conversion takes minutes.
+const SLOW_CAPS: &str = "[caps]\nhtml_depth = 10000\nconvert_secs = 600\n";
+
+#[tokio::test]
+async fn a_deeply_nested_page_is_read_in_seconds_with_bounded_memory() {
+    let web = FakeWeb::start().await;
+    let llm = support::fake_llm::FakeLlm::anthropic(vec![
+        fetch_nested(),
+        support::fake_llm::Turn::text("read it"),
+    ])
+    .await;
+    let (_home, command) = nested_run(&web, &llm, "");
+    let started = std::time::Instant::now();
+    let measured = tokio::task::spawn_blocking(move || support::resources::run_bounded(command))
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&measured.output.stdout);
+    assert_eq!(measured.output.status.code(), Some(0), "{measured:?}");
+    assert_eq!(stdout.trim(), "read it");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    measured.assert_bounded();
+    let result = &llm.requests()[1].tool_results()[0];
+    assert!(!result.is_error, "{}", result.content);
+    assert!(result.content.contains("deep text"), "{}", result.content);
+}
+
+#[tokio::test]
+async fn ctrl_c_interrupts_a_slow_conversion_within_a_second() {
+    let web = FakeWeb::start().await;
+    let llm = support::fake_llm::FakeLlm::anthropic(vec![
+        fetch_nested(),
+        support::fake_llm::Turn::text("never reached"),
+    ])
+    .await;
+    let (_home, mut command) = nested_run(&web, &llm, SLOW_CAPS);
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !web.requests().iter().any(|r| r.ends_with("/nested")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page was never fetched"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Well into the conversion.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let signalled = std::time::Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let took = signalled.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "exiting took {took:?}"
+    );
+    assert_eq!(status.status.code(), Some(130), "{status:?}");
+    assert_eq!(llm.request_count(), 1, "the run went on after Ctrl-C");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_interrupts_a_slow_conversion_within_a_second_and_the_chat_goes_on() {
+    use support::warden_bot::OWNER;
+    fn script(req: &support::fake_llm::Request) -> support::fake_llm::Turn {
+        let newest_is_result = req.messages().last().is_some_and(|m| {
+            m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+        });
+        if newest_is_result {
+            return support::fake_llm::Turn::text("result: read");
+        }
+        match req.last_user_text().contains("docs.test/nested") {
+            true => fetch_nested(),
+            false => support::fake_llm::Turn::text("result: still answering"),
+        }
+    }
+    let bot = support::web_bot::WebBot::start_with(script, SLOW_CAPS).await;
+    bot.tg
+        .push_text(OWNER, OWNER, "read http://docs.test/nested please");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !bot.web.requests().iter().any(|r| r.ends_with("/nested")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page was never fetched"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let asked = std::time::Instant::now();
+    bot.tg.push_text(OWNER, OWNER, "/stop");
+    bot.tg
+        .wait_until("the run stops", support::web_bot::WAIT, |t| {
+            t.messages_to(OWNER).iter().any(|m| m.visible == "Stopped.")
+        })
+        .await;
+    let took = asked.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "stopping took {took:?}"
+    );
+    bot.tg.push_text(OWNER, OWNER, "are you there?");
+    assert_eq!(bot.answer(1).await, "result: still answering");
 }

@@ -10,11 +10,11 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
-/// An event larger than this is refused rather than buffered without bound.
-const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+use crate::sizes::{caps, Cap};
 
-#[derive(Default)]
 pub(crate) struct SseParser {
+    /// An event larger than this is refused rather than buffered without bound.
+    cap: Cap,
     /// Bytes of the line not yet terminated.
     line: Vec<u8>,
     /// The last byte was a CR: an LF right after it ends the same line.
@@ -27,8 +27,21 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
+    /// A parser whose events may not exceed `caps.llm_event_bytes`.
     pub fn new() -> SseParser {
-        SseParser::default()
+        SseParser::with_cap(Cap::new(caps().llm_event_bytes, "llm_event_bytes"))
+    }
+
+    pub fn with_cap(cap: Cap) -> SseParser {
+        SseParser {
+            cap,
+            line: Vec::new(),
+            after_cr: false,
+            started: false,
+            event: String::new(),
+            data: String::new(),
+            has_data: false,
+        }
     }
 
     /// Feed the next chunk; complete events are appended to `out`.
@@ -47,10 +60,11 @@ impl SseParser {
                 }
             }
         }
-        if self.line.len() + self.data.len() > MAX_EVENT_BYTES {
-            return Err(format!(
-                "a server-sent event exceeds {MAX_EVENT_BYTES} bytes"
-            ));
+        if self.line.len() + self.data.len() > self.cap.bytes {
+            return Err(self
+                .cap
+                .exceeded("an event of the model's stream")
+                .to_string());
         }
         Ok(())
     }
@@ -199,11 +213,16 @@ mod tests {
     }
 
     #[test]
-    fn oversized_events_are_refused() {
-        let mut parser = SseParser::new();
+    fn oversized_events_are_refused_naming_the_cap() {
+        let mut parser = SseParser::with_cap(Cap::new(1024, "llm_event_bytes"));
         let mut out = Vec::new();
-        let big = vec![b'a'; MAX_EVENT_BYTES + 1];
         assert!(parser.push(b"data: ", &mut out).is_ok());
-        assert!(parser.push(&big, &mut out).is_err());
+        let err = parser.push(&[b'a'; 1025], &mut out).unwrap_err();
+        assert_eq!(
+            err,
+            "an event of the model's stream is larger than 1.0 KB (caps.llm_event_bytes)"
+        );
+        // The default is the configured cap.
+        assert_eq!(SseParser::new().cap.bytes, caps().llm_event_bytes);
     }
 }

@@ -7,6 +7,7 @@ use super::retry::{self, HttpOptions};
 use super::sse::{SseEvent, SseParser};
 use super::LlmError;
 use crate::config::Secret;
+use crate::sizes::{caps, Cap};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -130,6 +131,8 @@ impl Transport {
             queue: VecDeque::new(),
             ended: false,
             options: self.options.clone(),
+            received: 0,
+            cap: Cap::new(caps().llm_response_bytes, "llm_response_bytes"),
         };
         if !content_type.is_empty() && !content_type.contains("event-stream") {
             let text = stream.read_rest(cancel).await?;
@@ -166,6 +169,10 @@ pub(crate) struct SseStream {
     queue: VecDeque<SseEvent>,
     ended: bool,
     options: HttpOptions,
+    /// Bytes of the body so far, against `cap` (an answer that streams forever in small
+    /// events).
+    received: usize,
+    cap: Cap,
 }
 
 impl SseStream {
@@ -180,10 +187,16 @@ impl SseStream {
             }
             let mut out = Vec::new();
             match self.next_chunk(cancel).await? {
-                Some(bytes) => self
-                    .parser
-                    .push(&bytes, &mut out)
-                    .map_err(|e| LlmError::stream(self.provider, e))?,
+                Some(bytes) => {
+                    self.received += bytes.len();
+                    if self.received > self.cap.bytes {
+                        let exceeded = self.cap.exceeded("the model's answer");
+                        return Err(LlmError::stream(self.provider, exceeded.to_string()));
+                    }
+                    self.parser
+                        .push(&bytes, &mut out)
+                        .map_err(|e| LlmError::stream(self.provider, e))?
+                }
                 None => {
                     self.parser.finish(&mut out);
                     self.ended = true;

@@ -6,7 +6,10 @@
 
 use super::definition::HttpServer;
 use super::grants::ToolDesc;
-use super::stdio::{JailedServer, Stopped};
+use super::listing::{self, ListError};
+use super::stdio::{JailedServer, StartError, Stopped};
+use crate::sizes::read::{LineCapped, Tripped};
+use crate::sizes::{caps, Cap};
 use crate::skills::settings::SkillSettings;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientInfo, Implementation, RawContent,
@@ -26,20 +29,46 @@ pub struct Connection {
     /// Granted but described differently now, or listed but never granted.
     changed: Vec<String>,
     new: Vec<String>,
+    /// The cap that cut the connection, if one did.
+    tripped: Tripped,
+}
+
+/// The cap on one message from an MCP server (a stdio line, an HTTP body, an SSE event).
+pub fn message_cap() -> Cap {
+    Cap::new(caps().mcp_message_bytes, "mcp_message_bytes")
+}
+
+/// `failure`, or the cap that caused it when one tripped.
+fn explain(tripped: &Tripped, failure: String) -> String {
+    match tripped.get() {
+        Some(exceeded) => cut_by(&exceeded),
+        None => failure,
+    }
+}
+
+fn cut_by(exceeded: &crate::sizes::Exceeded) -> String {
+    format!("{exceeded}; the connection was closed")
 }
 
 impl Connection {
-    /// Speak MCP over a jailed server's stdout (read) and stdin (write).
+    /// Speak MCP over a jailed server's stdout (read) and stdin (write); no line it writes may
+    /// exceed `caps.mcp_message_bytes`.
     pub async fn over_pipes(
         read: pipe::Receiver,
         write: pipe::Sender,
         granted: &[ToolDesc],
-    ) -> Result<Connection, String> {
-        let service = client_info()
-            .serve((read, write))
-            .await
-            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
-        Connection::ready(service, granted).await
+        server: &str,
+    ) -> Result<Connection, StartError> {
+        let tripped = Tripped::default();
+        let what = format!("a line from the MCP server {server}");
+        let read = LineCapped::new(read, message_cap(), what, tripped.clone());
+        let service = tokio::select! {
+            served = client_info().serve((read, write)) => served.map_err(|e| {
+                StartError::Failed(explain(&tripped, format!("the MCP handshake failed: {e}")))
+            })?,
+            exceeded = tripped.wait() => return Err(StartError::Failed(cut_by(&exceeded))),
+        };
+        Connection::ready(service, granted, server, tripped).await
     }
 
     /// Reach a streamable-HTTP server.
@@ -47,27 +76,46 @@ impl Connection {
         http: &HttpServer,
         settings: &SkillSettings,
         granted: &[ToolDesc],
-    ) -> Result<Connection, String> {
-        let transport = super::http::transport(http, settings)?;
-        let service = client_info()
-            .serve(transport)
-            .await
-            .map_err(|e| format!("the MCP handshake with {} failed: {e}", http.url))?;
-        Connection::ready(service, granted).await
+        server: &str,
+    ) -> Result<Connection, StartError> {
+        let tripped = Tripped::default();
+        let transport = super::http::transport(http, settings, server, tripped.clone())
+            .map_err(StartError::Failed)?;
+        let service = tokio::select! {
+            served = client_info().serve(transport) => served.map_err(|e| {
+                StartError::Failed(explain(
+                    &tripped,
+                    format!("the MCP handshake with {} failed: {e}", http.url),
+                ))
+            })?,
+            exceeded = tripped.wait() => return Err(StartError::Failed(cut_by(&exceeded))),
+        };
+        Connection::ready(service, granted, server, tripped).await
     }
 
     async fn ready(
         service: RunningService<RoleClient, ClientInfo>,
         granted: &[ToolDesc],
-    ) -> Result<Connection, String> {
-        let live: Vec<ToolDesc> = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("listing its tools failed: {e}"))?
+        server: &str,
+        tripped: Tripped,
+    ) -> Result<Connection, StartError> {
+        // A cap that cuts the connection ends the wait (an HTTP transport would go on waiting).
+        let listed = tokio::select! {
+            listed = listing::list_tools(service.peer()) => listed,
+            exceeded = tripped.wait() => Err(ListError::Failed(cut_by(&exceeded))),
+        };
+        let live: Vec<ToolDesc> = listed
+            .map_err(|e| match e {
+                ListError::Refused(why) => StartError::Refused(why),
+                ListError::Failed(why) => StartError::Failed(explain(
+                    &tripped,
+                    format!("listing its tools failed: {why}"),
+                )),
+            })?
             .iter()
             .map(desc_of)
             .collect();
+        listing::check_tools(server, &live).map_err(StartError::Refused)?;
         let mut offered = Vec::new();
         let mut changed = Vec::new();
         for tool in granted {
@@ -88,7 +136,19 @@ impl Connection {
             offered,
             changed,
             new,
+            tripped,
         })
+    }
+
+    /// Until a cap cuts the connection (a call then fails at once, rather than wait for an
+    /// answer that cannot come).
+    pub fn tripped(&self) -> Tripped {
+        self.tripped.clone()
+    }
+
+    /// Why the connection was cut by a cap, when it was: the words for a failed call.
+    pub fn cut(&self) -> Option<String> {
+        self.tripped.get().map(|exceeded| cut_by(&exceeded))
     }
 
     /// Every tool the server lists now (what a grant would pin).

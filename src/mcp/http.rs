@@ -5,9 +5,12 @@
 //!
 //! Redirects are not followed (the headers carry the user's secrets; a redirect could send
 //! them elsewhere), and header templates get their `{secret:NAME}` values only here, at
-//! connect time; the values are registered for log redaction.
+//! connect time; the values are registered for log redaction. A JSON answer and each event of
+//! an event stream are read within `caps.mcp_message_bytes`, while they arrive.
 
+use super::client::message_cap;
 use super::definition::HttpServer;
+use crate::sizes::read::{self, BodyError, Tripped};
 use crate::skills::routes::fill_secrets;
 use crate::skills::settings::SkillSettings;
 use futures::stream::BoxStream;
@@ -31,7 +34,13 @@ const JSON: &str = "application/json";
 
 /// warden's HTTP client as rmcp's transport client.
 #[derive(Clone)]
-pub struct HttpClient(reqwest::Client);
+pub struct HttpClient {
+    client: reqwest::Client,
+    /// The server's name, for the cap's message.
+    server: Arc<str>,
+    /// Where a cap that cuts the connection is recorded.
+    tripped: Tripped,
+}
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
@@ -39,6 +48,8 @@ type HttpError = StreamableHttpError<reqwest::Error>;
 pub fn transport(
     server: &HttpServer,
     settings: &SkillSettings,
+    name: &str,
+    tripped: Tripped,
 ) -> Result<StreamableHttpClientTransport<HttpClient>, String> {
     let mut headers = HashMap::new();
     for (name, template) in &server.headers {
@@ -61,10 +72,25 @@ pub fn transport(
         .map_err(|e| format!("building the HTTP client failed: {e}"))?;
     let config =
         StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).custom_headers(headers);
-    Ok(StreamableHttpClientTransport::with_client(
-        HttpClient(client),
-        config,
-    ))
+    let client = HttpClient {
+        client,
+        server: name.into(),
+        tripped,
+    };
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+impl HttpClient {
+    /// Server-sent events of `response`, each within the message cap.
+    fn events(&self, response: reqwest::Response) -> BoxStream<'static, Result<Sse, SseError>> {
+        let events = read::events_capped(
+            response.bytes_stream(),
+            message_cap(),
+            format!("an event from the MCP server {}", self.server),
+            self.tripped.clone(),
+        );
+        SseStream::from_bytes_stream(events).boxed()
+    }
 }
 
 fn with_headers(
@@ -96,7 +122,7 @@ impl StreamableHttpClient for HttpClient {
         auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        let mut request = with_headers(self.0.post(uri.as_ref()), auth, headers)
+        let mut request = with_headers(self.client.post(uri.as_ref()), auth, headers)
             .header(ACCEPT, format!("{EVENT_STREAM}, {JSON}"));
         let had_session = session_id.is_some();
         if let Some(id) = session_id {
@@ -135,13 +161,8 @@ impl StreamableHttpClient for HttpClient {
             ));
         }
         if !status.is_success() {
-            let body: String = response
-                .text()
-                .await
-                .unwrap_or_default()
-                .chars()
-                .take(300)
-                .collect();
+            let body = read::prefix(response, 1200).await;
+            let body: String = String::from_utf8_lossy(&body).chars().take(300).collect();
             if let Ok(message @ ServerJsonRpcMessage::Error(_)) = serde_json::from_str(&body) {
                 return Ok(StreamableHttpPostResponse::Json(message, session));
             }
@@ -151,14 +172,23 @@ impl StreamableHttpClient for HttpClient {
         }
         let is_answerless = !matches!(message, ClientJsonRpcMessage::Request(_));
         if starts_with(content_type.as_ref(), EVENT_STREAM) {
-            let stream = SseStream::from_bytes_stream(response.bytes_stream()).boxed();
-            return Ok(StreamableHttpPostResponse::Sse(stream, session));
+            return Ok(StreamableHttpPostResponse::Sse(
+                self.events(response),
+                session,
+            ));
         }
         if starts_with(content_type.as_ref(), JSON) {
-            let body = response
-                .bytes()
-                .await
-                .map_err(StreamableHttpError::Client)?;
+            let what = format!("an answer from the MCP server {}", self.server);
+            let body = match read::body(response, message_cap(), &what).await {
+                Ok(body) => body,
+                Err(BodyError::Transfer(e)) => return Err(StreamableHttpError::Client(e)),
+                Err(BodyError::Exceeded(exceeded)) => {
+                    self.tripped.trip(exceeded.clone());
+                    return Err(StreamableHttpError::UnexpectedServerResponse(
+                        exceeded.to_string().into(),
+                    ));
+                }
+            };
             return match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
                 Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
                 // Some servers answer a notification with a 200 and a body that is no message.
@@ -181,7 +211,7 @@ impl StreamableHttpClient for HttpClient {
         auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
-        let response = with_headers(self.0.delete(uri.as_ref()), auth, headers)
+        let response = with_headers(self.client.delete(uri.as_ref()), auth, headers)
             .header(SESSION_HEADER, session_id.as_ref())
             .send()
             .await
@@ -203,7 +233,7 @@ impl StreamableHttpClient for HttpClient {
         auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        let mut request = with_headers(self.0.get(uri.as_ref()), auth, headers)
+        let mut request = with_headers(self.client.get(uri.as_ref()), auth, headers)
             .header(ACCEPT, format!("{EVENT_STREAM}, {JSON}"))
             .header(SESSION_HEADER, session_id.as_ref());
         if let Some(id) = last_event_id {
@@ -224,6 +254,6 @@ impl StreamableHttpClient for HttpClient {
                 content_type.map(|ct| String::from_utf8_lossy(ct.as_bytes()).into_owned()),
             ));
         }
-        Ok(SseStream::from_bytes_stream(response.bytes_stream()).boxed())
+        Ok(self.events(response))
     }
 }

@@ -9,7 +9,9 @@
 //!   the manifest's policy, no inherited environment, network only through the egress proxy),
 //!   and stopped with everything it started;
 //! - [`http`]: streamable HTTP on warden's own HTTP client;
-//! - [`client`]: the MCP session (rmcp) with no capabilities offered to the server;
+//! - [`client`]: the MCP session (rmcp) with no capabilities offered to the server, every
+//!   message from it within `caps.mcp_message_bytes`;
+//! - [`listing`]: its tool list within caps, and tool names a model accepts, each once;
 //! - [`servers`]: start on first use, restart with backoff, stop when idle, at shutdown, or
 //!   when a call hangs — every step audited as `mcp:NAME`.
 //!
@@ -24,6 +26,7 @@ pub mod config;
 pub mod definition;
 pub mod grants;
 pub mod http;
+pub mod listing;
 pub mod serve;
 pub mod servers;
 pub mod stdio;

@@ -206,7 +206,7 @@ impl McpServers {
         approver: &dyn Approver,
         cancel: &CancellationToken,
     ) -> CallOutcome {
-        let (peer, generation) = {
+        let (peer, generation, tripped) = {
             let mut state = slot.state.lock().await;
             if let Err(outcome) = self.ensure_live(slot, &mut state, session, approver).await {
                 return outcome;
@@ -223,13 +223,18 @@ impl McpServers {
                     live.connection.tool_names().join(", ")
                 ));
             }
-            (live.connection.peer(), live.generation)
+            (
+                live.connection.peer(),
+                live.generation,
+                live.connection.tripped(),
+            )
         };
         let timeout = Duration::from_secs(self.config.call_timeout_secs);
         let call = client::call_tool(&peer, tool, arguments, self.config.max_result_chars);
         let result = tokio::select! {
             result = tokio::time::timeout(timeout, call) => result,
             _ = cancel.cancelled() => return CallOutcome::Failed("cancelled".into()),
+            exceeded = tripped.wait() => Ok(Err(exceeded.to_string())),
         };
         match result {
             Ok(Ok((text, is_error))) => {
@@ -237,9 +242,11 @@ impl McpServers {
                 CallOutcome::Answered { text, is_error }
             }
             Ok(Err(e)) => {
-                // The connection broke: the server died or wrote something unreadable.
+                // The connection broke: the server died, wrote something unreadable, or more
+                // than a message may hold.
                 let mut state = slot.state.lock().await;
-                let why = format!("the call to {tool} failed: {e}");
+                let cut = state.live.as_ref().and_then(|l| l.connection.cut());
+                let why = format!("the call to {tool} failed: {}", cut.unwrap_or(e));
                 if state
                     .live
                     .as_ref()
@@ -288,6 +295,7 @@ impl McpServers {
                 ended => {
                     let why = ended
                         .map(|e| e.describe())
+                        .or_else(|| live.connection.cut())
                         .unwrap_or_else(|| "its connection closed".into());
                     self.note_death(slot, state, &why).await;
                 }
@@ -388,8 +396,13 @@ impl McpServers {
             .await;
         let (connection, process) = match opened {
             Ok(opened) => opened,
-            Err(StartError::Refused(why) | StartError::Failed(why)) => {
-                let why = format!("the MCP server {name} could not be started for review: {why}");
+            Err(failure) => {
+                let why = match failure {
+                    StartError::Refused(why) => format!("the MCP server {name} is refused: {why}"),
+                    StartError::Failed(why) => {
+                        format!("the MCP server {name} could not be started for review: {why}")
+                    }
+                };
                 self.audit(
                     PROBE_SESSION,
                     name,
@@ -482,9 +495,13 @@ impl McpServers {
                 else {
                     return Err(StartError::Failed("its pipes are gone".into()));
                 };
-                match Connection::over_pipes(read, write, granted).await {
+                match Connection::over_pipes(read, write, granted, name).await {
                     Ok(connection) => Ok((connection, Some(process))),
-                    Err(why) => {
+                    Err(StartError::Refused(why)) => {
+                        process.stop(false).await;
+                        Err(StartError::Refused(why))
+                    }
+                    Err(StartError::Failed(why)) => {
                         let stopped = process.stop(false).await;
                         let mut why = format!("it did not speak MCP: {why}");
                         if let Some(line) = stopped.last_stderr.last() {
@@ -495,9 +512,7 @@ impl McpServers {
                 }
             }
             ServerKind::Http(http) => {
-                let connection = Connection::over_http(http, &self.settings, granted)
-                    .await
-                    .map_err(StartError::Failed)?;
+                let connection = Connection::over_http(http, &self.settings, granted, name).await?;
                 Ok((connection, None))
             }
         }
@@ -510,11 +525,15 @@ impl McpServers {
         };
         state.died();
         let mut reason = format!("died: {why}");
+        let cut = live.connection.cut();
         // Gracefully: a server whose connection broke is usually exiting; let it say how.
         let stopped = live.connection.close_and_stop(live.process, true).await;
         if let Some(stopped) = &stopped {
             if let Some(ended) = &stopped.ended {
                 reason = format!("died: {}", ended.describe());
+                if let Some(cut) = cut {
+                    reason.push_str(&format!(" after warden closed its connection: {cut}"));
+                }
             }
             if let Some(line) = stopped.last_stderr.last() {
                 reason.push_str(&format!("; its last words on stderr: {line}"));

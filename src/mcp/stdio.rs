@@ -18,6 +18,7 @@ use crate::locks::lock;
 use crate::policy::ir::Command;
 use crate::policy::{invariant, Checker, Decision};
 use crate::sandbox::{ExitStatus, JailedProcess, ProcessSpec, Stdio};
+use crate::sizes::read::{CutLine, CutLines};
 use crate::skills::jail::{Prepared, RunJail, SetupError};
 use crate::skills::settings::SkillSettings;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
@@ -25,7 +26,7 @@ use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{oneshot, watch};
 
@@ -34,7 +35,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Lines of stderr kept for the report when a server dies.
 const STDERR_KEPT: usize = 5;
 /// Longer stderr lines are cut (in the log and the report).
-const STDERR_LINE_CHARS: usize = 500;
+const STDERR_LINE_BYTES: usize = 500;
 
 /// Why a start was refused or failed, in words for the audit log and the model.
 #[derive(Debug)]
@@ -299,18 +300,36 @@ fn watch_process(
 }
 
 /// Every stderr line to the log, redacted and cut; the last few kept for a death's report.
-async fn pump_stderr(server: String, pipe: pipe::Receiver, kept: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = tokio::io::BufReader::new(pipe).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line: String = crate::redact::redact(&line)
-            .chars()
-            .take(STDERR_LINE_CHARS)
-            .collect();
-        tracing::info!(target: "warden::mcp", server = %server, "stderr: {line}");
-        let mut kept = lock(&kept);
-        if kept.len() == STDERR_KEPT {
-            kept.pop_front();
+/// Read in bounded chunks: the rest of an over-long line is dropped as it arrives (counted),
+/// so a server that never ends a line costs nothing but the reading.
+async fn pump_stderr(server: String, mut pipe: pipe::Receiver, kept: Arc<Mutex<VecDeque<String>>>) {
+    let mut cut = CutLines::new(STDERR_LINE_BYTES);
+    let mut buf = vec![0u8; 8 * 1024];
+    let mut lines = Vec::new();
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        cut.push(&buf[..n], &mut lines);
+        for line in lines.drain(..) {
+            keep_stderr(&server, line, &kept);
         }
-        kept.push_back(line);
     }
+    if let Some(line) = cut.finish() {
+        keep_stderr(&server, line, &kept);
+    }
+}
+
+fn keep_stderr(server: &str, line: CutLine, kept: &Mutex<VecDeque<String>>) {
+    let mut text = crate::redact::redact(&line.text);
+    if line.dropped > 0 {
+        text.push_str(&format!(" [… {} more bytes dropped]", line.dropped));
+    }
+    tracing::info!(target: "warden::mcp", server = %server, "stderr: {text}");
+    let mut kept = lock(kept);
+    if kept.len() == STDERR_KEPT {
+        kept.pop_front();
+    }
+    kept.push_back(text);
 }

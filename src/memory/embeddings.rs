@@ -5,6 +5,8 @@
 //! every search wait for it.
 
 use crate::config::{EmbeddingsConfig, Secret};
+use crate::sizes::read::{self, BodyError};
+use crate::sizes::{caps, Cap};
 use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -102,10 +104,15 @@ impl Embedder {
             .await
             .map_err(|e| EmbedError::Http(e.without_url().to_string()))?;
         let status = response.status();
-        let body: Value = response
-            .json()
+        let cap = Cap::new(caps().api_response_bytes, "api_response_bytes");
+        let body = read::body(response, cap, "the embeddings API's answer")
             .await
-            .map_err(|e| EmbedError::Response(format!("{status}: {}", e.without_url())))?;
+            .map_err(|e| match e {
+                BodyError::Exceeded(exceeded) => EmbedError::Response(exceeded.to_string()),
+                BodyError::Transfer(e) => EmbedError::Http(e.without_url().to_string()),
+            })?;
+        let body: Value = serde_json::from_slice(&body)
+            .map_err(|e| EmbedError::Response(format!("{status}: {e}")))?;
         if !status.is_success() {
             let message = body["error"]["message"]
                 .as_str()

@@ -41,8 +41,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-/// Longest request head read.
-const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Time a client has to send its request head, and to connect upstream.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -751,8 +749,9 @@ async fn read_head(client: &mut TcpStream) -> Result<Option<Request>, String> {
         if let Some(pos) = find_head_end(&buf) {
             break pos;
         }
-        if buf.len() >= MAX_HEAD_BYTES {
-            return Err(format!("request head longer than {MAX_HEAD_BYTES} bytes"));
+        let cap = crate::sizes::Cap::new(crate::sizes::caps().proxy_head_bytes, "proxy_head_bytes");
+        if buf.len() >= cap.bytes {
+            return Err(cap.exceeded("the request head").to_string());
         }
         let mut chunk = [0u8; 4096];
         let n = client
@@ -895,6 +894,28 @@ mod tests {
     fn authorized(request: &str) -> String {
         let (line, rest) = request.split_once("\r\n").unwrap();
         format!("{line}\r\n{AUTH}{rest}")
+    }
+
+    #[tokio::test]
+    async fn a_head_past_its_cap_is_refused_naming_the_key() {
+        let (allowed, _) = upstream().await;
+        let proxy = EgressProxy::start(rules(allowed, allowed)).await.unwrap();
+        let huge = format!(
+            "GET http://api.example.test/ HTTP/1.1\r\nX-Fill: {}\r\n",
+            "a".repeat(40 * 1024)
+        );
+        let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
+        // The proxy may answer and close before everything is written.
+        let _ = conn.write_all(huge.as_bytes()).await;
+        let mut out = Vec::new();
+        let _ = conn.read_to_end(&mut out).await;
+        let answer = String::from_utf8_lossy(&out);
+        assert!(
+            answer.contains("the request head is larger than 16.0 KB (caps.proxy_head_bytes)"),
+            "{answer}"
+        );
+        let events = proxy.stop().await;
+        assert!(events.iter().all(|e| !e.allowed), "{events:?}");
     }
 
     #[tokio::test]

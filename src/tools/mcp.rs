@@ -9,14 +9,12 @@ use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
 use crate::llm::ToolSpec;
 use crate::mcp::grants::ToolDesc;
+use crate::mcp::listing::{check_tools, model_name};
 use crate::mcp::servers::{CallOutcome, McpServers};
 use crate::policy::Decision;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::Arc;
-
-/// Models accept tool names of at most this many characters from `[a-zA-Z0-9_-]`.
-const MAX_NAME: usize = 64;
 
 pub struct McpTool {
     servers: Arc<McpServers>,
@@ -27,21 +25,22 @@ pub struct McpTool {
     why: String,
 }
 
-/// One tool per granted tool of every enabled server; names a model cannot take are skipped
-/// (and logged).
+/// One tool per granted tool of every enabled server; names a model cannot take, and a name
+/// granted twice (grants made before names were checked), are skipped and logged.
 pub fn tools(servers: &Arc<McpServers>) -> Vec<Arc<dyn Tool>> {
     let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut offered = std::collections::HashSet::new();
     for (server, tool) in servers.granted_tools() {
         let name = tool_name(&server, &tool.name);
-        let usable = name.len() <= MAX_NAME
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !usable {
+        if let Err(why) = check_tools(&server, std::slice::from_ref(&tool)) {
+            tracing::warn!(server = %server, "an MCP tool is not offered: {why}");
+            continue;
+        }
+        if !offered.insert(name) {
             tracing::warn!(
                 server = %server,
                 tool = %tool.name,
-                "an MCP tool whose name a model cannot take is not offered"
+                "an MCP tool granted twice is offered once"
             );
             continue;
         }
@@ -78,7 +77,7 @@ pub fn tools(servers: &Arc<McpServers>) -> Vec<Arc<dyn Tool>> {
 
 /// `SERVER__tool`.
 pub fn tool_name(server: &str, tool: &str) -> String {
-    format!("{server}__{tool}")
+    model_name(server, tool)
 }
 
 fn decision_word(decision: Decision) -> &'static str {

@@ -173,8 +173,19 @@ impl ToolSet {
         self.tools.push(tool);
     }
 
+    /// What a model request offers: each name once (the first tool holding it). A provider
+    /// refuses a request that names a tool twice, and would refuse every run after it.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec()).collect()
+        let mut seen = std::collections::HashSet::new();
+        let mut specs = Vec::with_capacity(self.tools.len());
+        for spec in self.tools.iter().map(|t| t.spec()) {
+            if seen.insert(spec.name.clone()) {
+                specs.push(spec);
+            } else {
+                tracing::warn!(tool = %spec.name, "a second tool with the same name is not offered");
+            }
+        }
+        specs
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -247,5 +258,43 @@ impl ToolSet {
         }
         output.content = output::cap(&output.content, MAX_RESULT_CHARS, &self.overflow_dir, name);
         output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Named(&'static str, &'static str);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.into(),
+                description: self.1.into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }
+        }
+        async fn run(&self, _: &serde_json::Value, _: &ToolContext) -> ToolOutput {
+            ToolOutput::error("not run here")
+        }
+    }
+
+    #[test]
+    fn a_model_request_names_each_tool_once() {
+        let db = crate::schema::open_in_memory().unwrap();
+        let mut set = ToolSet::new(db, std::env::temp_dir());
+        for tool in [
+            Named("notes__add", "first"),
+            Named("bash", "shell"),
+            Named("notes__add", "second"),
+        ] {
+            set.add(Arc::new(tool));
+        }
+        let specs = set.specs();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["notes__add", "bash"]);
+        assert_eq!(specs[0].description, "first");
     }
 }

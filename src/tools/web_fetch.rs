@@ -24,6 +24,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 mod client;
+pub mod html;
 
 pub use client::{Failure, Get, Page, WebClient};
 
@@ -262,7 +263,9 @@ impl WebFetch {
     }
 
     /// The page as the model sees it; its content taints the run and its links become known.
-    fn present(&self, page: Page, ctx: &ToolContext) -> ToolOutput {
+    /// HTML becomes text off the runtime, within `caps.convert_secs`, until the run is
+    /// cancelled (`html.rs`).
+    async fn present(&self, page: Page, ctx: &ToolContext) -> ToolOutput {
         let raw = String::from_utf8_lossy(&page.body);
         let html = page.content_type.contains("html") || looks_like_html(&page.body);
         let kind = if html {
@@ -276,7 +279,16 @@ impl WebFetch {
             .add_page(&page.url, &raw, kind, &page.composed);
         ctx.taint.add(format!("web_fetch {}", page.url));
         let text = if html {
-            html2text::from_read(page.body.as_slice(), 100).unwrap_or_else(|_| raw.into_owned())
+            match html::to_text(page.body.clone(), 100, &ctx.cancel).await {
+                Ok(text) => text,
+                Err(html::Interrupted::Failed(why)) => {
+                    tracing::info!(url = %page.url, "shown as raw text: {why}");
+                    raw.into_owned()
+                }
+                Err(interrupted) => {
+                    return ToolOutput::error(format!("{}: {interrupted}", page.url))
+                }
+            }
         } else {
             raw.into_owned()
         };
@@ -290,7 +302,14 @@ impl WebFetch {
                 &page.content_type
             },
             page.body.len(),
-            if page.truncated { ", truncated" } else { "" },
+            match page.truncated {
+                Some(cap) => format!(
+                    ", cut at {} ({})",
+                    crate::sizes::human(cap.bytes as u64),
+                    format_args!("caps.{}", cap.key)
+                ),
+                None => String::new(),
+            },
         );
         let content = untrusted(&header, &text);
         let mut output = ToolOutput::ok(content);
@@ -326,7 +345,7 @@ impl Tool for WebFetch {
         ToolSpec {
             name: "web_fetch".into(),
             description: "Fetch a public http(s) URL and return its text (HTML converted to \
-                          text, at most 2 MB). Local and private network addresses are refused. \
+                          text, at most 2 MB by default). Local and private network addresses are refused. \
                           URLs from the user's messages and links on pages fetched in this run \
                           are fetched directly; a URL you compose yourself needs the user's \
                           approval unless the host is allowed in the config."
@@ -355,7 +374,7 @@ impl Tool for WebFetch {
             max_redirects: MAX_REDIRECTS,
         };
         match self.client.get(get, ctx).await {
-            Ok(page) => self.present(page, ctx),
+            Ok(page) => self.present(page, ctx).await,
             Err(failure) => failure.into_output(),
         }
     }

@@ -157,11 +157,9 @@ impl Tool for WebSearch {
             Ok(page) => page,
             Err(failure) => return failure.into_output(),
         };
-        if page.truncated {
-            return ToolOutput::error(format!(
-                "{} sent more than warden reads (2 MB); no results shown",
-                provider.name()
-            ));
+        if let Some(cap) = page.truncated {
+            let what = format!("the answer of {}", provider.name());
+            return ToolOutput::error(format!("{}; no results shown", cap.exceeded(what)));
         }
         let found = match provider.results(page.status, &page.body, self.settings.max_results) {
             Ok(found) => found,

@@ -129,9 +129,10 @@ pub struct FakeWeb {
 
 /// The pages: `/page` links to `/next` (relative) and to `http://other.test/linked`;
 /// `/bounce?to=URL` redirects to URL; `/meta` redirects to the cloud metadata address;
-/// `/big` is 3 MB; `/image` is a PNG; `/search` and `/res/v1/web/search` answer as SearXNG
-/// and Brave do; `/reflect?q=` echoes its query as links and `/r?u=BASE64` redirects to what
-/// it decodes to (a click tracker); anything else answers `ok`.
+/// `/big` is 3 MB; `/nested` nests 100,000 `<div>`s around "deep text" (1.1 MB of HTML that
+/// took html5ever minutes); `/image` is a PNG; `/search` and `/res/v1/web/search` answer as
+/// SearXNG and Brave do; `/reflect?q=` echoes its query as links and `/r?u=BASE64` redirects
+/// to what it decodes to (a click tracker); anything else answers `ok`.
 fn router() -> axum::Router {
     axum::Router::new()
         .route(
@@ -195,6 +196,16 @@ fn router() -> axum::Router {
         .route("/search", get(searxng))
         .route("/res/v1/web/search", get(brave))
         .route("/big", get(|| async { "x".repeat(3 * 1024 * 1024) }))
+        .route(
+            "/nested",
+            get(|| async {
+                Html(format!(
+                    "<html><body>{}deep text{}</body></html>",
+                    "<div>".repeat(100_000),
+                    "</div>".repeat(100_000)
+                ))
+            }),
+        )
         .route(
             "/image",
             get(|| async { ([("content-type", "image/png")], vec![0u8; 10]).into_response() }),

@@ -17,6 +17,7 @@ pub mod marked_repo;
 pub mod procs;
 pub mod pty;
 pub mod refused;
+pub mod resources;
 pub mod skills;
 pub mod warden_bot;
 pub mod warden_run;

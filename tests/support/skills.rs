@@ -132,6 +132,23 @@ impl SkillEnv {
             .unwrap()
     }
 
+    /// [`Self::warden_async`] under an address-space limit, its resident size measured
+    /// (`support::resources`).
+    pub async fn warden_bounded(
+        &self,
+        args: &[&str],
+        extra: &[(&str, String)],
+    ) -> (Out, super::resources::Measured) {
+        let mut cmd = self.command(args);
+        for (name, value) in extra {
+            cmd.env(name, value);
+        }
+        let measured = tokio::task::spawn_blocking(move || super::resources::run_bounded(cmd))
+            .await
+            .unwrap();
+        (Out::of(measured.output.clone()), measured)
+    }
+
     /// Append `text` to the config file.
     pub fn append_config(&self, text: &str) {
         use std::io::Write;

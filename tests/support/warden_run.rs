@@ -19,28 +19,26 @@ pub async fn warden_run_with(
     prompt: &str,
     env: &[(&str, &str)],
 ) -> Output {
-    let home = home.to_path_buf();
-    let base = llm.base_url();
-    let prompt = prompt.to_string();
-    let env: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_warden"))
-            .env_clear()
-            .env("HOME", &home)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("ANTHROPIC_BASE_URL", base)
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("RUST_LOG", "warden=debug")
-            .envs(env)
-            .args(["run", &prompt])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    let mut command = warden_run_command(home, &llm.base_url(), prompt);
+    command.envs(env.iter().copied());
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The command [`warden_run`] runs, for a test that starts it itself (to signal it, or bound
+/// its memory).
+pub fn warden_run_command(home: &Path, llm_url: &str, prompt: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+    command
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ANTHROPIC_BASE_URL", llm_url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("RUST_LOG", "warden=debug")
+        .args(["run", prompt]);
+    command
 }
 
 /// `warden chat` with HOME in `home` and the model at `llm` (the caller sets its stdio).

@@ -1,6 +1,6 @@
 //! Starting one jailed process: clone, then build the jail in the child, top to bottom, in the
 //! order it is applied — session, network namespace, fds, cgroup, env, rlimits, capabilities, no_new_privs,
-//! Landlock, seccomp, exec.
+//! Landlock, seccomp (and handing its listener to warden), exec.
 //!
 //! The parent prepares everything beforehand (argv, envp, the absolute program path, the fd plan,
 //! the Landlock ruleset, the compiled seccomp program). The child is created the way glibc's
@@ -49,6 +49,8 @@ pub struct ChildPlan<'a> {
     /// weak mode on a kernel without Landlock.
     pub landlock: Option<(RawFd, u64)>,
     pub seccomp: &'a SeccompProgram,
+    /// The socket the filter's listener goes to warden over (`flock.rs`).
+    pub listener_socket: RawFd,
 }
 
 /// The steps of the child, as reported when one fails.
@@ -66,6 +68,7 @@ pub enum Step {
     LandlockProcSelf,
     Landlock,
     Seccomp,
+    SeccompListener,
     Exec,
 }
 
@@ -84,6 +87,7 @@ impl Step {
             LandlockProcSelf,
             Landlock,
             Seccomp,
+            SeccompListener,
             Exec,
         ]
         .into_iter()
@@ -103,6 +107,7 @@ impl Step {
             Step::LandlockProcSelf => "allowing the process's own /proc entry in Landlock",
             Step::Landlock => "applying the Landlock ruleset",
             Step::Seccomp => "installing the seccomp filter",
+            Step::SeccompListener => "handing the seccomp filter's listener to warden",
             Step::Exec => "executing the program",
         }
     }
@@ -277,10 +282,16 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
         landlock::restrict_self_in_child(ruleset).map_err(fail(Step::Landlock))?;
     }
 
-    // Seccomp: the allow-list.
-    plan.seccomp
+    // Seccomp: the allow-list. Its listener goes to warden, which answers `flock`; the child
+    // keeps no copy.
+    let listener = plan
+        .seccomp
         .install_in_child()
         .map_err(fail(Step::Seccomp))?;
+    if let Some(listener) = listener {
+        super::flock::hand_over_in_child(plan.listener_socket, listener)
+            .map_err(fail(Step::SeccompListener))?;
+    }
 
     // Exec.
     libc::execve(
@@ -320,13 +331,13 @@ mod tests {
 
     #[test]
     fn steps_round_trip_through_the_report() {
-        for v in 1..=12 {
+        for v in 1..=13 {
             let step = Step::from_u32(v).unwrap();
             assert_eq!(step as u32, v);
             assert!(!step.describe().is_empty());
         }
         assert_eq!(Step::from_u32(0), None);
-        assert_eq!(Step::from_u32(13), None);
+        assert_eq!(Step::from_u32(14), None);
     }
 
     #[test]

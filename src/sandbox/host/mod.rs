@@ -11,6 +11,7 @@ mod capabilities;
 pub mod cgroup;
 mod env;
 mod fds;
+mod flock;
 pub mod kernel;
 mod landlock;
 mod launcher;
@@ -29,6 +30,7 @@ use async_trait::async_trait;
 use std::ffi::{c_char, CString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Choices the caller makes about the host jail.
 #[derive(Clone, Copy, Debug, Default)]
@@ -69,6 +71,9 @@ pub struct HostSandbox {
     rlimits: rlimits::RlimitPlan,
     capabilities: capabilities::CapabilityPlan,
     cgroups: Option<cgroup::PidsCgroupRoot>,
+    /// Where `flock` is performed for the jail (`flock.rs`): the workspace, the TMPDIR and the
+    /// writable roots, canonical.
+    lockable: Arc<[PathBuf]>,
     status: HostJailStatus,
 }
 
@@ -160,6 +165,11 @@ impl HostSandbox {
             rlimits::tasks_of_user(nix::unistd::getuid().as_raw())
         };
         let rlimits = rlimits::RlimitPlan::new(&spec.limits, baseline);
+        let lockable: Arc<[PathBuf]> = [spec.workspace.as_path(), tmp.path()]
+            .into_iter()
+            .chain(spec.write_roots.iter().map(PathBuf::as_path))
+            .map(|root| root.canonicalize().unwrap_or_else(|_| root.to_path_buf()))
+            .collect();
 
         tracing::debug!(
             workspace = %spec.workspace.display(),
@@ -184,6 +194,7 @@ impl HostSandbox {
             rlimits,
             capabilities,
             cgroups,
+            lockable,
         })
     }
 
@@ -201,10 +212,7 @@ impl HostSandbox {
     }
 
     /// Start one process (synchronous: clone, child setup, exec).
-    fn start(
-        &self,
-        spec: ProcessSpec,
-    ) -> Result<(libc::pid_t, OwnedFd, Option<cgroup::ProcessCgroup>), SandboxError> {
+    fn start(&self, spec: ProcessSpec) -> Result<process::Started, SandboxError> {
         let argv0 = spec
             .argv
             .first()
@@ -245,6 +253,8 @@ impl HostSandbox {
             },
             None => None,
         };
+        let handover = flock::Handover::new()
+            .map_err(|e| SandboxError::Setup(format!("cannot make the listener's socket: {e}")))?;
         let plan = launcher::ChildPlan {
             program: &program,
             argv: &argv_ptrs,
@@ -267,13 +277,31 @@ impl HostSandbox {
                 _ => None,
             },
             seccomp: &self.seccomp,
+            listener_socket: handover.child_end(),
         };
         let (pid, pidfd) =
             launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
         if let Some(cg) = &mut cgroup {
             cg.close_join_fd();
         }
-        Ok((pid, pidfd, cgroup))
+        // The process runs already: a failure here leaves it without flock (ENOSYS), not
+        // without a jail.
+        let flock = match handover.receive() {
+            Ok(Some(listener)) => flock::Supervisor::start(listener, self.lockable.clone())
+                .map_err(|e| tracing::warn!(error = %e, "no flock supervisor for a jailed process"))
+                .ok(),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "the jail's seccomp listener was not received");
+                None
+            }
+        };
+        Ok(process::Started {
+            pid,
+            pidfd,
+            cgroup,
+            flock,
+        })
     }
 
     /// Whether a jailed program can see `path` at all.
@@ -319,8 +347,7 @@ impl Sandbox for HostSandbox {
     }
 
     async fn spawn(&self, spec: ProcessSpec) -> Result<Box<dyn JailedProcess>, SandboxError> {
-        let (pid, pidfd, cgroup) = self.start(spec)?;
-        Ok(Box::new(process::HostProcess::new(pid, pidfd, cgroup)?))
+        Ok(Box::new(process::HostProcess::new(self.start(spec)?)?))
     }
 
     fn guest_path(&self, host_path: &Path) -> Option<PathBuf> {
@@ -378,6 +405,48 @@ mod tests {
         assert!(
             err.to_string().contains("cannot enter /nonexistent-dir"),
             "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn jailed_processes_lock_against_each_other_through_one_supervisor() {
+        if !Path::new("/usr/bin/flock").exists() {
+            eprintln!("skipped: flock(1) (util-linux) is not installed");
+            return;
+        }
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
+        let mut holder = sandbox
+            .spawn(spec(&["flock", "build.lock", "sleep", "2"], &ws))
+            .await
+            .unwrap();
+        // The holder's lock, seen by a second tree: `flock -n` fails (status 1) while it holds.
+        let mut seen = None;
+        for _ in 0..100 {
+            let mut probe = sandbox
+                .spawn(spec(&["flock", "-n", "build.lock", "true"], &ws))
+                .await
+                .unwrap();
+            let status = probe.wait().await.unwrap();
+            if status == crate::sandbox::ExitStatus::Code(1) {
+                seen = Some(status);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(seen, Some(crate::sandbox::ExitStatus::Code(1)));
+        assert_eq!(
+            holder.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Code(0)
+        );
+        let mut after = sandbox
+            .spawn(spec(&["flock", "-n", "build.lock", "true"], &ws))
+            .await
+            .unwrap();
+        assert_eq!(
+            after.wait().await.unwrap(),
+            crate::sandbox::ExitStatus::Code(0)
         );
     }
 

@@ -9,6 +9,7 @@
 //! an init that reaps slowly), and the pids cgroup, when there is one, is emptied and removed.
 
 use super::cgroup::ProcessCgroup;
+use super::flock::Supervisor;
 use crate::sandbox::{ExitStatus, JailedProcess, SandboxError};
 use async_trait::async_trait;
 use std::io;
@@ -21,10 +22,21 @@ const P_PIDFD: libc::idtype_t = 3;
 /// Give up on a process group that does not die within this time (it is logged).
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
+/// What the launch hands over: the leader, its pids cgroup and the thread answering the
+/// tree's `flock` calls.
+pub struct Started {
+    pub pid: libc::pid_t,
+    pub pidfd: OwnedFd,
+    pub cgroup: Option<ProcessCgroup>,
+    pub flock: Option<Supervisor>,
+}
+
 pub struct HostProcess {
     pid: libc::pid_t,
     pidfd: AsyncFd<OwnedFd>,
     cgroup: Option<ProcessCgroup>,
+    /// Stops with the process (dropped with it).
+    _flock: Option<Supervisor>,
     status: Option<ExitStatus>,
     /// Processes still alive when the leader exited normally (then killed).
     background: usize,
@@ -33,17 +45,20 @@ pub struct HostProcess {
 impl HostProcess {
     /// Take over a launched child and its pidfd (not yet reaped by anyone: only warden's jail
     /// reaps it).
-    pub fn new(
-        pid: libc::pid_t,
-        pidfd: OwnedFd,
-        cgroup: Option<ProcessCgroup>,
-    ) -> Result<HostProcess, SandboxError> {
+    pub fn new(started: Started) -> Result<HostProcess, SandboxError> {
+        let Started {
+            pid,
+            pidfd,
+            cgroup,
+            flock,
+        } = started;
         // SAFETY: the OwnedFd moves into the AsyncFd and stays open for its whole lifetime.
         match unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) } {
             Ok(pidfd) => Ok(HostProcess {
                 pid,
                 pidfd,
                 cgroup,
+                _flock: flock,
                 status: None,
                 background: 0,
             }),

@@ -1,11 +1,13 @@
 //! The one HTTP client of warden's own egress (`web_fetch`, `web_search`): a GET whose every
 //! hop — the first URL and each redirect, followed here one at a time — passes the egress
 //! [`Gate`] before its host is resolved, by the guarded resolver, which refuses private
-//! addresses. No proxies, a size cap, a time cap, cancellation at every step.
+//! addresses. No proxies, a size cap (`caps.web_bytes`, applied while the body arrives), a
+//! time cap, cancellation at every step.
 
 use super::{check_url, GuardedResolver, Names};
 use crate::audit::AuditDecision;
 use crate::egress::{Admission, Gate, Hop, Refusal, Source, Standing};
+use crate::sizes::{caps, Cap};
 use crate::tools::{ToolContext, ToolOutput};
 use futures::StreamExt;
 use reqwest::header::HeaderMap;
@@ -14,7 +16,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-const MAX_BYTES: usize = 2 * 1024 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// One GET to make.
@@ -37,7 +38,8 @@ pub struct Page {
     /// Lowercase; empty when the server sent none.
     pub content_type: String,
     pub body: Vec<u8>,
-    pub truncated: bool,
+    /// The body went on past this cap and was cut there.
+    pub truncated: Option<Cap>,
     /// A hop needed the user's approval and got it.
     pub approved: bool,
     /// The URLs of the chain the model composed (for links that merely echo them).
@@ -238,9 +240,10 @@ async fn read(
             "{url} is {content_type}, not text; not fetched"
         )));
     }
+    let cap = Cap::new(caps().web_bytes, "web_bytes");
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
-    let mut truncated = false;
+    let mut truncated = None;
     loop {
         let chunk = tokio::select! {
             c = stream.next() => c,
@@ -248,10 +251,10 @@ async fn read(
         };
         let Some(chunk) = chunk else { break };
         let chunk = chunk.map_err(describe_error)?;
-        let room = MAX_BYTES - body.len();
+        let room = cap.bytes - body.len();
         body.extend_from_slice(&chunk[..chunk.len().min(room)]);
         if chunk.len() > room {
-            truncated = true;
+            truncated = Some(cap);
             break;
         }
     }

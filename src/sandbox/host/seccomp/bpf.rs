@@ -32,6 +32,7 @@ const OFFSET_ARGS: u32 = 16;
 pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
 pub const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 
 /// The kernel's limit on a filter's length.
 const MAX_INSTRUCTIONS: usize = 4096;
@@ -42,6 +43,8 @@ pub enum Action {
     Allow,
     /// Fail with this errno (EPERM for denials; ENOSYS for clone3).
     Errno(u16),
+    /// Ask warden through the filter's listener (`flock.rs`); ENOSYS when nobody listens.
+    Notify,
     /// Allowed when any rule holds, otherwise the default action.
     Rules(Vec<Rule>),
     /// Allowed when any rule holds, otherwise this errno (0: the call "succeeds" having done
@@ -294,6 +297,7 @@ fn ret(action: &Action) -> u32 {
     match action {
         Action::Allow => RET_ALLOW,
         Action::Errno(e) => RET_ERRNO | u32::from(*e),
+        Action::Notify => RET_USER_NOTIF,
         // Rules never reach here (checked in `compile`, handled in `emit_action`).
         Action::Rules(_) | Action::RulesElse(..) => RET_KILL_PROCESS,
     }

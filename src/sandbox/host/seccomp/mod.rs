@@ -23,6 +23,11 @@
 //! `sched_set*`, `ioprio_set`) only on the caller itself. The jail keeps warden's uid, so for
 //! those the uid check in the kernel is no protection.
 //!
+//! What reaches outside without changing anything (see `table::outside_reach`): `fcntl`
+//! without `F_NOTIFY` and `F_SETLEASE`; `pidfd_open` fails with ENOSYS; `flock` is handed to
+//! warden through the filter's listener (`flock.rs`), which locks only files beneath the
+//! writable roots.
+//!
 //! `clone3` fails with ENOSYS (not EPERM) so glibc falls back to `clone`, whose flags the filter
 //! can see (clone3 passes them in memory, out of a filter's reach).
 //!
@@ -45,6 +50,7 @@ use bpf::Rule;
 use table::table;
 
 use crate::sandbox::SandboxError;
+use std::os::fd::RawFd;
 
 /// Whether the jail may reach an egress proxy over TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,25 +89,40 @@ impl SeccompProgram {
         Ok(SeccompProgram { program })
     }
 
-    /// Child side: install the filter (needs `no_new_privs`). Async-signal-safe.
+    /// Child side: install the filter (needs `no_new_privs`) and return its listener, the
+    /// descriptor through which warden answers the calls the filter hands over (`flock`).
+    /// `None` when a filter above this one already has a listener (warden itself runs under a
+    /// supervisor): the kernel allows one per chain, and without it those calls fail with
+    /// ENOSYS. Async-signal-safe.
     ///
     /// # Safety
-    /// Call only in the jail's child; afterwards only `execve` should follow.
-    pub unsafe fn install_in_child(&self) -> Result<(), i32> {
+    /// Call only in the jail's child; afterwards only handing over the listener and `execve`
+    /// should follow.
+    pub unsafe fn install_in_child(&self) -> Result<Option<RawFd>, i32> {
         let fprog = libc::sock_fprog {
             len: self.program.len() as libc::c_ushort,
             filter: self.program.as_ptr() as *mut libc::sock_filter,
         };
-        if libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0,
-            &fprog as *const libc::sock_fprog,
-        ) != 0
-        {
+        let install = |flags: libc::c_ulong| {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &fprog as *const libc::sock_fprog,
+            )
+        };
+        let listener = install(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER);
+        if listener >= 0 {
+            return Ok(Some(listener as RawFd));
+        }
+        let e = super::fds::errno();
+        if e != libc::EBUSY {
+            return Err(e);
+        }
+        if install(0) != 0 {
             return Err(super::fds::errno());
         }
-        Ok(())
+        Ok(None)
     }
 
     #[cfg(test)]

@@ -13,7 +13,7 @@ const ALWAYS_ALLOWED: &[&str] = &[
         // files and descriptors (open, creat and mknod are checked below: no setuid files)
         "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv",
         "pwritev", "preadv2", "pwritev2", "lseek", "close", "close_range", "dup",
-        "dup2", "dup3", "fcntl", "flock", "fsync", "fdatasync", "sync",
+        "dup2", "dup3", "fsync", "fdatasync", "sync",
         "syncfs", "sync_file_range", "ftruncate", "truncate", "fallocate",
         "fadvise64", "readahead", "access", "faccessat", "faccessat2", "stat",
         "lstat", "fstat", "newfstatat", "statx", "statfs", "fstatfs",
@@ -43,7 +43,6 @@ const ALWAYS_ALLOWED: &[&str] = &[
         "getpriority", "sched_yield", "sched_getaffinity", "sched_getparam",
         "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
         "sched_rr_get_interval", "sched_getattr", "getcpu", "ioprio_get",
-        "pidfd_open",
         // credentials (without capabilities only the caller's own ids are reachable)
         "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
         "getgroups", "setuid", "setgid", "setreuid", "setregid", "setresuid",
@@ -280,6 +279,40 @@ fn rules_for(network: Network, set: &mut dyn FnMut(&'static str, Action)) {
         rules(vec![vec![Cond::masked_eq32(3, MSG_FASTOPEN, 0)]]),
     );
     files(set);
+    outside_reach(set);
+}
+
+/// Calls through which a jailed process could watch, hold or learn about files and processes
+/// outside the jail, although it can change none of them.
+///
+/// - `fcntl(F_NOTIFY)` (dnotify) reports activity in any directory the jail may open for
+///   reading (`/usr`, `/etc/ssl/certs`, a read root); `fcntl(F_SETLEASE)` on a file the uid
+///   owns reports other openers and stalls a writer for up to `lease-break-time` (45 s). Both
+///   are refused; every other `fcntl` command stays (its command is an `int`: 32-bit compare).
+///   POSIX and OFD record locks stay too: the kernel allows a write lock only on a descriptor
+///   open for writing (which Landlock confines), and a read lock is part of reading (SQLite).
+/// - `flock` locks any descriptor, however read-only: an exclusive lock on `/etc/passwd` or a
+///   read root would stall every host process that locks it. Seccomp cannot tell which file a
+///   descriptor names, so the call goes to warden (`flock.rs`), which locks the same open file
+///   when it lies beneath a writable root (cargo's and rustc's locks in the workspace) and
+///   answers ENOSYS otherwise, a kernel's answer without `flock`: cargo and Go then go on
+///   without locking, python's `filelock` says so.
+/// - `pidfd_open` takes any pid: a pidfd of a host process reports its exit and, through
+///   `PIDFD_GET_INFO`, its parent, uids and cgroup. Without a pid namespace of its own the jail
+///   cannot limit it to its own processes, so it fails with ENOSYS (Go and asyncio probe it and
+///   fall back to plain pids). Pidfds of the jail's own children still come from
+///   `clone(CLONE_PIDFD)`; `pidfd_send_signal` on them stays (Landlock's signal scope covers it),
+///   `pidfd_getfd` stays refused (the default).
+fn outside_reach(set: &mut dyn FnMut(&'static str, Action)) {
+    set(
+        "fcntl",
+        rules(vec![vec![
+            Cond::ne32(1, libc::F_NOTIFY as u32),
+            Cond::ne32(1, libc::F_SETLEASE as u32),
+        ]]),
+    );
+    set("flock", Action::Notify);
+    set("pidfd_open", Action::Errno(libc::ENOSYS as u16));
 }
 
 /// File calls Landlock does not confine by path, or that could make a file run with someone

@@ -13,6 +13,7 @@ const AUDIT_ARCH_I386: u32 = 0x4000_0003;
 const AUDIT_ARCH_ARM: u32 = 0x4000_0028;
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 
 fn ret_errno(e: i32) -> u32 {
     0x0005_0000 | e as u32
@@ -426,7 +427,7 @@ fn seccompiler_reference(network: Network, arch: &Arch) -> Vec<seccompiler::sock
     for (nr, action) in table(network, arch).unwrap() {
         let chain = match action {
             Action::Allow => Vec::new(),
-            Action::Errno(_) => continue,
+            Action::Errno(_) | Action::Notify => continue,
             Action::Rules(rs) | Action::RulesElse(rs, _) => rs
                 .iter()
                 .map(|Rule(conds)| {
@@ -506,6 +507,9 @@ fn the_compact_filter_agrees_with_seccompiler() {
         u64::from(MFD_EXEC),
         u64::from(FS_IOC_SETFLAGS),
         u64::from(FS_IOC_FSSETXATTR),
+        libc::F_NOTIFY as u64,
+        libc::F_SETLEASE as u64,
+        libc::F_GETLEASE as u64,
     ] {
         values.extend([v, v | 1 << 32, v + 1]);
     }
@@ -515,9 +519,10 @@ fn the_compact_filter_agrees_with_seccompiler() {
             let reference = seccompiler_reference(network, ours.arch);
             let actions = table(network, ours.arch).unwrap();
             for nr in (0..=470u32).chain([0x4000_0000, 0x4000_0001, 0x4000_003b, u32::MAX]) {
-                // Plain errno actions are checked by their own tests; seccompiler has one.
+                // Plain errno and notify actions are checked by their own tests; seccompiler
+                // has one match action.
                 let action = actions.get(&nr);
-                if matches!(action, Some(Action::Errno(_))) {
+                if matches!(action, Some(Action::Errno(_) | Action::Notify)) {
                     continue;
                 }
                 // seccompiler's mismatch is EPERM; ours is the rule's own errno.
@@ -667,6 +672,40 @@ fn inode_flags_xattrs_and_watches_are_refused() {
                 p.arch.name
             );
         }
+    }
+}
+
+#[test]
+fn watches_leases_flock_and_foreign_pidfds_are_refused() {
+    let enosys = ret_errno(libc::ENOSYS);
+    for p in none().iter().chain(&proxy()) {
+        for cmd in [libc::F_NOTIFY, libc::F_SETLEASE] {
+            let cmd = cmd as u64;
+            assert_eq!(call(p, "fcntl", &[3, cmd, 0]), ret_errno(EPERM), "{cmd}");
+            // The kernel reads the command as an int: high bits change nothing.
+            assert_eq!(call(p, "fcntl", &[3, cmd | 1 << 32]), ret_errno(EPERM));
+        }
+        for cmd in [
+            libc::F_GETFL,
+            libc::F_SETFL,
+            libc::F_SETFD,
+            libc::F_DUPFD_CLOEXEC,
+            libc::F_SETLK,
+            libc::F_SETLKW,
+            libc::F_OFD_SETLK,
+            libc::F_GETLEASE,
+            libc::F_SETOWN,
+        ] {
+            assert_eq!(call(p, "fcntl", &[3, cmd as u64, 0]), RET_ALLOW, "{cmd}");
+        }
+        // flock goes to warden, which locks only files beneath the writable roots.
+        for op in [libc::LOCK_EX, libc::LOCK_SH, libc::LOCK_UN] {
+            assert_eq!(call(p, "flock", &[3, op as u64]), RET_USER_NOTIF);
+        }
+        assert_eq!(call(p, "pidfd_open", &[1, 0]), enosys);
+        // Pidfds of the jail's own children (clone with CLONE_PIDFD) can still be signalled.
+        assert_eq!(call(p, "pidfd_send_signal", &[3, 15, 0, 0]), RET_ALLOW);
+        assert_eq!(call(p, "pidfd_getfd", &[3, 0, 0]), ret_errno(EPERM));
     }
 }
 
