@@ -526,8 +526,12 @@ pub struct TelegramConfig {
     pub max_send_bytes: u64,
     /// Seconds a shutdown waits for running agents before recording them as interrupted.
     pub shutdown_grace_secs: u64,
-    /// Long-polling timeout of `getUpdates`, in seconds.
+    /// Long-polling timeout of `getUpdates`, in seconds: Telegram holds an idle poll this long
+    /// (the client waits 10 s more).
     pub poll_timeout_secs: u32,
+    /// Seconds any other Bot API request may take. A message whose send timed out may have
+    /// arrived all the same: it is sent once more, marked as possibly repeated.
+    pub request_timeout_secs: u64,
     /// Seconds the agent worker process stays up after its last run (the next run starts a
     /// new one). While it is down the bot holds only the gateway in memory.
     pub worker_idle_secs: u64,
@@ -545,6 +549,7 @@ impl Default for TelegramConfig {
             max_send_bytes: 50 * 1024 * 1024,
             shutdown_grace_secs: 20,
             poll_timeout_secs: 30,
+            request_timeout_secs: 60,
             worker_idle_secs: 300,
         }
     }
@@ -773,6 +778,14 @@ impl Config {
             (
                 "telegram.worker_idle_secs".into(),
                 Some(self.telegram.worker_idle_secs),
+            ),
+            (
+                "telegram.poll_timeout_secs".into(),
+                Some(self.telegram.poll_timeout_secs.into()),
+            ),
+            (
+                "telegram.request_timeout_secs".into(),
+                Some(self.telegram.request_timeout_secs),
             ),
             ("voice.max_seconds".into(), Some(self.voice.max_seconds)),
             ("voice.timeout_secs".into(), Some(self.voice.timeout_secs)),

@@ -41,7 +41,7 @@ use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use access::Access;
 use anyhow::Context;
-use api::{describe, Telegram};
+use api::{describe, Telegram, Timeouts};
 use approvals::Approvals;
 use handler::Handler;
 use inputs::Inputs;
@@ -106,7 +106,11 @@ impl TelegramBot {
     pub async fn connect(app: TelegramSetup<'_>) -> anyhow::Result<TelegramBot> {
         let config = app.config.clone();
         check_config(&config).map_err(anyhow::Error::msg)?;
-        let tg = Telegram::new(config.token.expose(), config.api_url.as_deref())
+        let timeouts = Timeouts {
+            poll: Duration::from_secs(config.poll_timeout_secs.into()),
+            request: Duration::from_secs(config.request_timeout_secs.max(1)),
+        };
+        let tg = Telegram::new(config.token.expose(), config.api_url.as_deref(), timeouts)
             .map_err(anyhow::Error::msg)?;
         let me = get_me(&tg).await?;
         let username = me.user.username.clone().unwrap_or_default();
@@ -192,13 +196,7 @@ impl TelegramBot {
     /// Poll until `shutdown`, then stop: pending approvals are denied, running agents get
     /// `shutdown_grace_secs` to finish and are then recorded as interrupted.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let polled = poll::run(
-            &self.tg,
-            self.handler.clone(),
-            &shutdown,
-            self.config.poll_timeout_secs,
-        )
-        .await;
+        let polled = poll::run(&self.tg, self.handler.clone(), &shutdown).await;
         tracing::info!("stopping: waiting for running agents");
         self.approvals.close();
         self.gateway
