@@ -535,6 +535,9 @@ pub struct TelegramConfig {
     /// Seconds the agent worker process stays up after its last run (the next run starts a
     /// new one). While it is down the bot holds only the gateway in memory.
     pub worker_idle_secs: u64,
+    /// Megabytes that must stay free on the database's disk: with less, new messages wait
+    /// (kept by Telegram, the chat told once) so the runs already going have room to finish.
+    pub min_free_mb: u64,
 }
 
 impl Default for TelegramConfig {
@@ -551,6 +554,7 @@ impl Default for TelegramConfig {
             poll_timeout_secs: 30,
             request_timeout_secs: 60,
             worker_idle_secs: 300,
+            min_free_mb: 64,
         }
     }
 }

@@ -28,6 +28,10 @@ pub const MIGRATIONS: &[Migration] = &[
     ("mcp_grants", crate::mcp::grants::SCHEMA),
     ("approval_rules", crate::tools::approval_rules::SCHEMA),
     ("gateway_runs_draft", crate::gateway::store::DRAFT_COLUMN),
+    (
+        "gateway_runs_sending",
+        crate::gateway::store::SENDING_COLUMN,
+    ),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

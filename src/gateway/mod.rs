@@ -5,7 +5,9 @@
 //! stops after a while without work. `/stop` aborts the running agent (which kills a running
 //! sandbox process) and drops the queue, `/steer` injects a message into the running agent,
 //! `/new` starts a fresh session. Every accepted prompt is a durable row (see [`store`]) before
-//! it is queued, so a crash loses none and answers none twice.
+//! it is queued, so a crash loses none, and an answer's part is sent again only when it may
+//! not have arrived — marked as a possible repeat. A database that cannot be written (a full
+//! disk) holds work up instead of losing it (see [`storage`]).
 //!
 //! Prompts that do not come from a chat message — scheduled jobs — go through the same queue:
 //!
@@ -22,11 +24,13 @@ pub mod channel;
 mod notices;
 mod recovery;
 pub mod runner;
+mod storage;
 pub mod store;
 pub mod worker;
 
-pub use channel::{Channel, DraftFn, RunInfo, RunView};
+pub use channel::{Channel, DraftFn, RunInfo, RunView, SendError};
 pub use runner::AgentRunner;
+pub use storage::Trouble;
 
 use crate::db::{Database, DbError};
 use crate::llm::ContentBlock;
@@ -236,6 +240,8 @@ pub struct GatewaySettings {
     pub idle: Duration,
     /// Session keys are `<prefix>:<chat_id>`.
     pub session_prefix: String,
+    /// No run starts while the database's disk has less free (its bookkeeping needs room).
+    pub min_free_bytes: u64,
 }
 
 impl Default for GatewaySettings {
@@ -244,6 +250,7 @@ impl Default for GatewaySettings {
             queue_depth: 5,
             idle: Duration::from_secs(600),
             session_prefix: "telegram".into(),
+            min_free_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -283,6 +290,8 @@ struct Inner {
     /// Set when shutdown aborts the runs still going: their abort means "interrupted".
     aborting: AtomicBool,
     tasks: TaskTracker,
+    /// Chats told that their work waits for the database.
+    told: storage::Told,
 }
 
 impl Gateway {
@@ -304,6 +313,7 @@ impl Gateway {
                 closing: CancellationToken::new(),
                 aborting: AtomicBool::new(false),
                 tasks: TaskTracker::new(),
+                told: storage::Told::default(),
             }),
         }
     }
@@ -401,18 +411,10 @@ impl Gateway {
     }
 
     /// Send `text` to a chat outside any run: an answer the submitter filtered first (the
-    /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result).
-    pub async fn send(&self, chat_id: i64, origin: Origin, text: &str) -> Result<(), String> {
-        let info = RunInfo {
-            run_id: 0,
-            chat_id,
-            reply_to: None,
-            preview: preview(text),
-            origin,
-            deliver: true,
-            draft: None,
-        };
-        self.inner.channel.deliver(&info, text, 0, &|_| {}).await
+    /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result). Not recorded,
+    /// so a part that may have arrived is not sent again.
+    pub async fn send(&self, chat_id: i64, text: &str) -> Result<(), String> {
+        self.inner.say(chat_id, None, text).await
     }
 
     /// `/stop`: abort the running agent and drop the waiting prompts.

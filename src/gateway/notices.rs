@@ -21,7 +21,7 @@ impl Gateway {
                 return;
             };
             let origin = Origin::Background { job };
-            let mut submission = Submission::text(chat_id, origin.clone(), notice.clone());
+            let mut submission = Submission::text(chat_id, origin, notice.clone());
             if let Some(session) = &session {
                 submission = submission.in_session(session.clone());
             }
@@ -30,7 +30,7 @@ impl Gateway {
                 Err(SubmitError::Busy { .. }) => {
                     let gateway = gateway.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = gateway.send(chat_id, origin, &notice).await {
+                        if let Err(e) = gateway.send(chat_id, &notice).await {
                             tracing::warn!(chat = chat_id, job, "background notice not sent: {e}");
                         }
                     });

@@ -44,7 +44,7 @@ impl Deliver for GatewayDeliver {
             },
         };
         let mut submission =
-            Submission::text(chat_id, origin.clone(), delivery.prompt).dedup_key(delivery.key);
+            Submission::text(chat_id, origin, delivery.prompt).dedup_key(delivery.key);
         if delivery.session != self.gateway.session_key(chat_id) {
             submission = submission.in_session(delivery.session);
         }
@@ -83,7 +83,7 @@ impl Deliver for GatewayDeliver {
             });
         }
         self.gateway
-            .send(chat_id, origin, &result.text)
+            .send(chat_id, &result.text)
             .await
             .map_err(DeliverError::Failed)?;
         Ok(Delivered {

@@ -16,6 +16,7 @@ pub mod fake_web;
 pub mod procs;
 pub mod refused;
 pub mod skills;
+pub mod tmpfs;
 pub mod warden_bot;
 pub mod warden_run;
 pub mod web_bot;

@@ -6,6 +6,7 @@
 
 use super::format::{html_to_plain, markdown_to_html};
 use super::split::{split_html, MESSAGE_LIMIT};
+use crate::gateway::SendError;
 use crate::redact::redact;
 use std::future::Future;
 use std::sync::Arc;
@@ -101,6 +102,24 @@ pub fn may_have_arrived(error: &RequestError) -> bool {
         RequestError::Network(e) => !e.is_connect(),
         RequestError::Io(_) | RequestError::InvalidJson { .. } => true,
         _ => false,
+    }
+}
+
+/// Heads a message sent again because an earlier try may have arrived (see
+/// [`Telegram::send_part`]).
+pub const SENT_AGAIN: &str =
+    "↻ <i>Sent again: warden could not confirm that this arrived, so it may be a repeat.</i>";
+
+/// A failed send, as the gateway sees it. Telegram answered what it could not read: the
+/// message arrived.
+fn sent_or(error: &RequestError) -> Result<(), SendError> {
+    match error {
+        RequestError::InvalidJson { .. } => {
+            tracing::warn!("an unreadable answer from Telegram: {}", describe(error));
+            Ok(())
+        }
+        e if may_have_arrived(e) => Err(SendError::MayHaveArrived(describe(e))),
+        e => Err(SendError::Failed(describe(e))),
     }
 }
 
@@ -345,47 +364,54 @@ impl Telegram {
         }
     }
 
-    /// Send markdown as one or more HTML messages (the first replies to `reply_to`), skipping
-    /// the first `skip` parts; `sent(n)` after part `n` (from 1) was accepted. With a `draft`,
-    /// the first part replaces it (edited in place; sent anew if the draft cannot be edited).
-    pub async fn send_markdown(
+    /// The messages `markdown` is sent as: Telegram HTML, split at the message limit.
+    pub fn parts(markdown: &str) -> Vec<String> {
+        split_html(&markdown_to_html(markdown), MESSAGE_LIMIT)
+    }
+
+    /// Send one part of an answer as a new message. `again`: an earlier try may have arrived,
+    /// so the message says it may be a repeat. A time-out is not retried (the message may
+    /// have arrived): it is [`SendError::MayHaveArrived`], for the caller to decide.
+    pub async fn send_part(
         &self,
         chat: i64,
         reply_to: Option<i32>,
-        markdown: &str,
-        skip: usize,
-        sent: &(dyn Fn(usize) + Send + Sync),
-        draft: Option<Draft>,
-    ) -> Result<(), String> {
-        let parts = split_html(&markdown_to_html(markdown), MESSAGE_LIMIT);
-        if parts.is_empty() && skip == 0 {
-            if let Some(draft) = &draft {
-                self.delete(chat, draft.message_id).await;
+        html: &str,
+        again: bool,
+    ) -> Result<(), SendError> {
+        let marked = format!("{SENT_AGAIN}\n\n{html}");
+        let html = match again {
+            false => html,
+            true if marked.encode_utf16().count() <= MESSAGE_LIMIT => &marked,
+            // No room for the mark in the part: it goes first, on its own.
+            true => {
+                self.send_html_tries(1, chat, reply_to, SENT_AGAIN, None)
+                    .await
+                    .map_err(|e| SendError::Failed(describe(&e)))?;
+                html
             }
+        };
+        match self
+            .send_html_tries(ATTEMPTS, chat, reply_to, html, None)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => sent_or(&e),
         }
-        for (i, part) in parts.iter().enumerate().skip(skip) {
-            match (i, &draft) {
-                (0, Some(draft)) => self.replace_draft(chat, reply_to, draft, part).await?,
-                _ => {
-                    let reply = if i == 0 { reply_to } else { None };
-                    self.send_html(chat, reply, part, None).await?;
-                }
-            }
-            sent(i + 1);
-        }
-        Ok(())
     }
 
     /// Turn the draft into `html`: unchanged text is not sent again; a draft that is gone or
     /// cannot be edited gives way to a new message. (Any other failure is the answer's: sending
-    /// it anew could show it twice.)
-    async fn replace_draft(
+    /// it anew could show it twice.) Editing is the same the second time, so `again` matters
+    /// only for a new message.
+    pub async fn replace_draft(
         &self,
         chat: i64,
         reply_to: Option<i32>,
         draft: &Draft,
         html: &str,
-    ) -> Result<(), String> {
+        again: bool,
+    ) -> Result<(), SendError> {
         if draft.shown.as_deref() == Some(html) {
             return Ok(());
         }
@@ -400,11 +426,11 @@ impl Telegram {
                 | ApiError::MessageIdInvalid),
             )) => {
                 tracing::info!(chat, "the streamed message is gone ({e}); sending anew");
-                self.send_html(chat, reply_to, html, None).await?;
+                self.send_part(chat, reply_to, html, again).await?;
                 self.delete(chat, draft.message_id).await;
                 Ok(())
             }
-            Err(e) => Err(describe(&e)),
+            Err(e) => sent_or(&e),
         }
     }
 

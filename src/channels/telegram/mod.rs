@@ -146,6 +146,7 @@ impl TelegramBot {
             channel,
             GatewaySettings {
                 queue_depth: config.queue_depth,
+                min_free_bytes: config.min_free_mb.saturating_mul(1024 * 1024),
                 ..GatewaySettings::default()
             },
         );

@@ -9,11 +9,16 @@
 //! requests a minute and no errors. A poll that fails is sent again at once — a connection
 //! the network dropped while idle is no reason to make the next message wait — and only
 //! failures in a row back off (1 s doubling up to 30 s).
+//!
+//! While the database's disk is below its reserve, or a batch cannot be written, nothing is
+//! taken: Telegram keeps the updates, each waiting chat is told once, and polling goes on
+//! slowly until the batch can be recorded.
 
 use super::api::{describe, Telegram};
 use super::handler::{Handled, Handler};
 use super::lanes::{self, Lanes};
 use super::store::UpdateLog;
+use crate::gateway::Trouble;
 use std::sync::Arc;
 use std::time::Duration;
 use teloxide::payloads::GetUpdatesSetters;
@@ -37,6 +42,7 @@ pub async fn run(
     handle_recorded(&log, &lanes, shutdown).await;
     let timeout_secs = u32::try_from(tg.timeouts().poll.as_secs()).unwrap_or(u32::MAX);
     let mut failures = Failures::default();
+    let mut held = Held::default();
     while !shutdown.is_cancelled() {
         let offset = match log.offset() {
             Ok(offset) => offset,
@@ -79,13 +85,23 @@ pub async fn run(
         if updates.is_empty() {
             continue;
         }
-        if let Err(e) = log.record(&encode(&updates)) {
-            // Not recorded, so not processed: the offset did not move and Telegram sends the
-            // batch again.
-            tracing::error!("recording updates: {e}");
-            pause(shutdown, Duration::from_secs(1)).await;
+        // Not recorded, so not taken: the offset does not move and Telegram keeps the batch
+        // (for a day) until there is room. Each waiting chat is told once.
+        let trouble = if lanes.handler().gateway.has_room() {
+            log.record(&encode(&updates)).err().map(|e| {
+                tracing::error!("recording updates: {e}");
+                Trouble::of(&e)
+            })
+        } else {
+            Some(Trouble::DiskFull)
+        };
+        if let Some(trouble) = trouble {
+            lanes.handler().hold(&updates, trouble).await;
+            pause(shutdown, held.next()).await;
             continue;
         }
+        held = Held::default();
+        lanes.handler().recorded(&updates);
         handle_recorded(&log, &lanes, shutdown).await;
     }
     Ok(())
@@ -152,6 +168,20 @@ impl Failures {
     }
 }
 
+/// Batches in a row that could not be recorded: the next poll waits 500 ms, doubling up to 5 s
+/// (Telegram answers at once while it has updates for us).
+#[derive(Debug, Default)]
+struct Held(u32);
+
+impl Held {
+    fn next(&mut self) -> Duration {
+        self.0 = self.0.saturating_add(1);
+        Duration::from_millis(500)
+            .saturating_mul(1 << (self.0 - 1).min(4))
+            .min(Duration::from_secs(5))
+    }
+}
+
 async fn pause(shutdown: &CancellationToken, wait: Duration) {
     tokio::select! {
         _ = shutdown.cancelled() => {}
@@ -166,6 +196,7 @@ mod tests {
     #[test]
     fn the_first_failure_is_retried_at_once_then_waits_double_up_to_the_cap() {
         let mut failures = Failures::default();
+        let mut held = Held::default();
         let waits: Vec<Option<u64>> = (0..9)
             .map(|_| failures.next().map(|d| d.as_secs()))
             .collect();
