@@ -103,6 +103,7 @@ impl BotApp {
             supports_images: self.supports_images,
             voice: self.voice.clone(),
             voice_limits: VoiceLimits::from(&self.config.voice),
+            scheduled_patience: Duration::from_secs(self.config.llm.scheduled_retry_budget_secs),
         }
     }
 

@@ -383,6 +383,11 @@ pub struct LlmConfig {
     pub providers: Vec<ProviderKind>,
     /// Tool-call iterations per run before the agent stops with a clear message.
     pub max_iterations: u32,
+    /// Seconds a busy, rate-limited or unreachable model is retried (backoff with jitter,
+    /// `retry-after` honored) before a model call fails; the chat is told once meanwhile.
+    pub retry_budget_secs: u64,
+    /// The same for a scheduled job's run, which nobody waits for.
+    pub scheduled_retry_budget_secs: u64,
     pub anthropic: ProviderConfig,
     pub openai: ProviderConfig,
 }
@@ -405,7 +410,8 @@ pub struct ProviderConfig {
     pub timeout_secs: Option<u64>,
     /// Seconds of silence tolerated between chunks of a streaming answer.
     pub idle_timeout_secs: Option<u64>,
-    /// Tries per request (the first included) on rate limits, overload and connection errors.
+    /// Tries per request (the first included) on rate limits, overload and connection errors;
+    /// by default only `llm.retry_budget_secs` limits them.
     pub max_attempts: Option<u32>,
 }
 
@@ -653,6 +659,8 @@ impl Default for LlmConfig {
         LlmConfig {
             providers: vec![ProviderKind::Anthropic, ProviderKind::Openai],
             max_iterations: 25,
+            retry_budget_secs: 60,
+            scheduled_retry_budget_secs: 600,
             anthropic: ProviderConfig::default(),
             openai: ProviderConfig::default(),
         }
@@ -792,6 +800,14 @@ impl Config {
                 Some(self.telegram.request_timeout_secs),
             ),
             ("voice.max_seconds".into(), Some(self.voice.max_seconds)),
+            (
+                "llm.retry_budget_secs".into(),
+                Some(self.llm.retry_budget_secs),
+            ),
+            (
+                "llm.scheduled_retry_budget_secs".into(),
+                Some(self.llm.scheduled_retry_budget_secs),
+            ),
             ("voice.timeout_secs".into(), Some(self.voice.timeout_secs)),
             (
                 "scheduler.min_interval_secs".into(),

@@ -83,6 +83,7 @@ pub async fn run_once(app: &App, prompt: &str) -> anyhow::Result<i32> {
             events: printer(false),
             control,
             background: background_printer(),
+            patience: None,
         })
         .await;
     ctrl_c.abort();
@@ -199,6 +200,7 @@ pub async fn chat(app: &App) -> anyhow::Result<i32> {
                 events: printer(true),
                 control,
                 background: background_printer(),
+                patience: None,
             })
             .await;
         ctrl_c.abort();

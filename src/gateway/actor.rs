@@ -149,6 +149,10 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
                 inner: inner.clone(),
             }
             .background_reporter(row.chat_id, row.session.clone()),
+            patience: match row.origin {
+                Origin::Scheduled { .. } => inner.settings.scheduled_patience,
+                _ => None,
+            },
         })
         .await;
     view.finish().await;
@@ -186,11 +190,12 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
                 outcome.unconsumed_steer,
             ),
         },
-        Err(e) => (
-            RunStatus::Failed,
-            format!("Sorry, I could not finish that: {e}"),
-            Vec::new(),
-        ),
+        Err(failure) => {
+            inner.record_failure(&row, &failure);
+            let scheduled = matches!(row.origin, Origin::Scheduled { .. });
+            let told = failure.tell(&row.preview, scheduled);
+            (RunStatus::Failed, told, Vec::new())
+        }
     };
     let text = if text.trim().is_empty() {
         "(done — the model gave no text)".to_string()

@@ -21,6 +21,7 @@
 
 mod actor;
 pub mod channel;
+mod failure;
 mod notices;
 mod recovery;
 pub mod runner;
@@ -29,6 +30,7 @@ pub mod store;
 pub mod worker;
 
 pub use channel::{Channel, DraftFn, RunInfo, RunView, SendError};
+pub use failure::{FailureKind, RunFailure};
 pub use runner::AgentRunner;
 pub use storage::Trouble;
 
@@ -242,6 +244,9 @@ pub struct GatewaySettings {
     pub session_prefix: String,
     /// No run starts while the database's disk has less free (its bookkeeping needs room).
     pub min_free_bytes: u64,
+    /// How long a scheduled job's model calls wait out a busy model (nobody waits for the
+    /// answer); `None`: as long as a chat's.
+    pub scheduled_patience: Option<Duration>,
 }
 
 impl Default for GatewaySettings {
@@ -251,6 +256,7 @@ impl Default for GatewaySettings {
             idle: Duration::from_secs(600),
             session_prefix: "telegram".into(),
             min_free_bytes: 64 * 1024 * 1024,
+            scheduled_patience: None,
         }
     }
 }
@@ -278,6 +284,8 @@ pub struct Gateway {
 
 struct Inner {
     agent: Arc<dyn AgentRunner>,
+    /// For the audit log (a failed run's details).
+    db: Arc<Database>,
     /// The chats' conversations (`/new` resets one, recovery closes one).
     sessions: SessionStore,
     store: RunStore,
@@ -304,6 +312,7 @@ impl Gateway {
         Gateway {
             inner: Arc::new(Inner {
                 agent,
+                db: db.clone(),
                 sessions: SessionStore::new(db.clone()),
                 store: RunStore::new(db),
                 channel,
@@ -449,6 +458,33 @@ impl Gateway {
         }
     }
 
+    /// `/retry`: queue again the chat's messages that got no answer since its last answered
+    /// one (the model failed, or a restart cut them off), in order, each once. Scheduled jobs
+    /// are left to the scheduler, which tries them again itself. Returns how many were queued.
+    pub fn retry(&self, chat_id: i64, user_id: i64) -> Result<usize, SubmitError> {
+        let mut queued = 0;
+        for row in self.inner.store.unanswered(chat_id)? {
+            let origin = match row.origin {
+                Origin::Scheduled { .. } => continue,
+                Origin::Background { job } => Origin::Background { job },
+                _ => Origin::User { user_id },
+            };
+            let submission = Submission {
+                chat_id,
+                origin,
+                input: row.input,
+                preview: row.preview,
+                reply_to: row.reply_to,
+                dedup_key: Some(format!("retry:{}", row.id)),
+                deliver: true,
+                session: row.session,
+            };
+            self.submit(submission)?;
+            queued += 1;
+        }
+        Ok(queued)
+    }
+
     /// `/steer TEXT`: deliver `text` to the running agent before its next step. False when
     /// nothing runs in the chat.
     pub fn steer(&self, chat_id: i64, text: &str) -> bool {
@@ -539,6 +575,29 @@ impl Inner {
         row.session
             .clone()
             .unwrap_or_else(|| format!("{}:{}", self.settings.session_prefix, row.chat_id))
+    }
+
+    /// A run failed: the details go to the log and the audit log (the chat gets plain words).
+    fn record_failure(&self, row: &RunRow, failure: &RunFailure) {
+        tracing::warn!(
+            run = row.id,
+            chat = row.chat_id,
+            kind = ?failure.kind,
+            "the run could not finish: {}",
+            failure.detail
+        );
+        let entry = crate::audit::AuditEntry {
+            session: self.session_of(row),
+            tool: "run".into(),
+            input: row.preview.clone(),
+            decision: crate::audit::AuditDecision::Error,
+            reason: format!("{:?}: {}", failure.kind, failure.detail),
+            exit_code: None,
+            duration_ms: 0,
+        };
+        if let Err(e) = crate::audit::record(&self.db, &entry) {
+            tracing::warn!(run = row.id, "auditing a failed run: {e}");
+        }
     }
 
     /// Hand `result` to everyone waiting for its run.

@@ -69,7 +69,7 @@ pub(super) fn interrupted_notice(row: &RunRow) -> String {
     };
     format!(
         "I was restarted while working on{what}: “{}”. I did not run it again, because it may \
-         have done part of its work already; send it again if you still want it.",
+         have done part of its work already; tap /retry if you still want it.",
         row.preview
     )
 }

@@ -244,6 +244,27 @@ impl RunStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The chat's runs that got no answer since its last answered one — failed, or cut off by
+    /// a restart — and were not retried yet, oldest first (a retry's dedup key is
+    /// `retry:<id>`).
+    pub fn unanswered(&self, chat_id: i64) -> Result<Vec<RunRow>, DbError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM gateway_runs AS g
+             WHERE chat_id = ?1 AND deliver = 1 AND state = 'answered'
+               AND outcome IN ('failed', 'interrupted')
+               AND id > (SELECT coalesce(max(id), 0) FROM gateway_runs
+                         WHERE chat_id = ?1 AND state = 'answered'
+                           AND outcome IN ('answered', 'iteration_limit', 'stopped'))
+               AND NOT EXISTS (SELECT 1 FROM gateway_runs
+                               WHERE dedup_key = 'retry:' || g.id)
+             ORDER BY id"
+        );
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([chat_id], row_to_run)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     fn set_state(&self, id: i64, state: RunState) -> Result<(), DbError> {
         self.db.conn().execute(
             "UPDATE gateway_runs SET state = ?2,

@@ -22,6 +22,8 @@ struct Model {
     max_overlap: Mutex<HashMap<String, usize>>,
     total_active: AtomicUsize,
     max_total: AtomicUsize,
+    /// Answer every call with 529 (overloaded).
+    overloaded: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -39,6 +41,15 @@ impl Provider for Model {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
         let prompt = req.messages.last().map(|m| m.text()).unwrap_or_default();
+        if self.overloaded.load(Ordering::SeqCst) {
+            lock(&self.calls).push(prompt);
+            return Err(LlmError::Http {
+                provider: "model".into(),
+                status: 529,
+                attempts: 5,
+                message: "overloaded_error: Overloaded".into(),
+            });
+        }
         let group = prompt.split_whitespace().nth(1).unwrap_or("").to_string();
         lock(&self.calls).push(prompt.clone());
         {
@@ -507,6 +518,59 @@ async fn an_answer_waits_for_a_database_that_refuses_writes_and_the_chat_is_told
         .unwrap()
         .unwrap();
     assert_eq!((row.state, row.parts_sent), (RunState::Answered, 1));
+}
+
+#[tokio::test]
+async fn failed_runs_tell_the_chat_in_plain_words_and_retry_runs_them_again_once() {
+    let s = setup();
+    s.gateway
+        .submit(user(4, "fine"))
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    s.model.overloaded.store(true, Ordering::SeqCst);
+    let first = s.gateway.submit(user(4, "one")).unwrap();
+    let second = s.gateway.submit(user(4, "two")).unwrap();
+    for (handle, preview) in [(first, "one"), (second, "two")] {
+        let result = handle.wait().await.unwrap();
+        assert_eq!(result.status, RunStatus::Failed);
+        assert_eq!(
+            result.text,
+            format!(
+                "The model stayed overloaded while I kept trying, so I could not answer \
+                 “{preview}”. Tap /retry to try again."
+            )
+        );
+    }
+    // The details are in the audit log, not in the chat.
+    let audit = crate::audit::recent(&s.db, 10).unwrap();
+    let failed: Vec<_> = audit.iter().filter(|r| r.tool == "run").collect();
+    assert_eq!(failed.len(), 2);
+    assert!(
+        failed.iter().all(|r| r.reason.contains("HTTP 529")),
+        "{failed:?}"
+    );
+
+    s.model.overloaded.store(false, Ordering::SeqCst);
+    assert_eq!(s.gateway.retry(4, 1).unwrap(), 2);
+    // A second tap while they wait or after they ran queues nothing more.
+    assert_eq!(s.gateway.retry(4, 1).unwrap(), 0);
+    wait_until("both answered", || {
+        lock(&s.channel.delivered)
+            .iter()
+            .filter(|d| d.2.starts_with("echo: "))
+            .count()
+            == 3
+    })
+    .await;
+    let answers: Vec<String> = lock(&s.channel.delivered)
+        .iter()
+        .map(|d| d.2.clone())
+        .filter(|t| t.starts_with("echo: "))
+        .collect();
+    assert_eq!(answers, ["echo: fine", "echo: one", "echo: two"]);
+    assert_eq!(s.gateway.retry(4, 1).unwrap(), 0);
 }
 
 #[test]

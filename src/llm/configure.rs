@@ -19,13 +19,13 @@ pub fn from_config(config: &LlmConfig) -> Result<Failover, LlmError> {
         seen.push(kind);
         match kind {
             ProviderKind::Anthropic if !config.anthropic.api_key.is_empty() => {
-                let settings = settings(&config.anthropic, Anthropic::default_settings());
+                let settings = settings(config, &config.anthropic, Anthropic::default_settings());
                 providers.push(Box::new(Anthropic::new(settings)?));
             }
             ProviderKind::Openai
                 if !config.openai.api_key.is_empty() || has_base_url(&config.openai) =>
             {
-                let settings = settings(&config.openai, OpenAi::default_settings());
+                let settings = settings(config, &config.openai, OpenAi::default_settings());
                 providers.push(Box::new(OpenAi::new(settings)?));
             }
             _ => {}
@@ -65,8 +65,13 @@ fn missing_message(listed: &[ProviderKind]) -> String {
 }
 
 /// The config's values over the provider's defaults.
-fn settings(config: &ProviderConfig, defaults: ProviderSettings) -> ProviderSettings {
+fn settings(
+    llm: &LlmConfig,
+    config: &ProviderConfig,
+    defaults: ProviderSettings,
+) -> ProviderSettings {
     let mut http = HttpOptions::default();
+    http.retry.budget = Duration::from_secs(llm.retry_budget_secs);
     if let Some(secs) = config.timeout_secs {
         http.request_timeout = Duration::from_secs(secs.max(1));
     }
@@ -155,13 +160,18 @@ mod tests {
             idle_timeout_secs: Some(300),
             max_attempts: Some(0),
         };
-        let s = settings(&config, Anthropic::default_settings());
+        let llm = LlmConfig {
+            retry_budget_secs: 90,
+            ..LlmConfig::default()
+        };
+        let s = settings(&llm, &config, Anthropic::default_settings());
         assert_eq!(s.base_url, Anthropic::DEFAULT_BASE_URL);
         assert_eq!(s.model, "claude-opus-4-1");
         assert_eq!(s.max_tokens, 1000);
         assert_eq!(s.http.request_timeout, Duration::from_secs(30));
         assert_eq!(s.http.idle_timeout, Duration::from_secs(30));
         assert_eq!(s.http.retry.max_attempts, 1);
+        assert_eq!(s.http.retry.budget, Duration::from_secs(90));
     }
 
     #[test]

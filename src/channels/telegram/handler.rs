@@ -171,6 +171,18 @@ impl Handler {
                 }
             },
             Command::Status => Some(commands::status_reply(&self.gateway.status(chat))),
+            Command::Retry => match self.gateway.retry(chat, user_id) {
+                Ok(queued) => commands::retry_reply(queued),
+                Err(SubmitError::Busy { queued }) => Some(escape(&commands::busy_reply(queued))),
+                Err(SubmitError::ShuttingDown) => return Handled::Later,
+                Err(SubmitError::Store(e)) => {
+                    tracing::error!(chat, "retrying: {e}");
+                    self.gateway
+                        .tell_waiting(chat, Some(message_id), Trouble::of(&e))
+                        .await;
+                    return Handled::Retry;
+                }
+            },
             Command::Approvals(args) => {
                 let session = self.gateway.session_key(chat);
                 let words: Vec<&str> = args.split_whitespace().collect();

@@ -89,6 +89,8 @@ pub struct TelegramSetup<'a> {
     pub voice: Option<Arc<dyn Transcribe>>,
     /// `[voice] max_bytes` and `max_seconds`.
     pub voice_limits: VoiceLimits,
+    /// `llm.scheduled_retry_budget_secs`: how long a scheduled job waits out a busy model.
+    pub scheduled_patience: Duration,
 }
 
 /// A connected bot, ready to poll.
@@ -147,6 +149,7 @@ impl TelegramBot {
             GatewaySettings {
                 queue_depth: config.queue_depth,
                 min_free_bytes: config.min_free_mb.saturating_mul(1024 * 1024),
+                scheduled_patience: Some(app.scheduled_patience),
                 ..GatewaySettings::default()
             },
         );

@@ -196,7 +196,6 @@ mod tests {
     #[test]
     fn the_first_failure_is_retried_at_once_then_waits_double_up_to_the_cap() {
         let mut failures = Failures::default();
-        let mut held = Held::default();
         let waits: Vec<Option<u64>> = (0..9)
             .map(|_| failures.next().map(|d| d.as_secs()))
             .collect();
@@ -217,5 +216,8 @@ mod tests {
         let mut failures = Failures(u32::MAX - 1);
         assert_eq!(failures.next(), Some(MAX_BACKOFF));
         assert_eq!(failures.next(), Some(MAX_BACKOFF));
+        let mut held = Held::default();
+        let waits: Vec<u128> = (0..7).map(|_| held.next().as_millis()).collect();
+        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000, 5000]);
     }
 }
