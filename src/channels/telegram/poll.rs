@@ -69,7 +69,7 @@ pub async fn run(
             }
             Err(e) => {
                 match failures.next() {
-                    None => tracing::info!("getUpdates failed: {} (retrying now)", describe(&e)),
+                    None => tracing::warn!("getUpdates failed: {} (retrying now)", describe(&e)),
                     Some(wait) => {
                         tracing::warn!(
                             "getUpdates failed: {} (retrying in {wait:?})",
