@@ -82,9 +82,10 @@ impl RunFailure {
 impl From<&LlmError> for FailureKind {
     fn from(error: &LlmError) -> FailureKind {
         match error {
-            LlmError::Http { status, .. } if matches!(status, 429 | 503 | 529) => {
-                FailureKind::ModelBusy
-            }
+            LlmError::Http {
+                status: 429 | 503 | 529,
+                ..
+            } => FailureKind::ModelBusy,
             LlmError::Http { status, .. } if *status >= 500 => FailureKind::ModelUnreachable,
             LlmError::Connect { .. } | LlmError::Timeout { .. } | LlmError::Stream { .. } => {
                 FailureKind::ModelUnreachable
