@@ -43,8 +43,8 @@ pub trait Channel: Send + Sync + 'static {
     /// can go on where the last process stopped.
     fn parts(&self, text: &str) -> Vec<String>;
 
-    /// Send part `index` (from 0) of `parts(text)` to the run's chat; part 0 replaces the run's
-    /// draft, if it has one. `again`: an earlier try of this part may have arrived (a restart
+    /// Send part `index` (from 0) of `parts(text)` to the run's chat; part 0 replies to the
+    /// run's message and replaces its draft, if it has one. `again`: an earlier try of this part may have arrived (a restart
     /// or a time-out came between sending it and hearing back) — a new message says it may be
     /// a repeat; an edit of the draft is simply made again.
     async fn send_part(

@@ -120,11 +120,8 @@ impl Inner {
             deliver: true,
             draft: None,
         };
+        // The channel replies with the first part only.
         for (index, part) in self.channel.parts(text).iter().enumerate() {
-            let info = RunInfo {
-                reply_to: if index == 0 { reply_to } else { None },
-                ..info.clone()
-            };
             self.channel
                 .send_part(&info, index, part, false)
                 .await

@@ -97,7 +97,7 @@ enum Repeat {
 /// Whether a failed request may have been carried out by Telegram all the same: it was sent
 /// and no answer came (a time-out, a connection that broke mid-request), or the answer came
 /// and could not be read.
-pub fn may_have_arrived(error: &RequestError) -> bool {
+fn may_have_arrived(error: &RequestError) -> bool {
     match error {
         RequestError::Network(e) => !e.is_connect(),
         RequestError::Io(_) | RequestError::InvalidJson { .. } => true,
@@ -107,7 +107,7 @@ pub fn may_have_arrived(error: &RequestError) -> bool {
 
 /// Heads a message sent again because an earlier try may have arrived (see
 /// [`Telegram::send_part`]).
-pub const SENT_AGAIN: &str =
+const SENT_AGAIN: &str =
     "↻ <i>Sent again: warden could not confirm that this arrived, so it may be a repeat.</i>";
 
 /// A failed send, as the gateway sees it. Telegram answered what it could not read: the
