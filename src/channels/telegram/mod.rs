@@ -153,6 +153,14 @@ impl TelegramBot {
                 ..GatewaySettings::default()
             },
         );
+        if !gateway.has_room() {
+            tracing::warn!(
+                "less than telegram.min_free_mb ({} MB) is free on the disk of {}: messages \
+                 wait until there is room",
+                config.min_free_mb,
+                app.db.path().map(|p| p.display().to_string()).unwrap_or_default()
+            );
+        }
         let recovery = gateway
             .recover()
             .await
