@@ -161,9 +161,13 @@ async fn run(messages: usize) {
         percentile(&overheads, 0.99),
     );
     println!("  (includes the fake LLM's HTTP round trip; both fakes answer with TCP_NODELAY)");
+    // /proc counts CPU time in clock ticks (10 ms at 100 Hz): less than one shows as zero.
+    let tick =
+        Duration::from_millis(1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
+    let idle_cpu = idle_cpu.max(tick);
     println!(
         "  idle for {watched:.0?} (30 s long polls held by the fake): {idle_polls} getUpdates = {per_minute:.1} per minute; \
-         gateway CPU {idle_cpu:?} = {:.3} % of one core",
+         gateway CPU at most {idle_cpu:?} (/proc counts in {tick:?} ticks) = at most {:.3} % of one core",
         idle_cpu.as_secs_f64() * 100.0 / watched.as_secs_f64()
     );
     let log = bot.stderr();

@@ -158,7 +158,10 @@ impl TelegramBot {
                 "less than telegram.min_free_mb ({} MB) is free on the disk of {}: messages \
                  wait until there is room",
                 config.min_free_mb,
-                app.db.path().map(|p| p.display().to_string()).unwrap_or_default()
+                app.db
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
             );
         }
         let recovery = gateway
