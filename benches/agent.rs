@@ -105,6 +105,7 @@ fn bench_agent(c: &mut Criterion) {
                         events: Arc::new(|_| {}),
                         control: RunControl::new(),
                         background: warden::tools::background::ignore_background(),
+                        patience: None,
                     })
                     .await
                     .unwrap()

@@ -6,10 +6,14 @@
 //!   the messages below (gateway and worker), and once the worker has stopped;
 //! - the overhead per message excluding the model: from the moment the fake hands the update
 //!   to the bot (getUpdates returns) until the answer's sendMessage arrives — one message at a
-//!   time, so nothing waits in a queue.
+//!   time, so nothing waits in a queue;
+//! - the idle bot with the default 30 s long poll, which the fake holds for its whole timeout
+//!   as Telegram does: `getUpdates` calls per minute, and the CPU time the gateway used
+//!   (utime + stime from /proc) over that minute.
 //!
 //! `cargo bench --bench telegram_bot` (release build). `WARDEN_BENCH_MESSAGES` sets the count,
-//! `WARDEN_BENCH_WORKER_IDLE` the worker's idle seconds (default 3).
+//! `WARDEN_BENCH_WORKER_IDLE` the worker's idle seconds (default 3), `WARDEN_BENCH_IDLE_SECS`
+//! how long the idle bot is watched (default 60).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -28,6 +32,21 @@ fn status_kb(pid: u32, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// CPU time the process used so far (user + system), from /proc/<pid>/stat.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // pid (comm) state … ; utime and stime are the 14th and 15th fields, in clock ticks.
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    let fields: Vec<u64> = after
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(fields.iter().sum::<u64>() * 1000 / ticks)
 }
 
 fn threads(pid: u32) -> u64 {
@@ -112,6 +131,19 @@ async fn run(messages: usize) {
     }
     let retired_after = last_answer.elapsed();
     let rested_rss = status_kb(pid, "VmRSS:");
+
+    let watch_secs: u64 = std::env::var("WARDEN_BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let polls_before = tg.count("getUpdates");
+    let cpu_before = cpu_time(pid);
+    let watched = Instant::now();
+    tokio::time::sleep(Duration::from_secs(watch_secs)).await;
+    let watched = watched.elapsed();
+    let idle_cpu = cpu_time(pid).saturating_sub(cpu_before);
+    let idle_polls = tg.count("getUpdates") - polls_before;
+    let per_minute = idle_polls as f64 * 60.0 / watched.as_secs_f64();
     overheads.sort();
     let mean = overheads.iter().sum::<Duration>() / overheads.len() as u32;
 
@@ -129,5 +161,19 @@ async fn run(messages: usize) {
         percentile(&overheads, 0.99),
     );
     println!("  (includes the fake LLM's HTTP round trip; both fakes answer with TCP_NODELAY)");
+    // /proc counts CPU time in clock ticks (10 ms at 100 Hz): less than one shows as zero.
+    let tick =
+        Duration::from_millis(1000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64);
+    let idle_cpu = idle_cpu.max(tick);
+    println!(
+        "  idle for {watched:.0?} (30 s long polls held by the fake): {idle_polls} getUpdates = {per_minute:.1} per minute; \
+         gateway CPU at most {idle_cpu:?} (/proc counts in {tick:?} ticks) = at most {:.3} % of one core",
+        idle_cpu.as_secs_f64() * 100.0 / watched.as_secs_f64()
+    );
+    let log = bot.stderr();
+    println!(
+        "  failed polls logged while idle: {}",
+        log.matches("getUpdates failed").count()
+    );
     drop(bot);
 }

@@ -104,6 +104,7 @@ impl BotApp {
             voice: self.voice.clone(),
             voice_limits: VoiceLimits::from(&self.config.voice),
             untrusted_folders: self.config.trust.untrusted_paths.clone(),
+            scheduled_patience: Duration::from_secs(self.config.llm.scheduled_retry_budget_secs),
         }
     }
 

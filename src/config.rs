@@ -394,6 +394,11 @@ pub struct LlmConfig {
     pub providers: Vec<ProviderKind>,
     /// Tool-call iterations per run before the agent stops with a clear message.
     pub max_iterations: u32,
+    /// Seconds a busy, rate-limited or unreachable model is retried (backoff with jitter,
+    /// `retry-after` honored) before a model call fails; the chat is told once meanwhile.
+    pub retry_budget_secs: u64,
+    /// The same for a scheduled job's run, which nobody waits for.
+    pub scheduled_retry_budget_secs: u64,
     pub anthropic: ProviderConfig,
     pub openai: ProviderConfig,
     /// The model of the first usable provider, over its `model`: `-m` or `WARDEN_MODEL`.
@@ -419,7 +424,8 @@ pub struct ProviderConfig {
     pub timeout_secs: Option<u64>,
     /// Seconds of silence tolerated between chunks of a streaming answer.
     pub idle_timeout_secs: Option<u64>,
-    /// Tries per request (the first included) on rate limits, overload and connection errors.
+    /// Tries per request (the first included) on rate limits, overload and connection errors;
+    /// by default only `llm.retry_budget_secs` limits them.
     pub max_attempts: Option<u32>,
 }
 
@@ -540,11 +546,18 @@ pub struct TelegramConfig {
     pub max_send_bytes: u64,
     /// Seconds a shutdown waits for running agents before recording them as interrupted.
     pub shutdown_grace_secs: u64,
-    /// Long-polling timeout of `getUpdates`, in seconds.
+    /// Long-polling timeout of `getUpdates`, in seconds: Telegram holds an idle poll this long
+    /// (the client waits 10 s more).
     pub poll_timeout_secs: u32,
+    /// Seconds any other Bot API request may take. A message whose send timed out may have
+    /// arrived all the same: it is sent once more, marked as possibly repeated.
+    pub request_timeout_secs: u64,
     /// Seconds the agent worker process stays up after its last run (the next run starts a
     /// new one). While it is down the bot holds only the gateway in memory.
     pub worker_idle_secs: u64,
+    /// Megabytes that must stay free on the database's disk: with less, new messages wait
+    /// (kept by Telegram, the chat told once) so the runs already going have room to finish.
+    pub min_free_mb: u64,
 }
 
 impl Default for TelegramConfig {
@@ -559,7 +572,9 @@ impl Default for TelegramConfig {
             max_send_bytes: 50 * 1024 * 1024,
             shutdown_grace_secs: 20,
             poll_timeout_secs: 30,
+            request_timeout_secs: 60,
             worker_idle_secs: 300,
+            min_free_mb: 64,
         }
     }
 }
@@ -660,6 +675,8 @@ impl Default for LlmConfig {
         LlmConfig {
             providers: vec![ProviderKind::Anthropic, ProviderKind::Openai],
             max_iterations: 25,
+            retry_budget_secs: 60,
+            scheduled_retry_budget_secs: 600,
             anthropic: ProviderConfig::default(),
             openai: ProviderConfig::default(),
             model_override: None,
@@ -793,7 +810,23 @@ impl Config {
                 "telegram.worker_idle_secs".into(),
                 Some(self.telegram.worker_idle_secs),
             ),
+            (
+                "telegram.poll_timeout_secs".into(),
+                Some(self.telegram.poll_timeout_secs.into()),
+            ),
+            (
+                "telegram.request_timeout_secs".into(),
+                Some(self.telegram.request_timeout_secs),
+            ),
             ("voice.max_seconds".into(), Some(self.voice.max_seconds)),
+            (
+                "llm.retry_budget_secs".into(),
+                Some(self.llm.retry_budget_secs),
+            ),
+            (
+                "llm.scheduled_retry_budget_secs".into(),
+                Some(self.llm.scheduled_retry_budget_secs),
+            ),
             ("voice.timeout_secs".into(), Some(self.voice.timeout_secs)),
             (
                 "scheduler.min_interval_secs".into(),

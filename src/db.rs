@@ -28,6 +28,32 @@ pub enum DbError {
     Io(#[from] std::io::Error),
 }
 
+impl DbError {
+    /// Whether the write failed for want of disk space (then it works again once there is
+    /// room, with nothing lost: SQLite rolled the statement back).
+    pub fn is_disk_full(&self) -> bool {
+        let full_io = |e: &std::io::Error| {
+            matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        };
+        match self {
+            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+            | DbError::Open {
+                source: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } => e.code == rusqlite::ErrorCode::DiskFull,
+            DbError::Io(e) => full_io(e),
+            _ => false,
+        }
+    }
+}
+
+/// The write-ahead log is folded into the database every this many pages (SQLite's default is
+/// 1000, about 4 MB) …
+const WAL_CHECKPOINT_PAGES: u32 = 256;
+/// … and cut back to this size after each checkpoint (SQLite keeps it at its largest by
+/// default): on a small disk the log must not hold the room the data needs.
+const WAL_SIZE_LIMIT: i64 = 1024 * 1024;
+
 /// A shared connection. SQLite calls are short; callers hold the lock only for one statement
 /// or one transaction.
 pub struct Database {
@@ -66,6 +92,8 @@ impl Database {
         migrations: &[Migration],
     ) -> Result<Arc<Database>, DbError> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -109,6 +137,22 @@ impl Database {
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
+
+    /// Bytes free for this user on the database's file system (`None`: in memory, or the
+    /// file system would not say).
+    pub fn free_bytes(&self) -> Option<u64> {
+        let dir = self.path.as_deref()?.parent()?;
+        let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+        Some((stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64))
+    }
+
+    /// Fold the write-ahead log into the database and cut it to nothing, if no reader holds
+    /// it (then it is left for the next time).
+    pub fn checkpoint(&self) -> Result<(), DbError> {
+        self.conn()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +192,48 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let perms = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(perms, 0o600);
+    }
+
+    #[test]
+    fn the_write_ahead_log_stays_small_and_free_space_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let db = Database::open(&path, FIRST).unwrap();
+        let wal = dir.path().join("w.db-wal");
+        let blob = vec![b'x'; 64 * 1024];
+        let mut largest = 0;
+        // 32 MB through the log, one transaction per row, as the stores write.
+        for _ in 0..512 {
+            db.conn()
+                .execute("INSERT INTO one VALUES (?1)", [&blob])
+                .unwrap();
+            largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        }
+        // The limit plus the transaction that was being written when the log was checked.
+        assert!(
+            largest < WAL_SIZE_LIMIT as u64 + 2 * (WAL_CHECKPOINT_PAGES as u64) * 4096,
+            "the log grew to {largest} bytes"
+        );
+        db.checkpoint().unwrap();
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+        assert!(db.free_bytes().unwrap() > 0);
+        assert_eq!(Database::open_in_memory(FIRST).unwrap().free_bytes(), None);
+    }
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_failures() {
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        );
+        assert!(DbError::Sqlite(full).is_disk_full());
+        let busy = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            None,
+        );
+        assert!(!DbError::Sqlite(busy).is_disk_full());
+        assert!(DbError::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)).is_disk_full());
+        assert!(!DbError::Io(std::io::Error::other("no")).is_disk_full());
     }
 
     #[test]

@@ -45,6 +45,7 @@ impl Harness {
             events: Arc::new(move |e| events.lock().unwrap().push(e)),
             control,
             background: warden::tools::background::ignore_background(),
+            patience: None,
         }
     }
 }

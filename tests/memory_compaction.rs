@@ -378,6 +378,7 @@ async fn stopping_a_run_during_the_summary_leaves_the_history_alone() {
                     events: Arc::new(|_| {}),
                     control,
                     background: warden::tools::background::ignore_background(),
+                    patience: None,
                 })
                 .await
         }

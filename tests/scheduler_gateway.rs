@@ -13,7 +13,7 @@ use support::fake_llm::{FakeLlm, Request, Turn};
 use warden::agent::{Agent, EventFn, RunControl, SystemPrompt};
 use warden::db::Database;
 use warden::gateway::{
-    Channel, DraftFn, Gateway, GatewaySettings, Origin, RunInfo, RunView, Submission,
+    Channel, DraftFn, Gateway, GatewaySettings, Origin, RunInfo, RunView, SendError, Submission,
 };
 use warden::memory::sessions::SessionStore;
 use warden::policy::PathPolicy;
@@ -65,18 +65,21 @@ impl Channel for Recorder {
     fn open_run(&self, _run: &RunInfo, _control: &RunControl, _draft: DraftFn) -> Box<dyn RunView> {
         Box::new(View)
     }
-    async fn deliver(
+    /// Every answer is one part.
+    fn parts(&self, text: &str) -> Vec<String> {
+        vec![text.to_string()]
+    }
+    async fn send_part(
         &self,
         run: &RunInfo,
-        text: &str,
-        _already_sent: usize,
-        sent: &(dyn Fn(usize) + Send + Sync),
-    ) -> Result<(), String> {
+        _index: usize,
+        part: &str,
+        _again: bool,
+    ) -> Result<(), SendError> {
         self.sent
             .lock()
             .unwrap()
-            .push((run.chat_id, text.to_string(), Instant::now()));
-        sent(1);
+            .push((run.chat_id, part.to_string(), Instant::now()));
         Ok(())
     }
 }

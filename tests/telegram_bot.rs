@@ -357,3 +357,59 @@ async fn a_slow_download_holds_up_neither_another_chat_nor_its_own_answer() {
         answers[0]
     );
 }
+
+/// Telegram holds an idle poll for its whole `timeout` and then answers it empty. The bot's
+/// client must wait that long: with a poll longer than teloxide's default 17 s client
+/// time-out, every idle poll used to fail and back off, and a message after a quiet spell
+/// waited for the backoff. Here the polls are 20 s; after two held polls of silence a message
+/// is picked up by the poll already waiting and answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_polls_are_held_by_the_server_and_a_message_after_a_quiet_spell_is_answered_at_once() {
+    let r = start_with(echo_llm().await, |env| {
+        env.write_config("[telegram]\npoll_timeout_secs = 20\n");
+    })
+    .await;
+    // The first message starts the agent worker; it then stays for worker_idle_secs.
+    r.tg.push_text(OWNER, OWNER, "warm up");
+    r.tg.wait_until("the first answer", WAIT, |t| {
+        t.messages_to(OWNER).len() == 1
+    })
+    .await;
+    let quiet = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(42)).await;
+    let polls: Vec<std::time::Instant> =
+        r.tg.calls()
+            .into_iter()
+            .filter(|c| c.method == "getupdates" && c.at > quiet)
+            .inspect(|c| assert_eq!(c.body["timeout"], 20, "{c:?}"))
+            .map(|c| c.at)
+            .collect();
+    assert!(
+        (2..=3).contains(&polls.len()),
+        "one poll per 20 s of silence: {polls:?}"
+    );
+    for pair in polls.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_secs(19),
+            "each idle poll was held for its timeout: {polls:?}"
+        );
+    }
+    let pushed = std::time::Instant::now();
+    let (update, _) = r.tg.push_text(OWNER, OWNER, "after the quiet");
+    r.tg.wait_until("the answer", WAIT, |t| t.messages_to(OWNER).len() == 2)
+        .await;
+    let served = r.tg.served_at(update).unwrap();
+    let answered = r.tg.messages_to(OWNER)[1].at;
+    assert!(
+        served - pushed < Duration::from_millis(200),
+        "the waiting poll took the message: {:?}",
+        served - pushed
+    );
+    assert!(
+        answered - pushed < Duration::from_secs(1),
+        "answered {:?} after it was sent",
+        answered - pushed
+    );
+    let log = r.bot.stderr();
+    assert!(!log.contains("getUpdates failed"), "{log}");
+}

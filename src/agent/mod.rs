@@ -60,6 +60,20 @@ pub enum AgentEvent {
 
 pub type EventFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 
+/// What a person waiting is told when the model must be waited for.
+fn model_waits(status: Option<u16>, budget_secs: u64) -> String {
+    let why = match status {
+        Some(429) => "The model is rate-limited".to_string(),
+        Some(status) => format!("The model is busy (HTTP {status})"),
+        None => "The model cannot be reached".to_string(),
+    };
+    let how_long = match budget_secs {
+        0..=90 => format!("{budget_secs} s"),
+        secs => format!("{} min", secs.div_ceil(60)),
+    };
+    format!("{why}; warden keeps trying for up to {how_long}…")
+}
+
 /// How a transcript ends when warden stopped mid-run, so the model knows the last prompt was
 /// not finished.
 pub const INTERRUPTED_NOTE: &str = "[this run was interrupted by a restart of warden]";
@@ -161,6 +175,9 @@ pub struct RunRequest {
     /// Where background commands started in this run report, also after it ended: the
     /// chat's queue (the gateway), the terminal.
     pub background: BackgroundFn,
+    /// How long each model call of the run retries a busy or unreachable model (`None`: the
+    /// provider's `retry_budget_secs`).
+    pub patience: Option<Duration>,
 }
 
 impl Agent {
@@ -244,6 +261,7 @@ impl Agent {
             events,
             control,
             background,
+            patience,
         } = request;
         let untrusted = self.untrusted_folders();
         let start = self.sessions.run_start(&session, &untrusted)?;
@@ -275,7 +293,7 @@ impl Agent {
             provenance: Provenance::from_history(&history),
             background,
         };
-        self.converse(&session, history, &ctx, &events, &control)
+        self.converse(&session, history, &ctx, &events, &control, patience)
             .await
     }
 
@@ -291,7 +309,8 @@ impl Agent {
     ) -> Result<RunOutcome, AgentError> {
         let task = Message::user(task);
         self.sessions.append(key, &task)?;
-        self.converse(key, vec![task], ctx, events, control).await
+        self.converse(key, vec![task], ctx, events, control, None)
+            .await
     }
 
     /// Model calls and tool calls until the model answers, the iteration cap, or an abort;
@@ -303,12 +322,17 @@ impl Agent {
         ctx: &ToolContext,
         events: &EventFn,
         control: &RunControl,
+        patience: Option<Duration>,
     ) -> Result<RunOutcome, AgentError> {
         let stream_events = events.clone();
-        let sink = move |event: StreamEvent| {
-            if let StreamEvent::TextDelta { text } = event {
-                stream_events(AgentEvent::TextDelta(text));
-            }
+        let sink = move |event: StreamEvent| match event {
+            StreamEvent::TextDelta { text } => stream_events(AgentEvent::TextDelta(text)),
+            StreamEvent::Retrying {
+                status,
+                budget_secs,
+                ..
+            } => stream_events(AgentEvent::Progress(model_waits(status, budget_secs))),
+            _ => {}
         };
         let tool_specs = self.tools.specs();
         let mut iterations = 0;
@@ -337,6 +361,7 @@ impl Agent {
                 tools: tool_specs.clone(),
                 max_tokens: None,
                 model: None,
+                patience,
             };
             let response = match self.provider.chat(&request, &sink, &ctx.cancel).await {
                 Ok(r) => r,

@@ -33,6 +33,10 @@ impl Deliver for PrintDeliver {
                 events: Arc::new(|_| {}),
                 control: RunControl::new(),
                 background: Arc::new(|_| {}),
+                // Nobody waits at a terminal for a scheduled job: it waits out a busy model.
+                patience: Some(std::time::Duration::from_secs(
+                    self.app.config.llm.scheduled_retry_budget_secs,
+                )),
             })
             .await
             .map_err(|e| DeliverError::Failed(e.to_string()))?;

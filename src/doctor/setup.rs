@@ -151,6 +151,8 @@ fn model(config: &Config, offline: bool) -> Check {
             tools: Vec::new(),
             max_tokens: Some(16),
             model: None,
+            // A probe says "busy" rather than wait a minute for a busy model.
+            patience: Some(PROBE_TIMEOUT),
         };
         crate::llm::Provider::chat(
             &provider,
@@ -199,6 +201,7 @@ fn telegram(config: &Config, offline: bool) -> Check {
     let client = crate::channels::telegram::api::Telegram::new(
         telegram.token.expose(),
         telegram.api_url.as_deref(),
+        crate::channels::telegram::api::Timeouts::of(telegram),
     );
     let client = match client {
         Ok(client) => client,

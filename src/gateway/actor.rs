@@ -5,7 +5,7 @@
 //! `/stop`, `/steer` and `/status` act at once without waiting for the actor.
 
 use super::store::{RunRow, RunState};
-use super::{lock, Inner, Origin, RunInfo, RunResult, RunStatus, Submission};
+use super::{lock, Inner, Origin, RunInfo, RunResult, RunStatus, SendError, Submission};
 use crate::agent::{RunControl, RunEnd, RunRequest};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -90,7 +90,14 @@ async fn execute(inner: &Arc<Inner>, slot: &ChatSlot, queued: Queued) {
         Ok(Some(row)) => row,
         Ok(None) => return,
         Err(e) => {
+            // Not dropped: it is still queued in the store. Try again after a pause (a start
+            // that fails here comes back through the queue, in its place).
             tracing::error!(run = queued.run_id, "reading a queued run: {e}");
+            lock(&slot.state).queue.push_front(queued);
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                _ = inner.closing.cancelled() => {}
+            }
             return;
         }
     };
@@ -106,12 +113,19 @@ async fn execute(inner: &Arc<Inner>, slot: &ChatSlot, queued: Queued) {
 }
 
 async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
-    let control = RunControl::new();
-    if let Err(e) = inner.store.set_running(row.id) {
-        // Running without the durable mark could answer twice after a crash: do not run.
-        tracing::error!(run = row.id, "marking a run as running: {e}");
+    // A full disk would fail the run's own writes: it waits for room first. Running without
+    // the durable mark could answer twice after a crash: it waits for that too.
+    if !inner.room_for(&row).await
+        || inner
+            .durable(&row, false, "marking a run as running", || {
+                inner.store.set_running(row.id)
+            })
+            .await
+            .is_none()
+    {
         return;
     }
+    let control = RunControl::new();
     lock(&slot.state).running = Some(Running {
         preview: row.preview.clone(),
         started: Instant::now(),
@@ -135,6 +149,10 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
                 inner: inner.clone(),
             }
             .background_reporter(row.chat_id, row.session.clone()),
+            patience: match row.origin {
+                Origin::Scheduled { .. } => inner.settings.scheduled_patience,
+                _ => None,
+            },
         })
         .await;
     view.finish().await;
@@ -148,7 +166,8 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
         Ok(outcome) => match outcome.end {
             RunEnd::Aborted if inner.aborting.load(Ordering::SeqCst) => {
                 // Cut short by shutdown, not by the user: told at the next start.
-                if let Err(e) = inner.store.set_interrupted(row.id) {
+                let notice = super::recovery::interrupted_notice(&row);
+                if let Err(e) = inner.store.set_interrupted(&[(row.id, notice)]) {
                     tracing::error!(run = row.id, "recording an interrupted run: {e}");
                 }
                 inner.resolve(RunResult {
@@ -171,19 +190,28 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
                 outcome.unconsumed_steer,
             ),
         },
-        Err(e) => (
-            RunStatus::Failed,
-            format!("Sorry, I could not finish that: {e}"),
-            Vec::new(),
-        ),
+        Err(failure) => {
+            inner.record_failure(&row, &failure);
+            let scheduled = matches!(row.origin, Origin::Scheduled { .. });
+            let told = failure.tell(&row.preview, scheduled);
+            (RunStatus::Failed, told, Vec::new())
+        }
     };
     let text = if text.trim().is_empty() {
         "(done — the model gave no text)".to_string()
     } else {
         text
     };
-    if let Err(e) = inner.store.set_replying(row.id, status.as_str(), &text) {
-        tracing::error!(run = row.id, "storing an answer: {e}");
+    // Nothing reaches the chat before the store has the answer: a restart would otherwise
+    // tell the chat that the run was cut off after it was answered.
+    if inner
+        .durable(&row, true, "storing an answer", || {
+            inner.store.set_replying(row.id, status.as_str(), &text)
+        })
+        .await
+        .is_none()
+    {
+        return;
     }
     let row = RunRow {
         state: RunState::Replying,
@@ -216,31 +244,65 @@ fn draft_recorder(inner: &Inner, run: i64, cell: &Arc<Mutex<Option<i64>>>) -> su
     })
 }
 
-/// Send the stored answer (skipping parts sent before a restart), then mark the run answered.
+/// Send the stored answer from the first part not known to have arrived, then mark the run
+/// answered. Each part is marked `sending` before it goes out and counted once the channel
+/// took it; a part that may have arrived before (a restart, a time-out) goes out once more,
+/// marked as a possible repeat — never silently twice.
 async fn deliver(inner: &Inner, row: &RunRow, text: &str) {
     if row.deliver {
-        let store = inner.store.clone();
-        let id = row.id;
-        let sent = move |parts: usize| {
-            if let Err(e) = store.set_parts_sent(id, parts) {
-                tracing::error!(run = id, "recording delivery progress: {e}");
+        let info = info(row);
+        let parts = inner.channel.parts(text);
+        for (index, part) in parts.iter().enumerate().skip(row.parts_sent) {
+            let number = index + 1;
+            let mut again = row.sending >= number;
+            if inner
+                .durable(row, true, "recording a part being sent", || {
+                    inner.store.set_sending(row.id, number)
+                })
+                .await
+                .is_none()
+            {
+                return;
             }
-        };
-        if let Err(e) = inner
-            .channel
-            .deliver(&info(row), text, row.parts_sent, &sent)
-            .await
-        {
-            // Not retried forever: a blocked bot or a deleted chat would never accept it.
-            tracing::warn!(
-                run = row.id,
-                chat = row.chat_id,
-                "answer not delivered: {e}"
-            );
+            let mut result = inner.channel.send_part(&info, index, part, again).await;
+            if let (Err(SendError::MayHaveArrived(e)), false) = (&result, again) {
+                tracing::warn!(
+                    run = row.id,
+                    part = number,
+                    "{e}; sending it once more, marked"
+                );
+                again = true;
+                result = inner.channel.send_part(&info, index, part, again).await;
+            }
+            if let Err(e) = result {
+                // Not retried forever: a blocked bot or a deleted chat would never accept it.
+                tracing::warn!(
+                    run = row.id,
+                    chat = row.chat_id,
+                    part = number,
+                    "answer not delivered: {e}"
+                );
+                break;
+            }
+            if inner
+                .durable(row, true, "recording delivery progress", || {
+                    inner.store.set_parts_sent(row.id, number)
+                })
+                .await
+                .is_none()
+            {
+                return;
+            }
         }
     }
-    if let Err(e) = inner.store.set_answered(row.id) {
-        tracing::error!(run = row.id, "marking a run answered: {e}");
+    if inner
+        .durable(row, true, "marking a run answered", || {
+            inner.store.set_answered(row.id)
+        })
+        .await
+        .is_none()
+    {
+        return;
     }
     inner.resolve(RunResult {
         run_id: row.id,

@@ -39,17 +39,32 @@ pub trait Channel: Send + Sync + 'static {
     /// learns where the answer streams, if it does.
     fn open_run(&self, run: &RunInfo, control: &RunControl, draft: DraftFn) -> Box<dyn RunView>;
 
-    /// Send `text` (markdown) to the run's chat, split into parts the same way every time; the
-    /// first part replaces the run's draft, if it has one. `already_sent` parts were
-    /// delivered before a restart and are skipped; `sent(n)` is called after part `n`
-    /// (counting from 1) was accepted, so progress can be stored.
-    async fn deliver(
+    /// The messages `text` (markdown) is sent as: split the same way every time, so a restart
+    /// can go on where the last process stopped.
+    fn parts(&self, text: &str) -> Vec<String>;
+
+    /// Send part `index` (from 0) of `parts(text)` to the run's chat; part 0 replies to the
+    /// run's message and replaces its draft, if it has one. `again`: an earlier try of this part may have arrived (a restart
+    /// or a time-out came between sending it and hearing back) — a new message says it may be
+    /// a repeat; an edit of the draft is simply made again.
+    async fn send_part(
         &self,
         run: &RunInfo,
-        text: &str,
-        already_sent: usize,
-        sent: &(dyn Fn(usize) + Send + Sync),
-    ) -> Result<(), String>;
+        index: usize,
+        part: &str,
+        again: bool,
+    ) -> Result<(), SendError>;
+}
+
+/// Why a part was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Sent, but no answer came (a time-out, a connection that broke): the chat may show it.
+    #[error("{0} (it may have arrived)")]
+    MayHaveArrived(String),
+    /// Refused, or never sent.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// A run on screen: where agent events, approval requests and files go until it ends.

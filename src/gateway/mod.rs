@@ -5,7 +5,9 @@
 //! stops after a while without work. `/stop` aborts the running agent (which kills a running
 //! sandbox process) and drops the queue, `/steer` injects a message into the running agent,
 //! `/new` starts a fresh session. Every accepted prompt is a durable row (see [`store`]) before
-//! it is queued, so a crash loses none and answers none twice.
+//! it is queued, so a crash loses none, and an answer's part is sent again only when it may
+//! not have arrived — marked as a possible repeat. A database that cannot be written (a full
+//! disk) holds work up instead of losing it (see [`storage`]).
 //!
 //! Prompts that do not come from a chat message — scheduled jobs — go through the same queue:
 //!
@@ -19,14 +21,18 @@
 
 mod actor;
 pub mod channel;
+mod failure;
 mod notices;
 mod recovery;
 pub mod runner;
+mod storage;
 pub mod store;
 pub mod worker;
 
-pub use channel::{Channel, DraftFn, RunInfo, RunView};
+pub use channel::{Channel, DraftFn, RunInfo, RunView, SendError};
+pub use failure::{FailureKind, RunFailure};
 pub use runner::AgentRunner;
+pub use storage::Trouble;
 
 use crate::db::{Database, DbError};
 use crate::llm::ContentBlock;
@@ -260,6 +266,11 @@ pub struct GatewaySettings {
     /// The workspace's untrusted folders (`[trust] untrusted_paths`), for `/trust` to say what
     /// tainted a session.
     pub untrusted_folders: Vec<String>,
+    /// No run starts while the database's disk has less free (its bookkeeping needs room).
+    pub min_free_bytes: u64,
+    /// How long a scheduled job's model calls wait out a busy model (nobody waits for the
+    /// answer); `None`: as long as a chat's.
+    pub scheduled_patience: Option<Duration>,
 }
 
 impl Default for GatewaySettings {
@@ -269,6 +280,8 @@ impl Default for GatewaySettings {
             idle: Duration::from_secs(600),
             session_prefix: "telegram".into(),
             untrusted_folders: crate::config::TrustConfig::default().untrusted_paths,
+            min_free_bytes: 64 * 1024 * 1024,
+            scheduled_patience: None,
         }
     }
 }
@@ -296,6 +309,8 @@ pub struct Gateway {
 
 struct Inner {
     agent: Arc<dyn AgentRunner>,
+    /// For the audit log (a failed run's details).
+    db: Arc<Database>,
     /// The chats' conversations (`/new` resets one, recovery closes one).
     sessions: SessionStore,
     store: RunStore,
@@ -308,6 +323,8 @@ struct Inner {
     /// Set when shutdown aborts the runs still going: their abort means "interrupted".
     aborting: AtomicBool,
     tasks: TaskTracker,
+    /// Chats told that their work waits for the database.
+    told: storage::Told,
 }
 
 impl Gateway {
@@ -320,6 +337,7 @@ impl Gateway {
         Gateway {
             inner: Arc::new(Inner {
                 agent,
+                db: db.clone(),
                 sessions: SessionStore::new(db.clone()),
                 store: RunStore::new(db),
                 channel,
@@ -329,6 +347,7 @@ impl Gateway {
                 closing: CancellationToken::new(),
                 aborting: AtomicBool::new(false),
                 tasks: TaskTracker::new(),
+                told: storage::Told::default(),
             }),
         }
     }
@@ -426,18 +445,10 @@ impl Gateway {
     }
 
     /// Send `text` to a chat outside any run: an answer the submitter filtered first (the
-    /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result).
-    pub async fn send(&self, chat_id: i64, origin: Origin, text: &str) -> Result<(), String> {
-        let info = RunInfo {
-            run_id: 0,
-            chat_id,
-            reply_to: None,
-            preview: preview(text),
-            origin,
-            deliver: true,
-            draft: None,
-        };
-        self.inner.channel.deliver(&info, text, 0, &|_| {}).await
+    /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result). Not recorded,
+    /// so a part that may have arrived is not sent again.
+    pub async fn send(&self, chat_id: i64, text: &str) -> Result<(), String> {
+        self.inner.say(chat_id, None, text).await
     }
 
     /// `/stop`: abort the running agent and drop the waiting prompts.
@@ -470,6 +481,33 @@ impl Gateway {
             aborted,
             dropped: dropped.len(),
         }
+    }
+
+    /// `/retry`: queue again the chat's messages that got no answer since its last answered
+    /// one (the model failed, or a restart cut them off), in order, each once. Scheduled jobs
+    /// are left to the scheduler, which tries them again itself. Returns how many were queued.
+    pub fn retry(&self, chat_id: i64, user_id: i64) -> Result<usize, SubmitError> {
+        let mut queued = 0;
+        for row in self.inner.store.unanswered(chat_id)? {
+            let origin = match row.origin {
+                Origin::Scheduled { .. } => continue,
+                Origin::Background { job } => Origin::Background { job },
+                _ => Origin::User { user_id },
+            };
+            let submission = Submission {
+                chat_id,
+                origin,
+                input: row.input,
+                preview: row.preview,
+                reply_to: row.reply_to,
+                dedup_key: Some(format!("retry:{}", row.id)),
+                deliver: true,
+                session: row.session,
+            };
+            self.submit(submission)?;
+            queued += 1;
+        }
+        Ok(queued)
     }
 
     /// `/steer TEXT`: deliver `text` to the running agent before its next step. False when
@@ -578,6 +616,29 @@ impl Inner {
         row.session
             .clone()
             .unwrap_or_else(|| format!("{}:{}", self.settings.session_prefix, row.chat_id))
+    }
+
+    /// A run failed: the details go to the log and the audit log (the chat gets plain words).
+    fn record_failure(&self, row: &RunRow, failure: &RunFailure) {
+        tracing::warn!(
+            run = row.id,
+            chat = row.chat_id,
+            kind = ?failure.kind,
+            "the run could not finish: {}",
+            failure.detail
+        );
+        let entry = crate::audit::AuditEntry {
+            session: self.session_of(row),
+            tool: "run".into(),
+            input: row.preview.clone(),
+            decision: crate::audit::AuditDecision::Error,
+            reason: format!("{:?}: {}", failure.kind, failure.detail),
+            exit_code: None,
+            duration_ms: 0,
+        };
+        if let Err(e) = crate::audit::record(&self.db, &entry) {
+            tracing::warn!(run = row.id, "auditing a failed run: {e}");
+        }
     }
 
     /// Hand `result` to everyone waiting for its run.

@@ -27,17 +27,15 @@ impl Gateway {
             // a run (the agent's answer to the notice may not mention it).
             if let Some(summary) = crate::agent::persisted_summary(&persisted) {
                 let gateway = gateway.clone();
-                let origin = origin.clone();
                 tokio::spawn(async move {
                     let text = format!("Background command #{job}: {summary}");
-                    if let Err(e) = gateway.send(chat_id, origin, &text).await {
+                    if let Err(e) = gateway.send(chat_id, &text).await {
                         tracing::warn!(chat = chat_id, job, "summary not sent: {e}");
                     }
                 });
             }
             // warden's words, never the user's; carrying the command's output.
-            let mut submission =
-                Submission::notice(chat_id, origin.clone(), notice.clone(), untrusted);
+            let mut submission = Submission::notice(chat_id, origin, notice.clone(), untrusted);
             if let Some(session) = &session {
                 submission = submission.in_session(session.clone());
             }
@@ -46,7 +44,7 @@ impl Gateway {
                 Err(SubmitError::Busy { .. }) => {
                     let gateway = gateway.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = gateway.send(chat_id, origin, &notice).await {
+                        if let Err(e) = gateway.send(chat_id, &notice).await {
                             tracing::warn!(chat = chat_id, job, "background notice not sent: {e}");
                         }
                     });

@@ -2,11 +2,16 @@
 //!
 //! A run that was in the agent's hands is **not run again** — it may have done part of its
 //! work (files written, commands run, approvals given), and repeating that is worse than
-//! asking. The user is told ("I was restarted while working on: …") and its transcript is
-//! closed so the next run starts from a valid conversation. Stored answers are delivered from
-//! the first undelivered part; prompts that never started are queued again in their order.
+//! asking. Its transcript is closed so the next run starts from a valid conversation, and its
+//! answer becomes the notice that tells the chat ("I was restarted while working on: …").
+//!
+//! The bookkeeping comes first and sends nothing: every cut-off run gets its notice in one
+//! transaction, and a start that fails there has told nobody anything. Then everything is
+//! queued in its chat, in order — notices and stored answers are delivered from the first
+//! part not known to have arrived, prompts that never started run — by the chats' actors, so
+//! a notice is sent exactly like an answer: once, and never for a run already answered.
 
-use super::actor::{self, Queued};
+use super::actor::Queued;
 use super::store::{RunRow, RunState};
 use super::{lock, Gateway, Origin, Recovery};
 use crate::db::DbError;
@@ -18,40 +23,45 @@ impl Gateway {
     pub async fn recover(&self) -> Result<Recovery, DbError> {
         let inner = &self.inner;
         let mut report = Recovery::default();
-        for row in inner.store.unfinished()? {
-            match row.state {
-                RunState::Running | RunState::Interrupted => {
-                    inner.store.set_interrupted(row.id)?;
-                    let session = inner.session_of(&row);
-                    if let Err(e) = close_transcript(&inner.sessions, &session) {
-                        tracing::warn!(run = row.id, "closing an interrupted transcript: {e}");
-                    }
-                    let info = actor::info(&row);
-                    let notice = interrupted_notice(&row);
-                    if let Err(e) = inner.channel.deliver(&info, &notice, 0, &|_| {}).await {
-                        tracing::warn!(run = row.id, "telling the chat about a restart: {e}");
-                    }
-                    inner.store.set_notified(row.id)?;
-                    report.interrupted += 1;
-                }
-                RunState::Queued | RunState::Replying => {
-                    let chats = &mut lock(&inner.chats);
-                    let slot = self.slot(chats, row.chat_id);
-                    lock(&slot.state).queue.push_back(Queued {
-                        run_id: row.id,
-                        preview: row.preview.clone(),
-                    });
-                    slot.wake.notify_one();
-                    report.requeued += 1;
-                }
-                RunState::Answered | RunState::Cancelled => {}
+        let rows = inner.store.unfinished()?;
+        // Cut off by a crash (still running), or by a shutdown (its notice is its answer).
+        let cut_off = |row: &RunRow| match row.state {
+            RunState::Running | RunState::Interrupted => true,
+            RunState::Replying => row.outcome.as_deref() == Some("interrupted"),
+            _ => false,
+        };
+        for row in rows.iter().filter(|row| cut_off(row)) {
+            let session = inner.session_of(row);
+            if let Err(e) = close_transcript(&inner.sessions, &session) {
+                tracing::warn!(run = row.id, "closing an interrupted transcript: {e}");
             }
+        }
+        let notices: Vec<(i64, String)> = rows
+            .iter()
+            .filter(|row| matches!(row.state, RunState::Running | RunState::Interrupted))
+            .map(|row| (row.id, interrupted_notice(row)))
+            .collect();
+        inner.store.set_interrupted(&notices)?;
+        for row in &rows {
+            if cut_off(row) {
+                report.interrupted += 1;
+            } else {
+                report.requeued += 1;
+            }
+            let chats = &mut lock(&inner.chats);
+            let slot = self.slot(chats, row.chat_id);
+            lock(&slot.state).queue.push_back(Queued {
+                run_id: row.id,
+                preview: row.preview.clone(),
+            });
+            slot.wake.notify_one();
         }
         Ok(report)
     }
 }
 
-fn interrupted_notice(row: &RunRow) -> String {
+/// What the chat of a run cut off by a restart is told.
+pub(super) fn interrupted_notice(row: &RunRow) -> String {
     let what = match &row.origin {
         Origin::Scheduled { .. } => " the scheduled task",
         Origin::Background { .. } => " the end of a background command",
@@ -59,7 +69,7 @@ fn interrupted_notice(row: &RunRow) -> String {
     };
     format!(
         "I was restarted while working on{what}: “{}”. I did not run it again, because it may \
-         have done part of its work already; send it again if you still want it.",
+         have done part of its work already; tap /retry if you still want it.",
         row.preview
     )
 }

@@ -3,19 +3,19 @@
 //! (see [`super::worker`]), so the long-lived bot process holds none of the agent's code,
 //! keys or sandboxes while it waits for messages.
 
+use super::failure::RunFailure;
 use crate::agent::{Agent, RunOutcome, RunRequest};
 use async_trait::async_trait;
 
 #[async_trait]
 pub trait AgentRunner: Send + Sync + 'static {
-    /// Run `request` to its end. The error is the reason the run could not finish, for the
-    /// user ("Sorry, I could not finish that: …").
-    async fn run(&self, request: RunRequest) -> Result<RunOutcome, String>;
+    /// Run `request` to its end, or say why it could not finish.
+    async fn run(&self, request: RunRequest) -> Result<RunOutcome, RunFailure>;
 }
 
 #[async_trait]
 impl AgentRunner for Agent {
-    async fn run(&self, request: RunRequest) -> Result<RunOutcome, String> {
-        Agent::run(self, request).await.map_err(|e| e.to_string())
+    async fn run(&self, request: RunRequest) -> Result<RunOutcome, RunFailure> {
+        Agent::run(self, request).await.map_err(RunFailure::from)
     }
 }

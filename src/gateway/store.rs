@@ -1,7 +1,9 @@
 //! Durable runs: every prompt the gateway accepts is a row before it is queued, and its state
-//! moves `queued → running → replying → answered` (or `cancelled`, `interrupted`). The answer
-//! is stored before it is sent and the number of message parts already delivered is kept, so
-//! after a crash a run is neither lost nor answered twice.
+//! moves `queued → running → replying → answered` (or `cancelled`). The answer is stored before
+//! it is sent; each message part is marked `sending` before the request and counted in
+//! `parts_sent` once the channel accepted it, so after a crash a run is not lost, and a part is
+//! sent again only when it may not have arrived — marked as such. A run cut off by a shutdown
+//! or a crash gets the notice that says so as its answer (outcome `interrupted`).
 
 use super::Origin;
 use crate::db::{Database, DbError};
@@ -39,6 +41,11 @@ pub const SESSION_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN session TE
 /// of repeating it. NULL: nothing was streamed.
 pub const DRAFT_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN draft INTEGER;";
 
+/// A later migration: the message part (from 1) whose sending began. Greater than
+/// `parts_sent`: that part may or may not have reached the chat.
+pub const SENDING_COLUMN: &str =
+    "ALTER TABLE gateway_runs ADD COLUMN sending INTEGER NOT NULL DEFAULT 0;";
+
 /// Where a run is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {
@@ -49,7 +56,8 @@ pub enum RunState {
     Answered,
     /// Dropped by `/stop` before it started.
     Cancelled,
-    /// The process stopped while the agent was working on it.
+    /// The process stopped while the agent was working on it, and the user was not told yet
+    /// (rows of earlier versions; a run cut off now is `Replying` with its notice).
     Interrupted,
 }
 
@@ -93,6 +101,8 @@ pub struct RunRow {
     pub outcome: Option<String>,
     pub answer: Option<String>,
     pub parts_sent: usize,
+    /// The part whose sending began last (from 1); above `parts_sent`, it may have arrived.
+    pub sending: usize,
     /// For interrupted runs: whether the user was told.
     pub notified: bool,
     /// The session to run in, when not the chat's own.
@@ -125,7 +135,7 @@ pub struct RunStore {
 }
 
 const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
-                       answer, parts_sent, notified, session, draft";
+                       answer, parts_sent, notified, session, draft, sending";
 
 fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let origin: String = row.get(2)?;
@@ -147,6 +157,7 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         notified: row.get(11)?,
         session: row.get(12)?,
         draft: row.get(13)?,
+        sending: row.get::<_, i64>(14)?.max(0) as usize,
     })
 }
 
@@ -157,6 +168,16 @@ fn json_err(e: serde_json::Error) -> DbError {
 impl RunStore {
     pub fn new(db: Arc<Database>) -> RunStore {
         RunStore { db }
+    }
+
+    /// Bytes free on the database's disk (see [`Database::free_bytes`]).
+    pub fn free_bytes(&self) -> Option<u64> {
+        self.db.free_bytes()
+    }
+
+    /// See [`Database::checkpoint`].
+    pub fn checkpoint(&self) -> Result<(), DbError> {
+        self.db.checkpoint()
     }
 
     /// Insert a queued run, or return the existing one with the same dedup key.
@@ -223,6 +244,27 @@ impl RunStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The chat's runs that got no answer since its last answered one — failed, or cut off by
+    /// a restart — and were not retried yet, oldest first (a retry's dedup key is
+    /// `retry:<id>`).
+    pub fn unanswered(&self, chat_id: i64) -> Result<Vec<RunRow>, DbError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM gateway_runs AS g
+             WHERE chat_id = ?1 AND deliver = 1 AND state = 'answered'
+               AND outcome IN ('failed', 'interrupted')
+               AND id > (SELECT coalesce(max(id), 0) FROM gateway_runs
+                         WHERE chat_id = ?1 AND state = 'answered'
+                           AND outcome IN ('answered', 'iteration_limit', 'stopped'))
+               AND NOT EXISTS (SELECT 1 FROM gateway_runs
+                               WHERE dedup_key = 'retry:' || g.id)
+             ORDER BY id"
+        );
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([chat_id], row_to_run)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     fn set_state(&self, id: i64, state: RunState) -> Result<(), DbError> {
         self.db.conn().execute(
             "UPDATE gateway_runs SET state = ?2,
@@ -255,6 +297,15 @@ impl RunStore {
         Ok(())
     }
 
+    /// Part `part` (from 1) is about to be sent.
+    pub fn set_sending(&self, id: i64, part: usize) -> Result<(), DbError> {
+        self.db.conn().execute(
+            "UPDATE gateway_runs SET sending = max(sending, ?2) WHERE id = ?1",
+            params![id, part as i64],
+        )?;
+        Ok(())
+    }
+
     pub fn set_parts_sent(&self, id: i64, parts: usize) -> Result<(), DbError> {
         self.db.conn().execute(
             "UPDATE gateway_runs SET parts_sent = ?2 WHERE id = ?1",
@@ -276,20 +327,20 @@ impl RunStore {
         Ok(())
     }
 
-    /// The run was cut short by a shutdown or crash; the user is told on the next start.
-    pub fn set_interrupted(&self, id: i64) -> Result<(), DbError> {
-        self.db.conn().execute(
-            "UPDATE gateway_runs SET state = 'interrupted', outcome = 'interrupted', notified = 0,
-                 updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
-            [id],
-        )?;
-        Ok(())
-    }
-
-    pub fn set_notified(&self, id: i64) -> Result<(), DbError> {
-        self.db
-            .conn()
-            .execute("UPDATE gateway_runs SET notified = 1 WHERE id = ?1", [id])?;
+    /// Runs cut short by a shutdown or a crash, each with the notice that tells its chat, all
+    /// at once: their notice becomes their answer, delivered like any answer.
+    pub fn set_interrupted(&self, runs: &[(i64, String)]) -> Result<(), DbError> {
+        let mut conn = self.db.conn();
+        let tx = conn.transaction()?;
+        for (id, notice) in runs {
+            tx.execute(
+                "UPDATE gateway_runs SET state = 'replying', outcome = 'interrupted', answer = ?2,
+                     parts_sent = 0, sending = 0, notified = 1,
+                     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+                params![id, notice],
+            )?;
+        }
+        tx.commit()?;
         Ok(())
     }
 }
@@ -356,8 +407,12 @@ mod tests {
             .unwrap();
         store.set_parts_sent(ids[2], 1).unwrap();
         store.set_draft(ids[2], 77).unwrap();
+        store.set_sending(ids[2], 2).unwrap();
+        store.set_sending(ids[2], 1).unwrap();
         store.set_answered(ids[3]).unwrap();
-        store.set_interrupted(ids[4]).unwrap();
+        store
+            .set_interrupted(&[(ids[4], "I was restarted".into())])
+            .unwrap();
         let rows = store.unfinished().unwrap();
         let states: Vec<RunState> = rows.iter().map(|r| r.state).collect();
         assert_eq!(
@@ -366,14 +421,27 @@ mod tests {
                 RunState::Queued,
                 RunState::Running,
                 RunState::Replying,
-                RunState::Interrupted
+                RunState::Replying
             ]
         );
         assert_eq!(rows[2].answer.as_deref(), Some("the answer"));
         assert_eq!(rows[2].parts_sent, 1);
+        assert_eq!(rows[2].sending, 2, "sending only moves forward");
         assert_eq!(rows[2].draft, Some(77));
         assert_eq!(rows[1].draft, None);
-        store.set_notified(ids[4]).unwrap();
+        assert_eq!(rows[3].outcome.as_deref(), Some("interrupted"));
+        assert_eq!(rows[3].answer.as_deref(), Some("I was restarted"));
+        store.set_answered(ids[4]).unwrap();
         assert_eq!(store.unfinished().unwrap().len(), 3);
+        // A row an earlier version left interrupted and untold is still found.
+        store
+            .db
+            .conn()
+            .execute(
+                "UPDATE gateway_runs SET state = 'interrupted', notified = 0 WHERE id = ?1",
+                [ids[4]],
+            )
+            .unwrap();
+        assert_eq!(store.unfinished().unwrap()[3].state, RunState::Interrupted);
     }
 }

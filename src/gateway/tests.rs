@@ -22,6 +22,8 @@ struct Model {
     max_overlap: Mutex<HashMap<String, usize>>,
     total_active: AtomicUsize,
     max_total: AtomicUsize,
+    /// Answer every call with 529 (overloaded).
+    overloaded: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -39,6 +41,15 @@ impl Provider for Model {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
         let prompt = req.messages.last().map(|m| m.text()).unwrap_or_default();
+        if self.overloaded.load(Ordering::SeqCst) {
+            lock(&self.calls).push(prompt);
+            return Err(LlmError::Http {
+                provider: "model".into(),
+                status: 529,
+                attempts: 5,
+                message: "overloaded_error: Overloaded".into(),
+            });
+        }
         let group = prompt.split_whitespace().nth(1).unwrap_or("").to_string();
         lock(&self.calls).push(prompt.clone());
         {
@@ -79,7 +90,7 @@ impl Provider for Model {
 
 #[derive(Default)]
 struct Recorder {
-    /// (run id, chat, text, parts already sent)
+    /// (run id, chat, text as sent, parts sent before)
     delivered: Mutex<Vec<(i64, i64, String, usize)>>,
     /// The draft each delivery was asked to replace, in order.
     drafts: Mutex<Vec<Option<i64>>>,
@@ -109,16 +120,30 @@ impl Channel for Recorder {
         }
         Box::new(View)
     }
-    async fn deliver(
+    /// Paragraphs are parts.
+    fn parts(&self, text: &str) -> Vec<String> {
+        text.split("\n\n").map(str::to_string).collect()
+    }
+    async fn send_part(
         &self,
         run: &RunInfo,
-        text: &str,
-        already_sent: usize,
-        sent: &(dyn Fn(usize) + Send + Sync),
-    ) -> Result<(), String> {
-        lock(&self.delivered).push((run.run_id, run.chat_id, text.to_string(), already_sent));
-        lock(&self.drafts).push(run.draft);
-        sent(1);
+        index: usize,
+        part: &str,
+        again: bool,
+    ) -> Result<(), SendError> {
+        if index == 0 || lock(&self.delivered).last().map(|d| d.0) != Some(run.run_id) {
+            lock(&self.delivered).push((run.run_id, run.chat_id, String::new(), index));
+            lock(&self.drafts).push(run.draft);
+        }
+        let mut delivered = lock(&self.delivered);
+        let text = &mut delivered.last_mut().unwrap().2;
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        if again {
+            text.push_str("(again) ");
+        }
+        text.push_str(part);
         Ok(())
     }
 }
@@ -410,30 +435,142 @@ async fn recovery_after_a_crash_resumes_delivery_where_it_stopped() {
     store.set_draft(crashed_mid_run, 70).unwrap();
     let crashed_mid_reply = insert("was replying");
     store
-        .set_replying(crashed_mid_reply, "answered", "part one, part two")
+        .set_replying(crashed_mid_reply, "answered", "part one\n\npart two")
         .unwrap();
     store.set_draft(crashed_mid_reply, 71).unwrap();
+    store.set_sending(crashed_mid_reply, 1).unwrap();
     store.set_parts_sent(crashed_mid_reply, 1).unwrap();
+    // Killed after sending part 2 began, before the channel answered: it may have arrived.
+    let crashed_mid_send = insert("was sending");
+    store
+        .set_replying(crashed_mid_send, "answered", "one\n\ntwo\n\nthree")
+        .unwrap();
+    store.set_parts_sent(crashed_mid_send, 1).unwrap();
+    store.set_sending(crashed_mid_send, 2).unwrap();
 
-    s.gateway.recover().await.unwrap();
-    wait_until("both handled", || lock(&s.channel.delivered).len() == 2).await;
+    let report = s.gateway.recover().await.unwrap();
+    assert_eq!(
+        report,
+        Recovery {
+            interrupted: 1,
+            requeued: 2
+        }
+    );
+    wait_until("all handled", || lock(&s.channel.delivered).len() == 3).await;
     let delivered = lock(&s.channel.delivered).clone();
     assert!(delivered[0].2.contains("“was running”"));
+    assert_eq!((delivered[1].2.as_str(), delivered[1].3), ("part two", 1));
+    // Part 2 goes once more, marked; part 3 was never begun.
     assert_eq!(
-        (delivered[1].2.as_str(), delivered[1].3),
-        ("part one, part two", 1)
+        (delivered[2].2.as_str(), delivered[2].3),
+        ("(again) two\n\nthree", 1)
     );
     // The notice replaces what the cut-off run had streamed; the answer its own draft.
-    assert_eq!(*lock(&s.channel.drafts), [Some(70), Some(71)]);
+    assert_eq!(*lock(&s.channel.drafts), [Some(70), Some(71), None]);
     wait_until("marked answered", || {
-        store.get(crashed_mid_reply).unwrap().unwrap().state == RunState::Answered
+        [crashed_mid_run, crashed_mid_reply, crashed_mid_send]
+            .iter()
+            .all(|id| store.get(*id).unwrap().unwrap().state == RunState::Answered)
     })
     .await;
-    assert_eq!(
-        store.get(crashed_mid_run).unwrap().unwrap().state,
-        RunState::Interrupted
-    );
+    let told = store.get(crashed_mid_run).unwrap().unwrap();
+    assert_eq!(told.outcome.as_deref(), Some("interrupted"));
+    assert_eq!(told.parts_sent, 1);
     assert!(lock(&s.model.calls).is_empty(), "nothing was run again");
+    // Everything is done: another start sends nothing.
+    assert_eq!(s.gateway.recover().await.unwrap(), Recovery::default());
+}
+
+#[tokio::test]
+async fn an_answer_waits_for_a_database_that_refuses_writes_and_the_chat_is_told_once() {
+    let s = setup();
+    let handle = s.gateway.submit(user(3, "slow writes")).unwrap();
+    wait_until("the model is called", || lock(&s.model.calls).len() == 1).await;
+    // The answer arrives while the database takes no writes.
+    s.db.conn().pragma_update(None, "query_only", true).unwrap();
+    wait_until("the chat is told", || {
+        !lock(&s.channel.delivered).is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    {
+        let delivered = lock(&s.channel.delivered);
+        assert_eq!(
+            delivered.len(),
+            1,
+            "told once, nothing else sent: {delivered:?}"
+        );
+        assert_eq!((delivered[0].0, delivered[0].1), (0, 3));
+        assert_eq!(delivered[0].2, Trouble::Database.notice(true));
+    }
+    s.db.conn()
+        .pragma_update(None, "query_only", false)
+        .unwrap();
+    // The agent could not keep the model's answer in the transcript either: the run failed,
+    // and says so once there is room to record that.
+    let result = handle.wait().await.unwrap();
+    assert_eq!(result.status, RunStatus::Failed);
+    let delivered = lock(&s.channel.delivered).clone();
+    assert_eq!(delivered.len(), 2);
+    assert_eq!(delivered[1].2, result.text);
+    let row = RunStore::new(s.db.clone())
+        .get(delivered[1].0)
+        .unwrap()
+        .unwrap();
+    assert_eq!((row.state, row.parts_sent), (RunState::Answered, 1));
+}
+
+#[tokio::test]
+async fn failed_runs_tell_the_chat_in_plain_words_and_retry_runs_them_again_once() {
+    let s = setup();
+    s.gateway
+        .submit(user(4, "fine"))
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    s.model.overloaded.store(true, Ordering::SeqCst);
+    let first = s.gateway.submit(user(4, "one")).unwrap();
+    let second = s.gateway.submit(user(4, "two")).unwrap();
+    for (handle, preview) in [(first, "one"), (second, "two")] {
+        let result = handle.wait().await.unwrap();
+        assert_eq!(result.status, RunStatus::Failed);
+        assert_eq!(
+            result.text,
+            format!(
+                "The model stayed overloaded while I kept trying, so I could not answer \
+                 “{preview}”. Tap /retry to try again."
+            )
+        );
+    }
+    // The details are in the audit log, not in the chat.
+    let audit = crate::audit::recent(&s.db, 10).unwrap();
+    let failed: Vec<_> = audit.iter().filter(|r| r.tool == "run").collect();
+    assert_eq!(failed.len(), 2);
+    assert!(
+        failed.iter().all(|r| r.reason.contains("HTTP 529")),
+        "{failed:?}"
+    );
+
+    s.model.overloaded.store(false, Ordering::SeqCst);
+    assert_eq!(s.gateway.retry(4, 1).unwrap(), 2);
+    // A second tap while they wait or after they ran queues nothing more.
+    assert_eq!(s.gateway.retry(4, 1).unwrap(), 0);
+    wait_until("both answered", || {
+        lock(&s.channel.delivered)
+            .iter()
+            .filter(|d| d.2.starts_with("echo: "))
+            .count()
+            == 3
+    })
+    .await;
+    let answers: Vec<String> = lock(&s.channel.delivered)
+        .iter()
+        .map(|d| d.2.clone())
+        .filter(|t| t.starts_with("echo: "))
+        .collect();
+    assert_eq!(answers, ["echo: fine", "echo: one", "echo: two"]);
+    assert_eq!(s.gateway.retry(4, 1).unwrap(), 0);
 }
 
 #[test]

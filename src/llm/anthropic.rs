@@ -7,7 +7,7 @@
 //! and block types are skipped, as the API's versioning policy asks.
 
 use super::assemble::{Assembler, ToolSlot};
-use super::retry::HttpOptions;
+use super::retry::{HttpOptions, Waiting};
 use super::sse::SseEvent;
 use super::transport::{ProviderSettings, Transport};
 use super::{
@@ -89,7 +89,16 @@ impl Provider for Anthropic {
         let url = self.settings.url("v1/messages");
         let mut stream = self
             .transport
-            .post_sse(&url, self.headers()?, &body, cancel)
+            .post_sse(
+                &url,
+                self.headers()?,
+                &body,
+                Waiting {
+                    patience: req.patience,
+                    events,
+                },
+                cancel,
+            )
             .await?;
         let mut answer = Answer::new(events);
         while let Some(event) = stream.next(cancel).await? {
@@ -476,6 +485,7 @@ mod tests {
             }],
             max_tokens: Some(100),
             model: None,
+            patience: None,
         };
         let body = request_body(&settings, &req);
         assert_eq!(body["model"], Anthropic::DEFAULT_MODEL);

@@ -63,12 +63,12 @@ pub fn chosen(config: &LlmConfig) -> Vec<Chosen> {
     for kind in listed(config) {
         let settings = match kind {
             ProviderKind::Anthropic if !config.anthropic.api_key.is_empty() => {
-                settings(&config.anthropic, Anthropic::default_settings())
+                settings(config, &config.anthropic, Anthropic::default_settings())
             }
             ProviderKind::Openai
                 if !config.openai.api_key.is_empty() || has_base_url(&config.openai) =>
             {
-                settings(&config.openai, OpenAi::default_settings())
+                settings(config, &config.openai, OpenAi::default_settings())
             }
             _ => continue,
         };
@@ -124,8 +124,13 @@ fn missing_message(listed: &[ProviderKind]) -> String {
 }
 
 /// The config's values over the provider's defaults.
-fn settings(config: &ProviderConfig, defaults: ProviderSettings) -> ProviderSettings {
+fn settings(
+    llm: &LlmConfig,
+    config: &ProviderConfig,
+    defaults: ProviderSettings,
+) -> ProviderSettings {
     let mut http = HttpOptions::default();
+    http.retry.budget = Duration::from_secs(llm.retry_budget_secs);
     if let Some(secs) = config.timeout_secs {
         http.request_timeout = Duration::from_secs(secs.max(1));
     }
@@ -234,13 +239,18 @@ mod tests {
             idle_timeout_secs: Some(300),
             max_attempts: Some(0),
         };
-        let s = settings(&config, Anthropic::default_settings());
+        let llm = LlmConfig {
+            retry_budget_secs: 90,
+            ..LlmConfig::default()
+        };
+        let s = settings(&llm, &config, Anthropic::default_settings());
         assert_eq!(s.base_url, Anthropic::DEFAULT_BASE_URL);
         assert_eq!(s.model, "claude-opus-4-1");
         assert_eq!(s.max_tokens, 1000);
         assert_eq!(s.http.request_timeout, Duration::from_secs(30));
         assert_eq!(s.http.idle_timeout, Duration::from_secs(30));
         assert_eq!(s.http.retry.max_attempts, 1);
+        assert_eq!(s.http.retry.budget, Duration::from_secs(90));
     }
 
     #[test]

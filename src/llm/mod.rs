@@ -191,6 +191,10 @@ pub struct ChatRequest {
     /// answers, so only set it when the provider is known).
     #[serde(default)]
     pub model: Option<String>,
+    /// How long a busy or unreachable model is retried for this request, instead of the
+    /// provider's `retry_budget` (a scheduled job can wait longer than a person).
+    #[serde(skip)]
+    pub patience: Option<std::time::Duration>,
 }
 
 /// Progress while an answer streams in. Tool calls arrive as Start, zero or more input
@@ -214,6 +218,15 @@ pub enum StreamEvent {
     },
     /// Token counts for the whole answer, sent once just before `MessageStop`.
     Usage(Usage),
+    /// The server failed in a way worth waiting out (busy, rate-limited, unreachable): the
+    /// request is tried again for up to `budget_secs` from its first try. Sent once per
+    /// request, at its first retry.
+    Retrying {
+        provider: String,
+        /// The HTTP status, when the server answered with one (529: overloaded).
+        status: Option<u16>,
+        budget_secs: u64,
+    },
     MessageStop {
         stop_reason: StopReason,
     },

@@ -9,7 +9,7 @@
 //! no choices (`stream_options.include_usage`), then `data: [DONE]`.
 
 use super::assemble::{Assembler, ToolSlot};
-use super::retry::HttpOptions;
+use super::retry::{HttpOptions, Waiting};
 use super::sse::SseEvent;
 use super::transport::{ProviderSettings, Transport};
 use super::{
@@ -99,7 +99,16 @@ impl Provider for OpenAi {
         let url = self.settings.url("chat/completions");
         let mut stream = self
             .transport
-            .post_sse(&url, self.headers()?, &body, cancel)
+            .post_sse(
+                &url,
+                self.headers()?,
+                &body,
+                Waiting {
+                    patience: req.patience,
+                    events,
+                },
+                cancel,
+            )
             .await?;
         let mut answer = Answer::new(events);
         while let Some(event) = stream.next(cancel).await? {
@@ -483,6 +492,7 @@ mod tests {
             }],
             max_tokens: None,
             model: Some("llama3".into()),
+            patience: None,
         };
         let body = request_body(&settings, &req, true);
         assert_eq!(body["model"], "llama3");

@@ -1,14 +1,17 @@
 //! Sending one request until the server answers with success, with retries for transient
 //! failures: an overloaded or rate-limited server (429, 5xx, Anthropic's 529) and connections
 //! that fail before any byte of the answer. Waits follow `retry-after` when the server sends
-//! it, else exponential backoff with jitter. Only the request is retried: once a success
+//! it, else exponential backoff with jitter, for as long as the retry budget allows (a minute
+//! by default; a request may bring its own, see [`crate::llm::ChatRequest::patience`]). The
+//! first retry is announced once ([`StreamEvent::Retrying`]), so a person waiting is told that
+//! the model is busy and that warden keeps trying. Only the request is retried: once a success
 //! status arrived the answer streams and a failure after that is final, so no output is ever
 //! shown twice. Cancellation drops the request at once.
 
 use super::error::{describe_reqwest, redact, server_message};
-use super::LlmError;
+use super::{EventSink, LlmError, StreamEvent};
 use reqwest::header::HeaderMap;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// Time limits and retries for one provider's requests.
@@ -45,17 +48,30 @@ pub struct RetryPolicy {
     /// The longest `retry-after` honored. A server asking for more gets no retry: the error is
     /// returned at once so a failover provider can answer instead.
     pub max_retry_after: Duration,
+    /// How long, from the first try, a failing request is retried: no wait starts that would
+    /// end later. A request's own patience replaces it.
+    pub budget: Duration,
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
-            max_attempts: 4,
+            // The budget is the limit; a configured `max_attempts` caps it further.
+            max_attempts: u32::MAX,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(20),
             max_retry_after: Duration::from_secs(60),
+            budget: Duration::from_secs(60),
         }
     }
+}
+
+/// What a request brings to its retries: how long it may wait, and who hears that it does.
+#[derive(Clone, Copy)]
+pub(crate) struct Waiting<'a> {
+    /// Replaces [`RetryPolicy::budget`] for this request.
+    pub patience: Option<Duration>,
+    pub events: &'a dyn EventSink,
 }
 
 /// Statuses that mean "try again later": timeout, rate limit, server trouble, overloaded.
@@ -103,16 +119,19 @@ pub(crate) fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
 /// The most of an error body read for its message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Send the request built by `make` until it succeeds, fails for good or runs out of tries.
-/// `secret` is redacted from any server message that echoes it.
+/// Send the request built by `make` until it succeeds, fails for good or runs out of tries or
+/// budget. `secret` is redacted from any server message that echoes it.
 pub(crate) async fn send(
     provider: &str,
     options: &HttpOptions,
     secret: &str,
+    waiting: Waiting<'_>,
     cancel: &CancellationToken,
     make: impl Fn() -> reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, LlmError> {
     let policy = &options.retry;
+    let budget = waiting.patience.unwrap_or(policy.budget);
+    let started = Instant::now();
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -172,10 +191,17 @@ pub(crate) async fn send(
                 })
             }
         };
-        if attempt >= policy.max_attempts {
+        if attempt >= policy.max_attempts || started.elapsed() + delay > budget {
             return Err(err);
         }
         tracing::warn!(provider, attempt, ?delay, error = %err, "retrying LLM request");
+        if attempt == 1 {
+            waiting.events.emit(StreamEvent::Retrying {
+                provider: provider.to_string(),
+                status: err.status(),
+                budget_secs: budget.as_secs(),
+            });
+        }
         tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(LlmError::Cancelled),

@@ -91,12 +91,14 @@ impl Transport {
         })
     }
 
-    /// POST `body` as JSON (retrying per the policy) and open the answer as an event stream.
+    /// POST `body` as JSON (retrying per the policy, told by `waiting`) and open the answer
+    /// as an event stream.
     pub async fn post_sse(
         &self,
         url: &str,
         mut headers: HeaderMap,
         body: &serde_json::Value,
+        waiting: retry::Waiting<'_>,
         cancel: &CancellationToken,
     ) -> Result<SseStream, LlmError> {
         let body = Bytes::from(serde_json::to_vec(body).map_err(|e| {
@@ -108,6 +110,7 @@ impl Transport {
             self.provider,
             &self.options,
             self.secret.expose(),
+            waiting,
             cancel,
             || {
                 self.client

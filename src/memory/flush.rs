@@ -64,6 +64,7 @@ pub async fn run(
             tools: specs.clone(),
             max_tokens: None,
             model: None,
+            patience: None,
         };
         let response = site
             .provider

@@ -131,6 +131,7 @@ impl Summarizer<'_> {
             tools: Vec::new(),
             max_tokens: Some(self.max_tokens),
             model: None,
+            patience: None,
         };
         let response = self.provider.chat(&request, &NoEvents, self.cancel).await?;
         let text = response.text();

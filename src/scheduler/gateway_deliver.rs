@@ -45,7 +45,7 @@ impl Deliver for GatewayDeliver {
         };
         // The scheduler's words, never the user's; tainted as the run that made the job was.
         let mut submission =
-            Submission::notice(chat_id, origin.clone(), delivery.prompt, delivery.untrusted)
+            Submission::notice(chat_id, origin, delivery.prompt, delivery.untrusted)
                 .dedup_key(delivery.key);
         if delivery.session != self.gateway.session_key(chat_id) {
             submission = submission.in_session(delivery.session);
@@ -85,7 +85,7 @@ impl Deliver for GatewayDeliver {
             });
         }
         self.gateway
-            .send(chat_id, origin, &result.text)
+            .send(chat_id, &result.text)
             .await
             .map_err(DeliverError::Failed)?;
         Ok(Delivered {

@@ -33,6 +33,7 @@ pub async fn say(app: &App, session: &str, text: &str) -> RunOutcome {
             events: Arc::new(|_| {}),
             control: RunControl::new(),
             background: warden::tools::background::ignore_background(),
+            patience: None,
         })
         .await
         .expect("the run failed")

@@ -238,6 +238,7 @@ pub fn quick_http() -> HttpOptions {
             initial_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_millis(100),
             max_retry_after: Duration::from_secs(5),
+            budget: Duration::from_secs(30),
         },
     }
 }

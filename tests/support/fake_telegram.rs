@@ -9,7 +9,10 @@
 //! push updates (`push_text`, `push_callback`…) and inspect what the bot sent (`messages`,
 //! `uploads`, `calls`, `rejected`), waiting with `wait_until`. Edits can be answered with
 //! flood control (`throttle_next_edit`: 429 with `retry_after`) or left hanging
-//! (`stall_edits_containing`).
+//! (`stall_edits_containing`). Sent messages can be answered late (`stall_sends`: applied at
+//! once, answered after a delay, as a Bot API under load does) or never
+//! (`apply_sends_and_hang`: applied, then no answer — the moment to kill the bot). Idle
+//! `getUpdates` calls are held for their whole `timeout`, as Telegram holds them.
 
 mod html;
 #[allow(unused_imports)]
@@ -94,6 +97,10 @@ struct Inner {
     throttled: Vec<(String, Instant)>,
     /// Edits whose text contains this are never answered nor applied.
     stall_edits: Option<String>,
+    /// Sent messages are answered this late (applied at once).
+    stall_sends: Option<Duration>,
+    /// Sent messages containing this are applied and never answered.
+    hang_sends: Option<String>,
 }
 
 struct Shared {
@@ -286,6 +293,18 @@ impl FakeTelegram {
         self.shared.lock().stall_edits = fragment.map(str::to_string);
     }
 
+    /// From now on, apply each sendMessage at once but answer it only after `delay` (`None`:
+    /// answer at once again).
+    pub fn stall_sends(&self, delay: Option<Duration>) {
+        self.shared.lock().stall_sends = delay;
+    }
+
+    /// From now on, apply a sendMessage whose text contains `fragment` and never answer it
+    /// (`None` stops that).
+    pub fn apply_sends_and_hang(&self, fragment: Option<&str>) {
+        self.shared.lock().hang_sends = fragment.map(str::to_string);
+    }
+
     /// When `update_id` was first returned by getUpdates.
     pub fn served_at(&self, update_id: i64) -> Option<Instant> {
         self.shared.lock().served.get(&update_id).copied()
@@ -443,7 +462,26 @@ async fn api(
             ok(json!(true))
         }
         "getupdates" => get_updates(&shared, &body).await,
-        "sendmessage" => send_message(&shared, &body),
+        "sendmessage" => {
+            let response = send_message(&shared, &body);
+            shared.changed.notify_waiters();
+            let (stall, hang) = {
+                let inner = shared.lock();
+                let text = body["text"].as_str().unwrap_or("");
+                let hang = inner
+                    .hang_sends
+                    .as_ref()
+                    .is_some_and(|f| text.contains(f.as_str()));
+                (inner.stall_sends, hang)
+            };
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            if let Some(delay) = stall {
+                tokio::time::sleep(delay).await;
+            }
+            response
+        }
         "editmessagetext" => {
             if stalled {
                 std::future::pending::<()>().await;

@@ -19,6 +19,7 @@ pub mod pty;
 pub mod refused;
 pub mod resources;
 pub mod skills;
+pub mod tmpfs;
 pub mod warden_bot;
 pub mod warden_run;
 pub mod web_bot;

@@ -6,6 +6,7 @@
 
 use super::format::{html_to_plain, markdown_to_html};
 use super::split::{split_html, MESSAGE_LIMIT};
+use crate::gateway::SendError;
 use crate::redact::redact;
 use std::future::Future;
 use std::sync::Arc;
@@ -25,9 +26,39 @@ const ATTEMPTS: u32 = 4;
 /// Longest flood-control wait honored before giving up on a message.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// How long the long poll's HTTP request may outlast the poll itself: the server answers an
+/// idle poll when its `timeout` ends, so the client must wait at least that long plus the
+/// round trip, or every idle poll fails.
+const POLL_MARGIN: Duration = Duration::from_secs(10);
+/// Establishing a connection to the Bot API.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Time limits for the Bot API's HTTP requests.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// `getUpdates`' long-poll timeout (the server holds an idle poll this long).
+    pub poll: Duration,
+    /// Any other request, from sending it to the end of the answer.
+    pub request: Duration,
+}
+
+impl Timeouts {
+    /// `telegram.poll_timeout_secs` and `telegram.request_timeout_secs`.
+    pub fn of(config: &crate::config::TelegramConfig) -> Timeouts {
+        Timeouts {
+            poll: Duration::from_secs(config.poll_timeout_secs.into()),
+            request: Duration::from_secs(config.request_timeout_secs.max(1)),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Telegram {
+    /// Every request but the long poll.
     bot: Bot,
+    /// The long poll, on a client that waits out the server's hold.
+    poller: Bot,
+    timeouts: Timeouts,
 }
 
 /// A message the answer streamed into, and the HTML it shows if this process knows it.
@@ -63,6 +94,45 @@ pub fn describe(error: &RequestError) -> String {
     redact(&error.to_string())
 }
 
+/// Which failed requests are sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Repeat {
+    /// A second copy does no harm: reads, edits (the same text again), deletes.
+    Harmless,
+    /// A second copy would show twice (new messages, uploads): only a request that surely did
+    /// not arrive is sent again — flood control, or no connection at all.
+    IfNotArrived,
+}
+
+/// Whether a failed request may have been carried out by Telegram all the same: it was sent
+/// and no answer came (a time-out, a connection that broke mid-request), or the answer came
+/// and could not be read.
+fn may_have_arrived(error: &RequestError) -> bool {
+    match error {
+        RequestError::Network(e) => !e.is_connect(),
+        RequestError::Io(_) | RequestError::InvalidJson { .. } => true,
+        _ => false,
+    }
+}
+
+/// Heads a message sent again because an earlier try may have arrived (see
+/// [`Telegram::send_part`]).
+const SENT_AGAIN: &str =
+    "↻ <i>Sent again: warden could not confirm that this arrived, so it may be a repeat.</i>";
+
+/// A failed send, as the gateway sees it. Telegram answered what it could not read: the
+/// message arrived.
+fn sent_or(error: &RequestError) -> Result<(), SendError> {
+    match error {
+        RequestError::InvalidJson { .. } => {
+            tracing::warn!("an unreadable answer from Telegram: {}", describe(error));
+            Ok(())
+        }
+        e if may_have_arrived(e) => Err(SendError::MayHaveArrived(describe(e))),
+        e => Err(SendError::Failed(describe(e))),
+    }
+}
+
 fn no_preview() -> LinkPreviewOptions {
     LinkPreviewOptions {
         is_disabled: true,
@@ -76,36 +146,72 @@ fn no_preview() -> LinkPreviewOptions {
 impl Telegram {
     /// A client for `token` at `api_url` (default: the real Bot API). The token is registered
     /// with the log redactor before anything can log it.
-    pub fn new(token: &str, api_url: Option<&str>) -> Result<Telegram, String> {
+    pub fn new(token: &str, api_url: Option<&str>, timeouts: Timeouts) -> Result<Telegram, String> {
         crate::redact::register(token);
-        let mut bot = Bot::new(token);
-        if let Some(url) = api_url.map(str::trim).filter(|u| !u.is_empty()) {
+        let url = match api_url.map(str::trim).filter(|u| !u.is_empty()) {
             // teloxide joins paths onto the URL: a trailing slash would give `//bot…`.
-            let url = url.trim_end_matches('/');
-            let parsed = reqwest::Url::parse(url)
-                .map_err(|e| format!("TELEGRAM_API_URL / telegram.api_url {url:?}: {e}"))?;
-            bot = bot.set_api_url(parsed);
-        }
-        Ok(Telegram { bot })
+            Some(url) => Some(
+                reqwest::Url::parse(url.trim_end_matches('/'))
+                    .map_err(|e| format!("TELEGRAM_API_URL / telegram.api_url {url:?}: {e}"))?,
+            ),
+            None => None,
+        };
+        let bot = |timeout: Duration| -> Result<Bot, String> {
+            let mut builder = reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(timeout)
+                .tcp_nodelay(true);
+            // The proxy teloxide's own client would use.
+            if let Ok(proxy) = std::env::var("TELOXIDE_PROXY") {
+                let proxy = reqwest::Proxy::all(&proxy)
+                    .map_err(|e| format!("TELOXIDE_PROXY {proxy:?}: {e}"))?;
+                builder = builder.proxy(proxy);
+            }
+            let client = builder
+                .build()
+                .map_err(|e| format!("setting up the Bot API client: {e}"))?;
+            let bot = Bot::with_client(token, client);
+            Ok(match &url {
+                Some(url) => bot.set_api_url(url.clone()),
+                None => bot,
+            })
+        };
+        Ok(Telegram {
+            bot: bot(timeouts.request)?,
+            poller: bot(timeouts.poll + POLL_MARGIN)?,
+            timeouts,
+        })
     }
 
     pub fn bot(&self) -> &Bot {
         &self.bot
     }
 
-    /// Run `request` again after flood control (`retry_after`) and network errors.
+    /// The client for `getUpdates`: its requests may take the poll's timeout and a margin.
+    pub fn poller(&self) -> &Bot {
+        &self.poller
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Run `request` again after flood control (`retry_after`) and network errors: for requests
+    /// that do no harm when they arrive twice (reads, edits, deletes).
     pub async fn retrying<T, F, Fut>(&self, what: &str, request: F) -> Result<T, RequestError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, RequestError>>,
     {
-        self.attempts(ATTEMPTS, what, request).await
+        self.attempts(ATTEMPTS, Repeat::Harmless, what, request)
+            .await
     }
 
-    /// Run `request` up to `attempts` times (see [`Telegram::retrying`]).
+    /// Run `request` up to `attempts` times (see [`Repeat`] for which failures are retried).
     async fn attempts<T, F, Fut>(
         &self,
         attempts: u32,
+        repeat: Repeat,
         what: &str,
         request: F,
     ) -> Result<T, RequestError>
@@ -123,7 +229,9 @@ impl Telegram {
                 RequestError::RetryAfter(secs) if secs.duration() <= MAX_RETRY_AFTER => {
                     secs.duration()
                 }
-                RequestError::Network(_) | RequestError::Io(_) => {
+                RequestError::Network(_) | RequestError::Io(_)
+                    if repeat == Repeat::Harmless || !may_have_arrived(&error) =>
+                {
                     Duration::from_millis(500 * u64::from(attempt))
                 }
                 _ => return Err(error),
@@ -190,7 +298,9 @@ impl Telegram {
             }
         };
         let first = self
-            .attempts(attempts, "sendMessage", || send(html.to_string(), true))
+            .attempts(attempts, Repeat::IfNotArrived, "sendMessage", || {
+                send(html.to_string(), true)
+            })
             .await;
         match first {
             Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
@@ -199,8 +309,10 @@ impl Telegram {
                     "Telegram refused the HTML ({why}); sending plain text"
                 );
                 let plain = html_to_plain(html);
-                self.attempts(attempts, "sendMessage", || send(plain.clone(), false))
-                    .await
+                self.attempts(attempts, Repeat::IfNotArrived, "sendMessage", || {
+                    send(plain.clone(), false)
+                })
+                .await
             }
             other => other,
         }
@@ -242,13 +354,17 @@ impl Telegram {
             req.await
         };
         let result = match self
-            .attempts(attempts, "editMessageText", || edit(html.to_string(), true))
+            .attempts(attempts, Repeat::Harmless, "editMessageText", || {
+                edit(html.to_string(), true)
+            })
             .await
         {
             Err(RequestError::Api(ApiError::CantParseEntities(_))) => {
                 let plain = html_to_plain(html);
-                self.attempts(attempts, "editMessageText", || edit(plain.clone(), false))
-                    .await
+                self.attempts(attempts, Repeat::Harmless, "editMessageText", || {
+                    edit(plain.clone(), false)
+                })
+                .await
             }
             other => other,
         };
@@ -258,47 +374,54 @@ impl Telegram {
         }
     }
 
-    /// Send markdown as one or more HTML messages (the first replies to `reply_to`), skipping
-    /// the first `skip` parts; `sent(n)` after part `n` (from 1) was accepted. With a `draft`,
-    /// the first part replaces it (edited in place; sent anew if the draft cannot be edited).
-    pub async fn send_markdown(
+    /// The messages `markdown` is sent as: Telegram HTML, split at the message limit.
+    pub fn parts(markdown: &str) -> Vec<String> {
+        split_html(&markdown_to_html(markdown), MESSAGE_LIMIT)
+    }
+
+    /// Send one part of an answer as a new message. `again`: an earlier try may have arrived,
+    /// so the message says it may be a repeat. A time-out is not retried (the message may
+    /// have arrived): it is [`SendError::MayHaveArrived`], for the caller to decide.
+    pub async fn send_part(
         &self,
         chat: i64,
         reply_to: Option<i32>,
-        markdown: &str,
-        skip: usize,
-        sent: &(dyn Fn(usize) + Send + Sync),
-        draft: Option<Draft>,
-    ) -> Result<(), String> {
-        let parts = split_html(&markdown_to_html(markdown), MESSAGE_LIMIT);
-        if parts.is_empty() && skip == 0 {
-            if let Some(draft) = &draft {
-                self.delete(chat, draft.message_id).await;
+        html: &str,
+        again: bool,
+    ) -> Result<(), SendError> {
+        let marked = format!("{SENT_AGAIN}\n\n{html}");
+        let html = match again {
+            false => html,
+            true if marked.encode_utf16().count() <= MESSAGE_LIMIT => &marked,
+            // No room for the mark in the part: it goes first, on its own.
+            true => {
+                self.send_html_tries(1, chat, reply_to, SENT_AGAIN, None)
+                    .await
+                    .map_err(|e| SendError::Failed(describe(&e)))?;
+                html
             }
+        };
+        match self
+            .send_html_tries(ATTEMPTS, chat, reply_to, html, None)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => sent_or(&e),
         }
-        for (i, part) in parts.iter().enumerate().skip(skip) {
-            match (i, &draft) {
-                (0, Some(draft)) => self.replace_draft(chat, reply_to, draft, part).await?,
-                _ => {
-                    let reply = if i == 0 { reply_to } else { None };
-                    self.send_html(chat, reply, part, None).await?;
-                }
-            }
-            sent(i + 1);
-        }
-        Ok(())
     }
 
     /// Turn the draft into `html`: unchanged text is not sent again; a draft that is gone or
     /// cannot be edited gives way to a new message. (Any other failure is the answer's: sending
-    /// it anew could show it twice.)
-    async fn replace_draft(
+    /// it anew could show it twice.) Editing is the same the second time, so `again` matters
+    /// only for a new message.
+    pub async fn replace_draft(
         &self,
         chat: i64,
         reply_to: Option<i32>,
         draft: &Draft,
         html: &str,
-    ) -> Result<(), String> {
+        again: bool,
+    ) -> Result<(), SendError> {
         if draft.shown.as_deref() == Some(html) {
             return Ok(());
         }
@@ -313,11 +436,11 @@ impl Telegram {
                 | ApiError::MessageIdInvalid),
             )) => {
                 tracing::info!(chat, "the streamed message is gone ({e}); sending anew");
-                self.send_html(chat, reply_to, html, None).await?;
+                self.send_part(chat, reply_to, html, again).await?;
                 self.delete(chat, draft.message_id).await;
                 Ok(())
             }
-            Err(e) => Err(describe(&e)),
+            Err(e) => sent_or(&e),
         }
     }
 
@@ -351,7 +474,9 @@ impl Telegram {
                 req.await
             }
         };
-        self.retrying(what, send).await.map_err(|e| describe(&e))
+        self.attempts(ATTEMPTS, Repeat::IfNotArrived, what, send)
+            .await
+            .map_err(|e| describe(&e))
     }
 
     /// Best effort: "typing…" for about five seconds.

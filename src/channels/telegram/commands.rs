@@ -1,5 +1,5 @@
-//! The chat commands: `/stop`, `/steer TEXT`, `/new`, `/status`, `/approvals [rm N]`, `/help`
-//! (and `/start`), their
+//! The chat commands: `/stop`, `/steer TEXT`, `/new`, `/status`, `/retry`, `/approvals [rm N]`,
+//! `/help` (and `/start`), their
 //! parsing — including `/cmd@botname` in groups — and the texts they answer with.
 
 use super::format::escape;
@@ -12,6 +12,8 @@ pub enum Command {
     Steer(String),
     New,
     Status,
+    /// `/retry`: run the messages that got no answer (a failure, a restart) again.
+    Retry,
     /// `/approvals`: list what the chat approved for good; `/approvals rm N`: revoke rule N.
     Approvals(String),
     /// `/trust`: say what tainted the conversation, and trust it again.
@@ -46,6 +48,7 @@ pub fn parse(text: &str, bot_username: &str) -> Option<Command> {
         "steer" => Command::Steer(args.to_string()),
         "new" | "reset" => Command::New,
         "status" => Command::Status,
+        "retry" => Command::Retry,
         "approvals" => Command::Approvals(args.to_string()),
         "trust" => Command::Trust,
         other => Command::Unknown(other.to_string()),
@@ -60,6 +63,7 @@ approval (buttons).\n\n\
 /stop — stop the current run and drop waiting messages\n\
 /steer <i>text</i> — tell the running task something before its next step\n\
 /new — start a fresh conversation\n\
+/retry — run the messages that got no answer again\n\
 /approvals — what you approved “Always in this chat”, to revoke\n\
 /trust — what made this conversation untrusted (a web page, a file…), and trust it again\n\
 /help — this text";
@@ -70,6 +74,7 @@ pub const MENU: &[(&str, &str)] = &[
     ("stop", "Stop the current run"),
     ("steer", "Tell the running task something"),
     ("new", "Start a fresh conversation"),
+    ("retry", "Run unanswered messages again"),
     ("approvals", "What is approved for good"),
     ("trust", "Trust this conversation again"),
     ("help", "How to use me"),
@@ -118,6 +123,14 @@ pub fn status_reply(status: &ChatStatus) -> String {
     out
 }
 
+/// `/retry`'s reply when nothing was run again; `None` when the runs speak for themselves.
+pub fn retry_reply(queued: usize) -> Option<String> {
+    match queued {
+        0 => Some("Nothing to retry: every message since the last answer was answered.".into()),
+        _ => None,
+    }
+}
+
 /// The reply to a prompt that did not fit into the chat's queue.
 pub fn busy_reply(queued: usize) -> String {
     format!(
@@ -141,6 +154,7 @@ mod tests {
             Some(Command::Steer("use the other file".into()))
         );
         assert_eq!(parse("/start", "wb"), Some(Command::Help));
+        assert_eq!(parse("/retry", "wb"), Some(Command::Retry));
         assert_eq!(
             parse("/approvals rm 3", "wb"),
             Some(Command::Approvals("rm 3".into()))

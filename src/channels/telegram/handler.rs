@@ -9,7 +9,7 @@ use super::format::escape;
 use super::inputs::{Inputs, Prepared};
 use super::standing::{self, Standing};
 use super::store::UpdateLog;
-use crate::gateway::{Gateway, Origin, Submission, SubmitError};
+use crate::gateway::{Gateway, Origin, Submission, SubmitError, Trouble};
 use std::sync::Arc;
 use teloxide::types::{Message, Update, UpdateKind};
 
@@ -26,6 +26,9 @@ pub enum Handled {
     Done,
     /// Shutting down: keep it recorded as unhandled; it is handled at the next start.
     Later,
+    /// The database could not take it (a full disk): handle it again in a while. The chat
+    /// was told.
+    Retry,
 }
 
 pub struct Handler {
@@ -109,14 +112,33 @@ impl Handler {
             Err(SubmitError::ShuttingDown) => Handled::Later,
             Err(SubmitError::Store(e)) => {
                 tracing::error!(chat, "queueing a prompt: {e}");
-                self.reply(
-                    chat,
-                    message_id,
-                    "Sorry, I could not take that message (a database error); please send it \
-                     again.",
-                )
-                .await;
-                Handled::Done
+                self.gateway
+                    .tell_waiting(chat, Some(message_id), Trouble::of(&e))
+                    .await;
+                Handled::Retry
+            }
+        }
+    }
+
+    /// Updates that cannot be recorded now (`trouble`): they stay with Telegram, and each chat
+    /// of an allowed user that sent one is told once that its message waits.
+    pub async fn hold(&self, updates: &[Update], trouble: Trouble) {
+        for update in updates {
+            if let UpdateKind::Message(msg) = &update.kind {
+                if let Verdict::Accept { .. } = self.access.check(msg) {
+                    self.gateway
+                        .tell_waiting(msg.chat.id.0, Some(msg.id.0), trouble)
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// Updates were recorded: their chats are told again if a later outage holds them.
+    pub fn recorded(&self, updates: &[Update]) {
+        for update in updates {
+            if let Some(chat) = update.chat() {
+                self.gateway.writes_work(chat.id.0);
             }
         }
     }
@@ -157,6 +179,18 @@ impl Handler {
                 Err(e) => {
                     tracing::error!(chat, "trusting the session: {e}");
                     Some("Sorry, I could not change that (a database error).".into())
+                }
+            },
+            Command::Retry => match self.gateway.retry(chat, user_id) {
+                Ok(queued) => commands::retry_reply(queued),
+                Err(SubmitError::Busy { queued }) => Some(escape(&commands::busy_reply(queued))),
+                Err(SubmitError::ShuttingDown) => return Handled::Later,
+                Err(SubmitError::Store(e)) => {
+                    tracing::error!(chat, "retrying: {e}");
+                    self.gateway
+                        .tell_waiting(chat, Some(message_id), Trouble::of(&e))
+                        .await;
+                    return Handled::Retry;
                 }
             },
             Command::Approvals(args) => {

@@ -6,7 +6,8 @@
 //! - Messages go into one lane per chat and are handled there in order (a chat's prompts keep
 //!   their order); lanes run side by side and disappear when empty.
 //! - An update is marked handled only once it was handled, so after a crash it is handled
-//!   again at the next start (the gateway's dedup key keeps a run from starting twice).
+//!   again at the next start (the gateway's dedup key keeps a run from starting twice). A
+//!   message the database cannot queue (a full disk) is handled again in a while.
 //! - Each update is handed out once: update ids only grow, so the lanes remember the last id
 //!   handed out and skip everything up to it, however stale the caller's list of unhandled
 //!   updates is (an update can be handled and marked while the caller still walks a list read
@@ -17,7 +18,13 @@ use super::store::UpdateLog;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use teloxide::types::{Update, UpdateKind};
+
+/// A message the database could not queue is handled again after this, doubling up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Waiting messages per chat; a chat has an entry exactly while its worker runs.
 type Queues = HashMap<i64, VecDeque<(i64, Update)>>;
@@ -36,6 +43,10 @@ impl Lanes {
             queues: Arc::default(),
             handed_out: AtomicI64::new(i64::MIN),
         }
+    }
+
+    pub fn handler(&self) -> &Handler {
+        &self.handler
     }
 
     /// Whether update `id` was handed out already (it may still be waiting in a lane).
@@ -85,10 +96,22 @@ async fn work(handler: Arc<Handler>, queues: Arc<Mutex<Queues>>, chat: i64) {
             }
         };
         let (id, update) = next;
-        if handler.handle(update).await == Handled::Later {
-            // Shutting down: this and the rest stay recorded as unhandled for the next start.
-            lock(&queues).remove(&chat);
-            return;
+        let mut wait = RETRY_FIRST;
+        loop {
+            match handler.handle(update.clone()).await {
+                Handled::Done => break,
+                Handled::Later => {
+                    // Shutting down: this and the rest stay recorded as unhandled for the next
+                    // start.
+                    lock(&queues).remove(&chat);
+                    return;
+                }
+                // The database could not queue it: the chat's later messages wait behind it.
+                Handled::Retry => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+            }
         }
         mark(&handler.log, id);
     }

@@ -41,7 +41,7 @@ use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use access::Access;
 use anyhow::Context;
-use api::{describe, Telegram};
+use api::{describe, Telegram, Timeouts};
 use approvals::Approvals;
 use handler::Handler;
 use inputs::Inputs;
@@ -91,6 +91,8 @@ pub struct TelegramSetup<'a> {
     pub voice_limits: VoiceLimits,
     /// `[trust] untrusted_paths`.
     pub untrusted_folders: Vec<String>,
+    /// `llm.scheduled_retry_budget_secs`: how long a scheduled job waits out a busy model.
+    pub scheduled_patience: Duration,
 }
 
 /// A connected bot, ready to poll.
@@ -108,8 +110,12 @@ impl TelegramBot {
     pub async fn connect(app: TelegramSetup<'_>) -> anyhow::Result<TelegramBot> {
         let config = app.config.clone();
         check_config(&config).map_err(anyhow::Error::msg)?;
-        let tg = Telegram::new(config.token.expose(), config.api_url.as_deref())
-            .map_err(anyhow::Error::msg)?;
+        let tg = Telegram::new(
+            config.token.expose(),
+            config.api_url.as_deref(),
+            Timeouts::of(&config),
+        )
+        .map_err(anyhow::Error::msg)?;
         let me = get_me(&tg).await?;
         let username = me.user.username.clone().unwrap_or_default();
         tracing::info!(bot = %username, "connected to the Telegram Bot API");
@@ -145,9 +151,22 @@ impl TelegramBot {
             GatewaySettings {
                 queue_depth: config.queue_depth,
                 untrusted_folders: app.untrusted_folders.clone(),
+                min_free_bytes: config.min_free_mb.saturating_mul(1024 * 1024),
+                scheduled_patience: Some(app.scheduled_patience),
                 ..GatewaySettings::default()
             },
         );
+        if !gateway.has_room() {
+            tracing::warn!(
+                "less than telegram.min_free_mb ({} MB) is free on the disk of {}: messages \
+                 wait until there is room",
+                config.min_free_mb,
+                app.db
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
+        }
         let recovery = gateway
             .recover()
             .await
@@ -195,13 +214,7 @@ impl TelegramBot {
     /// Poll until `shutdown`, then stop: pending approvals are denied, running agents get
     /// `shutdown_grace_secs` to finish and are then recorded as interrupted.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let polled = poll::run(
-            &self.tg,
-            self.handler.clone(),
-            &shutdown,
-            self.config.poll_timeout_secs,
-        )
-        .await;
+        let polled = poll::run(&self.tg, self.handler.clone(), &shutdown).await;
         tracing::info!("stopping: waiting for running agents");
         self.approvals.close();
         self.gateway

@@ -56,7 +56,15 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("secret.txt"), ws.join("chart.png")).unwrap();
         std::fs::write(ws.join("big.txt"), vec![b'x'; 100]).unwrap();
         let outbox = ChatOutbox {
-            tg: Telegram::new("test-token", Some("http://127.0.0.1:9")).unwrap(),
+            tg: Telegram::new(
+                "test-token",
+                Some("http://127.0.0.1:9"),
+                super::super::api::Timeouts {
+                    poll: std::time::Duration::from_secs(1),
+                    request: std::time::Duration::from_secs(5),
+                },
+            )
+            .unwrap(),
             chat: 1,
             paths: Arc::new(PathPolicy::new(&ws, &[], &[], dir.path()).unwrap()),
             max_bytes: 50,

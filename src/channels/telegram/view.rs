@@ -20,7 +20,7 @@ use super::live::{Live, Shown};
 use super::split::MESSAGE_LIMIT;
 use super::upload::ChatOutbox;
 use crate::agent::{EventFn, RunControl};
-use crate::gateway::{Channel, DraftFn, RunInfo, RunView};
+use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
 use crate::locks::lock;
 use crate::policy::PathPolicy;
 use crate::tools::approval::Approver;
@@ -123,23 +123,37 @@ impl Channel for TelegramChannel {
         })
     }
 
-    async fn deliver(
+    fn parts(&self, text: &str) -> Vec<String> {
+        Telegram::parts(text)
+    }
+
+    async fn send_part(
         &self,
         run: &RunInfo,
-        text: &str,
-        already_sent: usize,
-        sent: &(dyn Fn(usize) + Send + Sync),
-    ) -> Result<(), String> {
-        let draft = run
-            .draft
-            .and_then(|id| i32::try_from(id).ok())
-            .map(|message_id| Draft {
-                message_id,
-                shown: lock(&self.drafts).remove(&message_id),
-            });
-        self.tg
-            .send_markdown(run.chat_id, run.reply_to, text, already_sent, sent, draft)
-            .await
+        index: usize,
+        part: &str,
+        again: bool,
+    ) -> Result<(), SendError> {
+        let draft = run.draft.and_then(|id| i32::try_from(id).ok());
+        match (index, draft) {
+            (0, Some(message_id)) => {
+                let draft = Draft {
+                    message_id,
+                    shown: lock(&self.drafts).get(&message_id).cloned(),
+                };
+                self.tg
+                    .replace_draft(run.chat_id, run.reply_to, &draft, part, again)
+                    .await?;
+                lock(&self.drafts).remove(&message_id);
+                Ok(())
+            }
+            (0, None) => {
+                self.tg
+                    .send_part(run.chat_id, run.reply_to, part, again)
+                    .await
+            }
+            _ => self.tg.send_part(run.chat_id, None, part, again).await,
+        }
     }
 }
 

@@ -219,6 +219,7 @@ pub async fn run_once(app: &App, prompt: &str, json: bool) -> anyhow::Result<i32
             events,
             control,
             background: background_printer(),
+            patience: None,
         })
         .await;
     spinner.stop();
@@ -328,6 +329,7 @@ async fn run_turn(state: &slash::State, line: &str, approver: Arc<dyn Approver>)
             events: printer(Some(text.clone()), spinner.clone()),
             control,
             background: background_printer(),
+            patience: None,
         })
         .await;
     spinner.stop();

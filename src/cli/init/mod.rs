@@ -9,7 +9,7 @@ mod pairing;
 
 pub use config_file::{render, Answers, ProviderChoice, LOCAL_BASE_URL};
 
-use crate::channels::telegram::api::Telegram;
+use crate::channels::telegram::api::{Telegram, Timeouts};
 use crate::config::{home_dir, Config, ProcessEnv};
 use crate::llm::{Anthropic, OpenAi};
 use std::io::{BufRead, IsTerminal, Write};
@@ -310,7 +310,9 @@ pub fn ask_all(args: &InitArgs, ask: &mut dyn Ask) -> anyhow::Result<Answers> {
 /// Pair through the bot: show a code, wait for it to arrive, return its sender.
 fn pair(token: &str) -> anyhow::Result<i64> {
     let api_url = std::env::var("TELEGRAM_API_URL").ok();
-    let telegram = Telegram::new(token, api_url.as_deref()).map_err(anyhow::Error::msg)?;
+    let timeouts = Timeouts::of(&crate::config::TelegramConfig::default());
+    let telegram =
+        Telegram::new(token, api_url.as_deref(), timeouts).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

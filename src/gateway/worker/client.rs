@@ -4,7 +4,7 @@
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{EventFn, RunOutcome, RunRequest};
-use crate::gateway::AgentRunner;
+use crate::gateway::{AgentRunner, FailureKind, RunFailure};
 use crate::locks::lock;
 use crate::tools::approval::{Approval, Approver};
 use crate::tools::background::{self, BackgroundEvent, BackgroundFn};
@@ -77,7 +77,7 @@ struct RunSlot {
     approver: Arc<dyn Approver>,
     background: BackgroundFn,
     outbox: Arc<dyn Outbox>,
-    done: oneshot::Sender<Result<RunOutcome, String>>,
+    done: oneshot::Sender<Result<RunOutcome, RunFailure>>,
 }
 
 impl Connection {
@@ -193,8 +193,11 @@ impl WorkerAgent {
 
 #[async_trait]
 impl AgentRunner for WorkerAgent {
-    async fn run(&self, request: RunRequest) -> Result<RunOutcome, String> {
-        let conn = self.connection(true).await?;
+    async fn run(&self, request: RunRequest) -> Result<RunOutcome, RunFailure> {
+        let conn = self
+            .connection(true)
+            .await
+            .map_err(|e| RunFailure::new(FailureKind::Other, e))?;
         let run = self.shared.next_run.fetch_add(1, Ordering::Relaxed);
         let (done, mut finished) = oneshot::channel();
         lock(&conn.runs).insert(
@@ -212,10 +215,11 @@ impl AgentRunner for WorkerAgent {
             run,
             session: request.session,
             input: request.input,
+            patience_secs: request.patience.map(|p| p.as_secs()),
         }) {
             Err(e) => {
                 lock(&conn.runs).remove(&run);
-                Err(e)
+                Err(RunFailure::new(FailureKind::Interrupted, e))
             }
             Ok(()) => {
                 let mut abort_sent = false;
@@ -223,7 +227,12 @@ impl AgentRunner for WorkerAgent {
                 loop {
                     tokio::select! {
                         result = &mut finished => {
-                            break result.unwrap_or_else(|_| Err("the agent worker stopped".into()));
+                            break result.unwrap_or_else(|_| {
+                                Err(RunFailure::new(
+                                    FailureKind::Interrupted,
+                                    "the agent worker stopped",
+                                ))
+                            });
                         }
                         _ = cancelled.cancelled(), if !abort_sent => {
                             abort_sent = true;
@@ -426,7 +435,9 @@ async fn read_replies(
         Err(e) => format!("the agent worker stopped (waiting for it failed: {e})"),
     };
     for (_, slot) in lock(&conn.runs).drain() {
-        let _ = slot.done.send(Err(reason.clone()));
+        let _ = slot
+            .done
+            .send(Err(RunFailure::new(FailureKind::Interrupted, &reason)));
     }
     // Background commands whose end never came: their chats are told rather than left
     // waiting (at a shutdown the gateway no longer takes the notice).

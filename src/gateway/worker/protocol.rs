@@ -1,6 +1,7 @@
 //! The messages between the bot and its agent worker: one JSON object per line.
 
 use crate::agent::{AgentEvent, RunOutcome};
+use crate::gateway::RunFailure;
 use crate::llm::ContentBlock;
 use crate::tools::approval::{Approval, ApprovalRequest};
 use crate::tools::background::BackgroundEvent;
@@ -17,6 +18,9 @@ pub enum ToWorker {
         run: u64,
         session: String,
         input: Vec<ContentBlock>,
+        /// Seconds each model call retries a busy model (none: the configured budget).
+        #[serde(default)]
+        patience_secs: Option<u64>,
     },
     /// `/stop`: abort the run; `interrupted`: warden is stopping, not the user.
     Abort {
@@ -76,7 +80,7 @@ pub enum FromWorker {
     /// The run ended; the error is the reason it could not finish.
     Done {
         run: u64,
-        result: Result<RunOutcome, String>,
+        result: Result<RunOutcome, RunFailure>,
     },
     /// The worker's cron jobs changed (a run's `cron` tool added, changed or removed one):
     /// the bot's scheduler, which shares the database, looks again now instead of at its
@@ -115,6 +119,7 @@ mod tests {
                 run: 1,
                 session: "telegram:7".into(),
                 input: vec![ContentBlock::text("two\nlines")],
+                patience_secs: Some(600),
             },
             ToWorker::Abort {
                 run: 1,
@@ -185,7 +190,10 @@ mod tests {
             },
             FromWorker::Done {
                 run: 2,
-                result: Err("the model could not be reached".into()),
+                result: Err(crate::gateway::RunFailure::new(
+                    crate::gateway::FailureKind::ModelBusy,
+                    "anthropic: HTTP 529",
+                )),
             },
             FromWorker::Background {
                 run: 2,

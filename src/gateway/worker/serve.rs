@@ -3,6 +3,7 @@
 
 use super::protocol::{decode, encode, FromWorker, ToWorker};
 use crate::agent::{Agent, AgentEvent, RunControl, RunRequest};
+use crate::gateway::RunFailure;
 use crate::locks::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use crate::tools::background::BackgroundEvent;
@@ -100,6 +101,7 @@ pub async fn serve(
                 run,
                 session,
                 input,
+                patience_secs,
             } => {
                 let control = RunControl::new();
                 runs.lock().insert(
@@ -135,10 +137,11 @@ pub async fn serve(
                             let _ = out.send(FromWorker::Background { run, event });
                         })
                     },
+                    patience: patience_secs.map(Duration::from_secs),
                 };
                 let (agent, runs, out) = (agent.clone(), runs.clone(), out.clone());
                 tasks.spawn(async move {
-                    let result = agent.run(request).await.map_err(|e| e.to_string());
+                    let result = agent.run(request).await.map_err(RunFailure::from);
                     runs.lock().remove(&run);
                     let _ = out.send(FromWorker::Done { run, result });
                 });
