@@ -1,6 +1,7 @@
 //! `warden bot` (fake Bot API, scripted model): a command the model runs plants a hook, in the
 //! foreground and in the background; warden stops it, undoes it and says so in the chat.
 
+use crate::host_git as git;
 use crate::support::command_model;
 use crate::support::fake_llm::FakeLlm;
 use crate::support::fake_telegram::FakeTelegram;
@@ -8,7 +9,7 @@ use crate::support::procs::descendants;
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
 use crate::support::warden_run::audit_all;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -21,18 +22,6 @@ struct Bot {
     home: tempfile::TempDir,
     _outside: tempfile::TempDir,
     marker: PathBuf,
-}
-
-fn git(ws: &Path, home: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(ws)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", home)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 async fn start() -> Option<Bot> {

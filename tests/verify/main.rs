@@ -15,3 +15,16 @@ mod docker;
 mod bot;
 mod exec;
 mod run;
+
+/// The user's own git on the host, with HOME at `home` and no system config.
+fn host_git(ws: &std::path::Path, home: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(ws)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}

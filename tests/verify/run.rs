@@ -2,24 +2,12 @@
 //! policy fooled about where `cp` writes; warden undoes it, the model is told the command was
 //! refused (naming the file), and the user's own git runs nothing afterwards.
 
+use crate::host_git as git;
 use crate::support::command_model;
 use crate::support::fake_llm::FakeLlm;
 use crate::support::warden_run::{audit_all, warden_run, workspace, write_config};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Command;
-
-fn git(ws: &Path, home: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(ws)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", home)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_planted_in_warden_run_is_undone_and_the_model_is_told() {
