@@ -359,6 +359,10 @@ pub enum CronCommand {
         /// Run in a fresh session each time; the answer still goes to the session's chat.
         #[arg(long)]
         new_session: bool,
+        /// Deliver into this topic of the Telegram chat (its `message_thread_id`), in the
+        /// topic's own session (telegram:<chat>:<topic>).
+        #[arg(long)]
+        topic: Option<i32>,
         /// Keep a one-shot job after it ran (default: it deletes itself).
         #[arg(long)]
         keep: bool,

@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     name,
                     session,
                     new_session,
+                    topic,
                     keep,
                     prompt,
                 } => cli::cron::Action::Add(cli::cron::AddArgs {
@@ -49,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     name,
                     session,
                     new_session,
+                    topic,
                     keep,
                     prompt: prompt.join(" "),
                 }),

@@ -25,6 +25,7 @@ pub mod runner;
 pub mod store;
 pub mod worker;
 
+pub use crate::memory::chat_key::ChatKey;
 pub use channel::{Channel, DraftFn, RunInfo, RunView};
 pub use runner::AgentRunner;
 
@@ -64,6 +65,8 @@ pub enum Origin {
 #[derive(Clone, Debug)]
 pub struct Submission {
     pub chat_id: i64,
+    /// The chat's topic the prompt came from and the answer goes to (see [`ChatKey`]).
+    pub topic: Option<i32>,
     pub origin: Origin,
     /// What the agent receives as the user's message.
     pub input: Vec<ContentBlock>,
@@ -94,6 +97,7 @@ impl Submission {
         };
         Submission {
             chat_id,
+            topic: None,
             origin,
             preview: preview(&text),
             input: vec![block],
@@ -120,6 +124,7 @@ impl Submission {
     pub fn blocks(chat_id: i64, origin: Origin, input: Vec<ContentBlock>, preview: &str) -> Self {
         Submission {
             chat_id,
+            topic: None,
             origin,
             input,
             preview: self::preview(preview),
@@ -128,6 +133,17 @@ impl Submission {
             deliver: true,
             session: None,
         }
+    }
+
+    /// Queue it in `topic` of its chat (its own queue and session), answered there.
+    pub fn in_topic(mut self, topic: Option<i32>) -> Submission {
+        self.topic = topic;
+        self
+    }
+
+    /// Where it is queued.
+    pub fn chat_key(&self) -> ChatKey {
+        ChatKey::new(self.chat_id, self.topic)
     }
 
     pub fn reply_to(mut self, message_id: i32) -> Submission {
@@ -255,7 +271,7 @@ pub struct GatewaySettings {
     pub queue_depth: usize,
     /// An actor with nothing to do stops after this long (it is recreated on demand).
     pub idle: Duration,
-    /// Session keys are `<prefix>:<chat_id>`.
+    /// Session keys are `<prefix>:<chat_id>`, or `<prefix>:<chat_id>:<topic>` in a topic.
     pub session_prefix: String,
     /// The workspace's untrusted folders (`[trust] untrusted_paths`), for `/trust` to say what
     /// tainted a session.
@@ -301,7 +317,7 @@ struct Inner {
     store: RunStore,
     channel: Arc<dyn Channel>,
     settings: GatewaySettings,
-    chats: Mutex<HashMap<i64, Arc<ChatSlot>>>,
+    chats: Mutex<HashMap<ChatKey, Arc<ChatSlot>>>,
     waiters: Mutex<HashMap<i64, Vec<oneshot::Sender<RunResult>>>>,
     /// Set at shutdown: no new prompts, no new runs.
     closing: CancellationToken,
@@ -333,9 +349,14 @@ impl Gateway {
         }
     }
 
-    /// The session key of a chat.
-    pub fn session_key(&self, chat_id: i64) -> String {
-        format!("{}:{chat_id}", self.inner.settings.session_prefix)
+    /// The session key of a chat (or of one of its topics).
+    pub fn session_key(&self, chat: impl Into<ChatKey>) -> String {
+        chat.into().session_key(&self.inner.settings.session_prefix)
+    }
+
+    /// The chat (and topic) whose session `key` is; `None` for any other session.
+    pub fn chat_of_session(&self, key: &str) -> Option<ChatKey> {
+        ChatKey::from_session_key(&self.inner.settings.session_prefix, key)
     }
 
     /// Queue a prompt in its chat. Fails with [`SubmitError::Busy`] when `queue_depth` prompts
@@ -352,7 +373,7 @@ impl Gateway {
         // The chats lock is held until the run is queued, so an idle actor cannot retire
         // between our lookup and our push.
         let chats = &mut lock(&inner.chats);
-        let slot = self.slot(chats, s.chat_id);
+        let slot = self.slot(chats, s.chat_key());
         let mut state = lock(&slot.state);
         if let Some(key) = &s.dedup_key {
             if let Some(row) = inner.store.by_key(key)? {
@@ -366,6 +387,7 @@ impl Gateway {
         }
         let new = NewRun {
             chat_id: s.chat_id,
+            topic: s.topic,
             origin: &s.origin,
             dedup_key: s.dedup_key.as_deref(),
             input: &s.input,
@@ -395,16 +417,16 @@ impl Gateway {
     }
 
     /// The chat's slot, starting its actor if it has none.
-    fn slot(&self, chats: &mut HashMap<i64, Arc<ChatSlot>>, chat_id: i64) -> Arc<ChatSlot> {
+    fn slot(&self, chats: &mut HashMap<ChatKey, Arc<ChatSlot>>, chat: ChatKey) -> Arc<ChatSlot> {
         chats
-            .entry(chat_id)
+            .entry(chat)
             .or_insert_with(|| {
                 let slot = Arc::new(ChatSlot::default());
                 let inner = self.inner.clone();
                 let actor_slot = slot.clone();
                 self.inner
                     .tasks
-                    .spawn(actor::run_chat(inner, chat_id, actor_slot));
+                    .spawn(actor::run_chat(inner, chat, actor_slot));
                 slot
             })
             .clone()
@@ -427,10 +449,17 @@ impl Gateway {
 
     /// Send `text` to a chat outside any run: an answer the submitter filtered first (the
     /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result).
-    pub async fn send(&self, chat_id: i64, origin: Origin, text: &str) -> Result<(), String> {
+    pub async fn send(
+        &self,
+        chat: impl Into<ChatKey>,
+        origin: Origin,
+        text: &str,
+    ) -> Result<(), String> {
+        let chat = chat.into();
         let info = RunInfo {
             run_id: 0,
-            chat_id,
+            chat_id: chat.chat_id,
+            topic: chat.topic,
             reply_to: None,
             preview: preview(text),
             origin,
@@ -441,8 +470,8 @@ impl Gateway {
     }
 
     /// `/stop`: abort the running agent and drop the waiting prompts.
-    pub fn stop(&self, chat_id: i64) -> StopReport {
-        let Some(slot) = lock(&self.inner.chats).get(&chat_id).cloned() else {
+    pub fn stop(&self, chat: impl Into<ChatKey>) -> StopReport {
+        let Some(slot) = lock(&self.inner.chats).get(&chat.into()).cloned() else {
             return StopReport::default();
         };
         let (aborted, dropped) = {
@@ -474,8 +503,8 @@ impl Gateway {
 
     /// `/steer TEXT`: deliver `text` to the running agent before its next step. False when
     /// nothing runs in the chat.
-    pub fn steer(&self, chat_id: i64, text: &str) -> bool {
-        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+    pub fn steer(&self, chat: impl Into<ChatKey>, text: &str) -> bool {
+        let slot = lock(&self.inner.chats).get(&chat.into()).cloned();
         slot.is_some_and(|slot| match &lock(&slot.state).running {
             Some(running) => {
                 running.control.steer(text);
@@ -485,8 +514,8 @@ impl Gateway {
         })
     }
 
-    pub fn status(&self, chat_id: i64) -> ChatStatus {
-        let Some(slot) = lock(&self.inner.chats).get(&chat_id).cloned() else {
+    pub fn status(&self, chat: impl Into<ChatKey>) -> ChatStatus {
+        let Some(slot) = lock(&self.inner.chats).get(&chat.into()).cloned() else {
             return ChatStatus::default();
         };
         let state = lock(&slot.state);
@@ -501,27 +530,29 @@ impl Gateway {
 
     /// `/new`: start a fresh session. Refused (`Ok(false)`) while a run is in progress, since
     /// the running agent would write into the new session.
-    pub fn new_session(&self, chat_id: i64) -> Result<bool, DbError> {
-        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+    pub fn new_session(&self, chat: impl Into<ChatKey>) -> Result<bool, DbError> {
+        let chat = chat.into();
+        let slot = lock(&self.inner.chats).get(&chat).cloned();
         if let Some(slot) = slot {
             if lock(&slot.state).running.is_some() {
                 return Ok(false);
             }
         }
-        self.inner.sessions.reset(&self.session_key(chat_id))?;
+        self.inner.sessions.reset(&self.session_key(chat))?;
         Ok(true)
     }
 
     /// `/trust`: the chat's session is trusted again — what tainted it (returned) no longer
     /// does. Refused (`Ok(None)`) while a run is in progress: it would record its taint again.
-    pub fn trust_session(&self, chat_id: i64) -> Result<Option<Vec<String>>, DbError> {
-        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+    pub fn trust_session(&self, chat: impl Into<ChatKey>) -> Result<Option<Vec<String>>, DbError> {
+        let chat = chat.into();
+        let slot = lock(&self.inner.chats).get(&chat).cloned();
         if let Some(slot) = slot {
             if lock(&slot.state).running.is_some() {
                 return Ok(None);
             }
         }
-        let key = self.session_key(chat_id);
+        let key = self.session_key(chat);
         self.inner
             .sessions
             .trust(&key, &self.inner.settings.untrusted_folders)
@@ -577,7 +608,7 @@ impl Inner {
     fn session_of(&self, row: &RunRow) -> String {
         row.session
             .clone()
-            .unwrap_or_else(|| format!("{}:{}", self.settings.session_prefix, row.chat_id))
+            .unwrap_or_else(|| row.chat_key().session_key(&self.settings.session_prefix))
     }
 
     /// Hand `result` to everyone waiting for its run.

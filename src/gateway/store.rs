@@ -39,6 +39,10 @@ pub const SESSION_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN session TE
 /// of repeating it. NULL: nothing was streamed.
 pub const DRAFT_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN draft INTEGER;";
 
+/// A later migration: the topic of the chat the run belongs to (Telegram's
+/// `message_thread_id`): its queue, its session, where its answer goes. NULL: the chat itself.
+pub const TOPIC_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN topic INTEGER;";
+
 /// Where a run is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {
@@ -83,6 +87,7 @@ impl RunState {
 pub struct RunRow {
     pub id: i64,
     pub chat_id: i64,
+    pub topic: Option<i32>,
     pub origin: Origin,
     pub input: Vec<ContentBlock>,
     pub preview: String,
@@ -104,6 +109,7 @@ pub struct RunRow {
 /// A run to insert.
 pub struct NewRun<'a> {
     pub chat_id: i64,
+    pub topic: Option<i32>,
     pub origin: &'a Origin,
     pub dedup_key: Option<&'a str>,
     pub input: &'a [ContentBlock],
@@ -125,7 +131,7 @@ pub struct RunStore {
 }
 
 const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
-                       answer, parts_sent, notified, session, draft";
+                       answer, parts_sent, notified, session, draft, topic";
 
 fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let origin: String = row.get(2)?;
@@ -147,11 +153,19 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         notified: row.get(11)?,
         session: row.get(12)?,
         draft: row.get(13)?,
+        topic: row.get(14)?,
     })
 }
 
 fn json_err(e: serde_json::Error) -> DbError {
     DbError::Io(std::io::Error::other(e))
+}
+
+impl RunRow {
+    /// The chat (and topic) the run belongs to.
+    pub fn chat_key(&self) -> super::ChatKey {
+        super::ChatKey::new(self.chat_id, self.topic)
+    }
 }
 
 impl RunStore {
@@ -165,8 +179,8 @@ impl RunStore {
         let input = serde_json::to_string(run.input).map_err(json_err)?;
         let changed = self.db.conn().execute(
             "INSERT INTO gateway_runs (chat_id, origin, dedup_key, input, preview, reply_to, deliver,
-                 session)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (dedup_key) DO NOTHING",
+                 session, topic)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (dedup_key) DO NOTHING",
             params![
                 run.chat_id,
                 origin,
@@ -175,7 +189,8 @@ impl RunStore {
                 run.preview,
                 run.reply_to,
                 run.deliver,
-                run.session
+                run.session,
+                run.topic
             ],
         )?;
         if changed == 1 {
@@ -305,6 +320,7 @@ mod tests {
     ) -> NewRun<'a> {
         NewRun {
             chat_id: 7,
+            topic: None,
             origin,
             dedup_key: key,
             input,
