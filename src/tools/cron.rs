@@ -400,6 +400,26 @@ mod tests {
         assert_eq!(out.content, "Removed job #1 \"Remind me to stretch.\".");
     }
 
+    #[tokio::test]
+    async fn topic_delivers_into_a_topic_of_this_chat_only() {
+        let tool = tool();
+        let add =
+            |topic: Value| json!({"action": "add", "at": "+20m", "prompt": "p", "topic": topic});
+        let out = tool.run(&add(json!(9)), &ctx_in("telegram:-100:3")).await;
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.contains("→ telegram:-100:9"), "{}", out.content);
+        for (topic, session, why) in [
+            (json!(0), "telegram:42", "topic must be"),
+            (json!("9"), "telegram:42", "topic must be"),
+            (json!(9), "terminal:default", "only in a Telegram chat"),
+            (json!(9), "cron:1:2", "only in a Telegram chat"),
+        ] {
+            let out = tool.run(&add(topic), &ctx_in(session)).await;
+            assert!(out.is_error, "{session}: {}", out.content);
+            assert!(out.content.contains(why), "{session}: {}", out.content);
+        }
+    }
+
     fn ctx_in(session: &str) -> ToolContext {
         ToolContext {
             session: session.into(),
