@@ -98,6 +98,10 @@ pub enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Sign in to a model provider with OAuth (PKCE) instead of an API key.
+    Login(super::login::LoginArgs),
+    /// Forget a provider's OAuth tokens.
+    Logout(super::login::LogoutArgs),
     /// What made a session untrusted, and trusting it again.
     Session {
         #[command(subcommand)]

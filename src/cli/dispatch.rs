@@ -125,6 +125,14 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             cli::session::run(&config, action)
         }
+        Command::Login(args) => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::login::login(&config, args)
+        }
+        Command::Logout(args) => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::login::logout(&config, args)
+        }
         Command::Bot => crate::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),
         Command::Hook {

@@ -6,6 +6,7 @@ use super::retry::HttpOptions;
 use super::transport::ProviderSettings;
 use super::{Anthropic, Failover, LlmError, OpenAi, Provider};
 use crate::config::{LlmConfig, ProviderConfig, ProviderKind};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The configured providers behind one [`Failover`] (which also serves a single provider).
@@ -38,6 +39,19 @@ impl Chosen {
     pub fn base_url_key(&self) -> String {
         format!("llm.{}.base_url", kind_name(self.kind))
     }
+    /// Where the credential it sends comes from, for `warden doctor`.
+    pub fn credential_source(&self) -> String {
+        let (key, env) = self.api_key_names();
+        if self.settings.oauth.is_some() {
+            format!("OAuth sign-in (warden login {})", kind_name(self.kind))
+        } else if self.settings.api_key.is_empty() {
+            "no key (a local server)".into()
+        } else if std::env::var_os(env).is_some() {
+            format!("key from {env}")
+        } else {
+            format!("key from {key}")
+        }
+    }
     /// The config key of its key, and the environment variable that also sets it.
     pub fn api_key_names(&self) -> (String, &'static str) {
         let env = match self.kind {
@@ -61,17 +75,22 @@ pub fn kind_name(kind: ProviderKind) -> &'static str {
 pub fn chosen(config: &LlmConfig) -> Vec<Chosen> {
     let mut out: Vec<Chosen> = Vec::new();
     for kind in listed(config) {
-        let settings = match kind {
-            ProviderKind::Anthropic if !config.anthropic.api_key.is_empty() => {
+        // Signed in: the token comes first (see [`crate::oauth`]).
+        let oauth = signed_in(config, kind);
+        let mut settings = match kind {
+            ProviderKind::Anthropic if oauth.is_some() || !config.anthropic.api_key.is_empty() => {
                 settings(&config.anthropic, Anthropic::default_settings())
             }
             ProviderKind::Openai
-                if !config.openai.api_key.is_empty() || has_base_url(&config.openai) =>
+                if oauth.is_some()
+                    || !config.openai.api_key.is_empty()
+                    || has_base_url(&config.openai) =>
             {
                 settings(&config.openai, OpenAi::default_settings())
             }
             _ => continue,
         };
+        settings.oauth = oauth;
         out.push(Chosen { kind, settings });
     }
     let model = config
@@ -83,6 +102,29 @@ pub fn chosen(config: &LlmConfig) -> Vec<Chosen> {
         first.settings.model = model.to_string();
     }
     out
+}
+
+/// The provider's configuration.
+pub fn provider_config(config: &LlmConfig, kind: ProviderKind) -> &ProviderConfig {
+    match kind {
+        ProviderKind::Anthropic => &config.anthropic,
+        ProviderKind::Openai => &config.openai,
+    }
+}
+
+/// The provider's OAuth store, when it has an `[llm.<name>.oauth]` block.
+pub fn token_store(config: &LlmConfig, kind: ProviderKind) -> Option<crate::oauth::TokenStore> {
+    provider_config(config, kind).oauth.as_ref()?;
+    let dir = config.token_dir.as_deref()?;
+    Some(crate::oauth::TokenStore::new(dir, kind_name(kind)))
+}
+
+/// The provider's sign-in, when it has an `[llm.<name>.oauth]` block and a stored login.
+fn signed_in(config: &LlmConfig, kind: ProviderKind) -> Option<Arc<crate::oauth::Credential>> {
+    let oauth = provider_config(config, kind).oauth.clone()?;
+    let store = token_store(config, kind)?;
+    let credential = crate::oauth::Credential::new(kind_name(kind), oauth, store);
+    credential.signed_in().then(|| Arc::new(credential))
 }
 
 /// `llm.providers` without repeats.
@@ -149,6 +191,7 @@ fn settings(config: &ProviderConfig, defaults: ProviderSettings) -> ProviderSett
         model: non_empty(&config.model).unwrap_or(defaults.model),
         max_tokens: config.max_tokens.unwrap_or(defaults.max_tokens),
         http,
+        oauth: None,
     }
 }
 
