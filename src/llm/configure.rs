@@ -267,6 +267,53 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_sign_in_comes_before_the_key_and_nothing_else_counts_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let oauth = crate::oauth::OAuthConfig {
+            authorize_url: "https://auth.example/authorize".into(),
+            token_url: "https://auth.example/token".into(),
+            client_id: "warden".into(),
+            ..Default::default()
+        };
+        let mut config = LlmConfig {
+            providers: vec![ProviderKind::Openai, ProviderKind::Anthropic],
+            token_dir: Some(dir.path().to_path_buf()),
+            ..LlmConfig::default()
+        };
+        config.anthropic.api_key = Secret::new("k");
+        config.openai.oauth = Some(oauth.clone());
+        // An OAuth block without a login is no credential: OpenAI is skipped.
+        let chosen = super::chosen(&config);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].kind, ProviderKind::Anthropic);
+        crate::oauth::TokenStore::new(dir.path(), "openai")
+            .save(&crate::oauth::Tokens {
+                access_token: "at".into(),
+                refresh_token: None,
+                expires_at: None,
+                scope: None,
+            })
+            .unwrap();
+        let chosen = super::chosen(&config);
+        assert_eq!(chosen[0].kind, ProviderKind::Openai);
+        assert!(chosen[0].settings.oauth.is_some());
+        assert!(chosen[0].credential_source().starts_with("OAuth sign-in"));
+        assert!(chosen[1].settings.oauth.is_none());
+        // Signed in and a key: the token is used, the key is not.
+        config.openai.api_key = Secret::new("sk");
+        config.anthropic.oauth = Some(oauth);
+        let chosen = super::chosen(&config);
+        assert!(chosen[0].settings.oauth.is_some());
+        assert!(
+            chosen[1].settings.oauth.is_none(),
+            "anthropic is not signed in"
+        );
+        // Without a token directory (a config built in code), OAuth is off.
+        config.token_dir = None;
+        assert!(super::chosen(&config)[0].settings.oauth.is_none());
+    }
+
+    #[test]
     fn config_values_override_defaults() {
         let config = ProviderConfig {
             api_key: Secret::new("k"),
@@ -276,6 +323,7 @@ mod tests {
             timeout_secs: Some(30),
             idle_timeout_secs: Some(300),
             max_attempts: Some(0),
+            oauth: None,
         };
         let s = settings(&config, Anthropic::default_settings());
         assert_eq!(s.base_url, Anthropic::DEFAULT_BASE_URL);
