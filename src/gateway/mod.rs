@@ -1,4 +1,6 @@
 //! The gateway: one actor per chat between the channels (and the scheduler) and the agent.
+//! A chat with topics is several chats here: each topic has its own actor, queue and session
+//! ([`ChatKey`]).
 //!
 //! Each chat has a queue of prompts; its actor runs them one at a time, so one chat's runs
 //! never overlap, while different chats run concurrently. An actor is created on demand and

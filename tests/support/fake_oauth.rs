@@ -115,6 +115,16 @@ impl FakeOAuth {
         self.shared.lock().live_refresh.clear();
     }
 
+    /// Tokens issued without a login (as if one had been made): (access, refresh).
+    pub fn issue_tokens(&self) -> (String, String) {
+        let mut inner = self.shared.lock();
+        inner.next += 1;
+        let n = inner.next;
+        let refresh = format!("refresh-secret-{n}");
+        inner.live_refresh.push(refresh.clone());
+        (format!("access-secret-{n}"), refresh)
+    }
+
     pub fn token_requests(&self) -> Vec<HashMap<String, String>> {
         self.shared.lock().token_requests.clone()
     }
