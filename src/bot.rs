@@ -137,8 +137,10 @@ impl BotApp {
 
 /// `warden bot`, start to finish: load the config, check the setup through a worker, poll
 /// until SIGTERM or SIGINT. Returns the exit code.
-/// Blank every secret but the Telegram token.
+/// Blank every secret but the Telegram token; OAuth sign-ins are off (their tokens are the
+/// worker's to read, never the gateway's).
 fn forget_the_workers_secrets(config: &mut Config) {
+    config.llm.token_dir = None;
     for key in [
         &mut config.llm.anthropic.api_key,
         &mut config.llm.openai.api_key,
@@ -220,9 +222,14 @@ mod tests {
             .secrets
             .insert("GITHUB_TOKEN".into(), Secret::new("ghp"));
         config.telegram.token = Secret::new("123:abc");
+        config.llm.token_dir = Some("/data/oauth".into());
         assert_eq!(config.secrets().len(), 7);
         forget_the_workers_secrets(&mut config);
         let left: Vec<&str> = config.secrets().iter().map(|s| s.expose()).collect();
         assert_eq!(left, ["123:abc"]);
+        assert_eq!(
+            config.llm.token_dir, None,
+            "no sign-in is read by the gateway"
+        );
     }
 }

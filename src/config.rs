@@ -404,6 +404,9 @@ pub struct LlmConfig {
     /// The model of the first usable provider, over its `model`: `-m` or `WARDEN_MODEL`.
     #[serde(skip)]
     pub model_override: Option<String>,
+    /// Where `warden login` keeps OAuth tokens (`<data_dir>/oauth`); `None`: OAuth is off.
+    #[serde(skip)]
+    pub token_dir: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -427,6 +430,8 @@ pub struct ProviderConfig {
     /// Tries per request (the first included) on rate limits, overload and connection errors;
     /// by default only `llm.retry_budget_secs` limits them.
     pub max_attempts: Option<u32>,
+    /// `[llm.<provider>.oauth]`: sign in with `warden login` instead of a key.
+    pub oauth: Option<crate::oauth::OAuthConfig>,
 }
 
 /// `[memory]`: when the conversation is compacted, the workspace files in the prompt, and
@@ -680,6 +685,7 @@ impl Default for LlmConfig {
             anthropic: ProviderConfig::default(),
             openai: ProviderConfig::default(),
             model_override: None,
+            token_dir: None,
         }
     }
 }
@@ -733,6 +739,7 @@ impl Config {
         };
         config.apply_env(env)?;
         config.caps.install();
+        config.llm.token_dir = Some(config.data_dir.join("oauth"));
         Ok(config)
     }
 

@@ -87,16 +87,17 @@ impl Database {
     }
 
     fn init(
-        conn: Connection,
+        mut conn: Connection,
         path: Option<PathBuf>,
         migrations: &[Migration],
     ) -> Result<Arc<Database>, DbError> {
+        // First: the pragmas below may wait for another process opening the same file.
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS schema_migrations (
                  name TEXT PRIMARY KEY,
@@ -104,7 +105,10 @@ impl Database {
              );",
         )?;
         for &(name, sql) in migrations {
-            let done: bool = conn.query_row(
+            // Checked and applied under the write lock: two processes opening a new database
+            // at once (the bot's worker and a terminal run) must not both apply it.
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let done: bool = tx.query_row(
                 "SELECT EXISTS(SELECT 1 FROM schema_migrations WHERE name = ?1)",
                 [name],
                 |row| row.get(0),
@@ -112,7 +116,6 @@ impl Database {
             if done {
                 continue;
             }
-            let tx = conn.unchecked_transaction()?;
             tx.execute_batch(sql)
                 .and_then(|_| {
                     tx.execute("INSERT INTO schema_migrations (name) VALUES (?1)", [name])
@@ -164,6 +167,36 @@ mod tests {
         ("one", "CREATE TABLE one (x INTEGER);"),
         ("two", "CREATE TABLE two (y INTEGER);"),
     ];
+
+    #[test]
+    fn processes_opening_a_new_database_at_once_apply_each_migration_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("race.db");
+        let many: Vec<Migration> = (0..20)
+            .map(|i| {
+                let name: &'static str = Box::leak(format!("m{i}").into_boxed_str());
+                let sql: &'static str =
+                    Box::leak(format!("CREATE TABLE t{i} (x INTEGER);").into_boxed_str());
+                (name, sql)
+            })
+            .collect();
+        let many: &'static [Migration] = Box::leak(many.into_boxed_slice());
+        let openers: Vec<_> = (0..6)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || Database::open(&path, many).map(|_| ()))
+            })
+            .collect();
+        for opener in openers {
+            opener.join().unwrap().expect("every opener succeeds");
+        }
+        let db = Database::open(&path, many).unwrap();
+        let n: i64 = db
+            .conn()
+            .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 20);
+    }
 
     #[test]
     fn migrations_apply_once_and_survive_reopening() {

@@ -21,6 +21,7 @@ pub mod llm;
 pub mod locks;
 pub mod mcp;
 pub mod memory;
+pub mod oauth;
 pub mod outgoing;
 pub mod persistence;
 pub mod policy;

@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "gateway_runs_sending",
         crate::gateway::store::SENDING_COLUMN,
     ),
+    ("gateway_runs_topic", crate::gateway::store::TOPIC_COLUMN),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -148,3 +148,102 @@ async fn a_reminder_set_by_the_agent_arrives_in_the_chat_after_the_users_run() {
     let jobs: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(jobs, json!([]));
 }
+
+#[tokio::test]
+async fn a_job_delivers_into_its_topic() {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let llm = FakeLlm::anthropic_with(|req: &Request| {
+        let text = req.last_user_text();
+        if answers_a_tool_call(req) {
+            Turn::text("OK.")
+        } else if text.contains("Scheduled job") && text.contains("Water the plants") {
+            Turn::text("Water the plants now!")
+        } else if text.contains("Scheduled job") && text.contains("Feed the cat") {
+            Turn::text("Feed the cat now!")
+        } else if text.starts_with("remind me") {
+            let at = chrono::Utc::now() + chrono::Duration::seconds(2);
+            Turn::tool_use(
+                "cron",
+                json!({
+                    "action": "add",
+                    "at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    "prompt": "Feed the cat."
+                }),
+            )
+        } else {
+            Turn::text("?")
+        }
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    // `warden cron add --topic`: the job answers in topic 9 of the owner's chat.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("TELEGRAM_ALLOWED_USERS", OWNER.to_string())
+        .args([
+            "cron",
+            "add",
+            "--at",
+            "+3s",
+            "--topic",
+            "9",
+            "Water the plants.",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("→ telegram:4242:9"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
+    let mut bot = BotProcess::start(&env);
+    tg.wait_for_calls("getUpdates", 1, WAIT).await;
+    // The agent, asked in topic 3, schedules a job: it answers in topic 3.
+    tg.push_topic_text(OWNER, 3, OWNER, "remind me to feed the cat");
+    tg.wait_until("both jobs ran", WAIT, |t| {
+        let shown = |topic| -> Vec<String> {
+            t.messages_in(OWNER, Some(topic))
+                .iter()
+                .map(|m| m.visible.clone())
+                .collect()
+        };
+        shown(9).contains(&"Water the plants now!".to_string())
+            && shown(3).contains(&"Feed the cat now!".to_string())
+    })
+    .await;
+    let shown = |topic| -> Vec<String> {
+        tg.messages_in(OWNER, topic)
+            .iter()
+            .filter(|m| !m.visible.starts_with('⏳'))
+            .map(|m| m.visible.clone())
+            .collect()
+    };
+    assert_eq!(shown(Some(9)), ["Water the plants now!"]);
+    let three = shown(Some(3));
+    assert_eq!(three.len(), 2, "{three:?}");
+    assert!(three[0].starts_with("OK."), "{three:?}");
+    assert!(
+        three[0].contains("→ telegram:4242:3: Feed the cat."),
+        "{three:?}"
+    );
+    assert_eq!(three[1], "Feed the cat now!");
+    assert!(shown(None).is_empty(), "{:?}", shown(None));
+    // Each ran in its topic's session: the plants job never saw topic 3's conversation.
+    let plants = llm
+        .requests()
+        .into_iter()
+        .find(|r| r.last_user_text().contains("Water the plants"))
+        .unwrap();
+    let history = serde_json::to_string(plants.messages()).unwrap();
+    assert!(!history.contains("feed the cat"), "{history}");
+    let status = bot.terminate(WAIT);
+    assert!(status.success(), "{status:?}\n{}", bot.stderr());
+}

@@ -107,6 +107,52 @@ fn add_list_run_status_remove() {
 }
 
 #[test]
+fn a_job_can_answer_in_a_topic_of_a_telegram_chat_only() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let out = cron(home, &["add", "--every", "1d", "--topic", "9", "water"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = cron(
+        home,
+        &[
+            "add",
+            "--every",
+            "1d",
+            "--session",
+            "telegram:-1007",
+            "--topic",
+            "3",
+            "--new-session",
+            "feed",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let jobs = list(home);
+    assert_eq!(jobs[0]["session"], "telegram:42:9");
+    assert_eq!(jobs[1]["session"], "telegram:-1007:3");
+    assert_eq!(jobs[1]["fresh_session"], true);
+    for (args, why) in [
+        (vec!["--topic", "0"], "a topic is a positive number"),
+        (
+            vec!["--session", "terminal:cron", "--topic", "3"],
+            "needs a Telegram chat",
+        ),
+        (
+            vec!["--session", "telegram:42:9", "--topic", "3"],
+            "is a topic already",
+        ),
+    ] {
+        let mut all = vec!["add", "--every", "1d"];
+        all.extend(args);
+        all.push("x");
+        let out = cron(home, &all);
+        assert_eq!(out.status.code(), Some(1), "{all:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{all:?}: {}", stderr(&out));
+    }
+    assert_eq!(list(home).len(), 2);
+}
+
+#[test]
 fn refusals_exit_1_with_the_reason_and_config_errors_exit_2() {
     let home = tempfile::tempdir().unwrap();
     let home = home.path();

@@ -331,6 +331,7 @@ async fn a_queued_run_keeps_its_session_across_a_restart() {
     let inserted = RunStore::new(h.db.clone())
         .insert(&NewRun {
             chat_id: OWNER,
+            topic: None,
             origin: &origin,
             dedup_key: Some("cron:3:x"),
             input: &input,
@@ -366,6 +367,7 @@ async fn a_fresh_session_run_cut_off_by_a_crash_is_closed_in_its_own_session() {
     let Inserted::New(id) = store
         .insert(&NewRun {
             chat_id: OWNER,
+            topic: None,
             origin: &origin,
             dedup_key: None,
             input: &input,

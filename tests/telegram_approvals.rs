@@ -324,3 +324,59 @@ async fn an_approval_is_not_held_up_by_a_slow_download_in_the_same_chat() {
     assert!(s.markers.join("eta").exists());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_asked_and_answered_in_its_own_topic() {
+    let s = setup(120).await;
+    s.tg.push_topic_text(OWNER, 5, OWNER, "alpha");
+    s.tg.push_topic_text(OWNER, 6, OWNER, "beta");
+    s.tg.wait_until("both approval requests", WAIT, |t| {
+        t.approvals_to(OWNER).len() == 2
+    })
+    .await;
+    let in_topic = |topic: i64| {
+        s.tg.messages_in(OWNER, Some(topic))
+            .into_iter()
+            .find(|m| m.visible.starts_with("🔐 Approval needed"))
+            .expect("a request in the topic")
+    };
+    let alpha = in_topic(5);
+    let beta = in_topic(6);
+    assert!(alpha.visible.contains("touch alpha"), "{}", alpha.visible);
+    assert!(beta.visible.contains("touch beta"), "{}", beta.visible);
+    // Alpha's button pressed from topic 6 does not answer it.
+    s.tg.push_callback_in(OWNER, OWNER, Some(6), alpha.message_id, &button(&alpha, 0));
+    s.tg.wait_until("the wrong topic is told", WAIT, |t| {
+        !callback_answers(t).is_empty()
+    })
+    .await;
+    assert_eq!(
+        callback_answers(&s.tg),
+        ["This request belongs to another chat or topic."]
+    );
+    assert!(!s.markers.join("alpha").exists());
+    // Denying beta in topic 6 leaves alpha waiting; approving alpha in topic 5 runs it.
+    s.tg.press(OWNER, &beta, 0, 1);
+    s.tg.press(OWNER, &alpha, 0, 0);
+    s.tg.wait_until("both answers", WAIT, |t| {
+        [5, 6].iter().all(|topic| {
+            t.messages_in(OWNER, Some(*topic))
+                .iter()
+                .any(|m| m.visible.starts_with("tool said:"))
+        })
+    })
+    .await;
+    let answer = |topic: i64| {
+        s.tg.messages_in(OWNER, Some(topic))
+            .into_iter()
+            .find(|m| m.visible.starts_with("tool said:"))
+            .unwrap()
+            .visible
+    };
+    assert_eq!(answer(5), "tool said: ran");
+    assert!(answer(6).starts_with("tool said: Not run"), "{}", answer(6));
+    assert!(s.markers.join("alpha").exists());
+    assert!(!s.markers.join("beta").exists());
+    assert!(s.tg.messages_in(OWNER, None).is_empty());
+    s.stop().await;
+}

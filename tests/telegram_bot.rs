@@ -413,3 +413,74 @@ async fn idle_polls_are_held_by_the_server_and_a_message_after_a_quiet_spell_is_
     let log = r.bot.stderr();
     assert!(!log.contains("getUpdates failed"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_topic_is_a_conversation_of_its_own_answered_in_its_topic() {
+    let r = start_with(echo_llm().await, |_| {}).await;
+    let texts_in = |t: &FakeTelegram, topic: Option<i64>| -> Vec<String> {
+        t.messages_in(OWNER, topic)
+            .iter()
+            .map(|m| m.visible.clone())
+            .collect()
+    };
+    let (_, kiwi) = r.tg.push_topic_text(OWNER, 11, OWNER, "remember kiwi");
+    let (_, plum) = r.tg.push_topic_text(OWNER, 22, OWNER, "remember plum");
+    r.tg.push_text(OWNER, OWNER, "remember fig");
+    r.tg.wait_until("three answers", WAIT, |t| t.messages_to(OWNER).len() == 3)
+        .await;
+    assert_eq!(texts_in(&r.tg, Some(11)), ["answer: remember kiwi"]);
+    assert_eq!(texts_in(&r.tg, Some(22)), ["answer: remember plum"]);
+    assert_eq!(texts_in(&r.tg, None), ["answer: remember fig"]);
+    assert_eq!(r.tg.messages_in(OWNER, Some(11))[0].reply_to, Some(kiwi));
+    assert_eq!(r.tg.messages_in(OWNER, Some(22))[0].reply_to, Some(plum));
+    // Typing shows in the topic that is worked on.
+    assert!(r
+        .tg
+        .calls()
+        .iter()
+        .any(|c| c.method == "sendchataction" && c.body["message_thread_id"] == json!(22)));
+
+    // Each topic's history holds its own conversation only.
+    r.tg.push_topic_text(OWNER, 11, OWNER, "which fruit?");
+    r.tg.wait_until("the answer in topic 11", WAIT, |t| {
+        t.messages_in(OWNER, Some(11)).len() == 2
+    })
+    .await;
+    let history = serde_json::to_string(r.llm.last_request().messages()).unwrap();
+    assert!(history.contains("remember kiwi"), "{history}");
+    assert!(
+        !history.contains("plum") && !history.contains("fig"),
+        "{history}"
+    );
+
+    // /new acts on its topic: topic 22 starts afresh, topic 11 keeps its history.
+    r.tg.push_topic_text(OWNER, 22, OWNER, "/new");
+    r.tg.wait_until("/new is answered in topic 22", WAIT, |t| {
+        t.messages_in(OWNER, Some(22)).len() == 2
+    })
+    .await;
+    assert_eq!(texts_in(&r.tg, Some(22))[1], "Started a new conversation.");
+    r.tg.push_topic_text(OWNER, 22, OWNER, "anything before?");
+    r.tg.wait_until("the answer in topic 22", WAIT, |t| {
+        t.messages_in(OWNER, Some(22)).len() == 3
+    })
+    .await;
+    assert_eq!(r.llm.last_request().messages().len(), 1);
+    r.tg.push_topic_text(OWNER, 11, OWNER, "still there?");
+    r.tg.wait_until("the third answer in topic 11", WAIT, |t| {
+        t.messages_in(OWNER, Some(11)).len() == 3
+    })
+    .await;
+    let history = serde_json::to_string(r.llm.last_request().messages()).unwrap();
+    assert!(history.contains("remember kiwi"), "{history}");
+    // A reply thread in a plain group is no topic: it stays the group's conversation.
+    let mut fields = tg::text_fields(&format!("@{} hi", tg::BOT_USERNAME));
+    fields["message_thread_id"] = json!(5);
+    r.tg.push_message(-500, OWNER, fields);
+    r.tg.wait_until("the group's answer", WAIT, |t| {
+        !t.messages_to(-500).is_empty()
+    })
+    .await;
+    assert_eq!(r.tg.messages_to(-500)[0].topic, None);
+    assert!(r.tg.rejected().is_empty(), "{:?}", r.tg.rejected());
+}

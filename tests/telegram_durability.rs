@@ -385,3 +385,71 @@ async fn a_full_disk_holds_messages_and_answers_each_once_when_there_is_room() {
     assert_eq!(tg.messages_to(other).len(), 2);
     assert!(tg.rejected().is_empty(), "{:?}", tg.rejected());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_run_in_a_topic_loses_nothing_and_answers_in_the_topic_once() {
+    let tg = FakeTelegram::start(TOKEN).await;
+    let llm = llm().await;
+    let home = tempfile::tempdir().unwrap();
+    let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
+    let mut bot = BotProcess::start(&env);
+    tg.wait_for_calls("getUpdates", 1, WAIT).await;
+
+    let (_, first) = tg.push_topic_text(OWNER, 7, OWNER, "slow first");
+    let (_, queued) = tg.push_topic_text(OWNER, 7, OWNER, "queued behind");
+    wait_for_requests(&llm, 1).await;
+    // Another topic is another queue: it is answered while topic 7 waits on its slow run.
+    let (_, other) = tg.push_topic_text(OWNER, 8, OWNER, "other topic");
+    tg.wait_until("topic 8 is answered", WAIT, |t| {
+        !t.messages_in(OWNER, Some(8)).is_empty()
+    })
+    .await;
+    let (_, second) = tg.push_topic_text(OWNER, 7, OWNER, "second");
+    tg.wait_until("second is recorded", WAIT, |t| t.unconfirmed() == 0)
+        .await;
+    bot.kill9();
+    assert!(tg.messages_in(OWNER, Some(7)).is_empty());
+
+    let _bot = BotProcess::start(&env);
+    tg.wait_until("every message is answered", WAIT, |t| {
+        let r = replies(t);
+        [first, queued, second, other]
+            .iter()
+            .all(|id| r.contains_key(id))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let r = replies(&tg);
+    for id in [first, queued, second, other] {
+        assert_eq!(r[&id].len(), 1, "message {id} answered {:?}", r[&id]);
+    }
+    assert!(
+        r[&first][0].starts_with("I was restarted while working on: “slow first”"),
+        "{:?}",
+        r[&first]
+    );
+    assert_eq!(r[&queued], ["answer: queued behind"]);
+    assert_eq!(r[&second], ["answer: second"]);
+    assert_eq!(r[&other], ["answer: other topic"]);
+    // Everything about topic 7 — the restart notice too — went into topic 7.
+    let in_seven: Vec<i64> = tg
+        .messages_in(OWNER, Some(7))
+        .iter()
+        .filter_map(|m| m.reply_to)
+        .collect();
+    assert_eq!(in_seven.len(), 3, "{in_seven:?}");
+    assert!([first, queued, second]
+        .iter()
+        .all(|id| in_seven.contains(id)));
+    assert!(tg.messages_in(OWNER, None).is_empty());
+    // The topic's next run sees the interrupted one closed in the topic's own history.
+    let next = llm
+        .requests()
+        .into_iter()
+        .find(|q| q.last_user_text() == "queued behind")
+        .unwrap();
+    let history = serde_json::to_string(next.messages()).unwrap();
+    assert!(history.contains("interrupted by a restart"), "{history}");
+    assert!(!history.contains("other topic"), "{history}");
+    assert!(tg.rejected().is_empty(), "{:?}", tg.rejected());
+}

@@ -139,3 +139,49 @@ async fn kill_9_of_the_bot_takes_its_worker_and_sandboxed_command_down() {
         wait_for(&format!("{cmd} ({child}) to end"), || gone(*child, cmd)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_refreshes_an_expiring_sign_in_and_sends_its_token() {
+    use support::fake_oauth::FakeOAuth;
+    use warden::oauth::{TokenStore, Tokens};
+    let tg = FakeTelegram::start(TOKEN).await;
+    let llm = llm().await;
+    let oauth = FakeOAuth::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
+    env.write_config(&format!(
+        "[llm]\nproviders = [\"anthropic\"]\n\n{}",
+        oauth.config_block("anthropic")
+    ));
+    // Signed in earlier; the access token expires in ten seconds.
+    let (access, refresh) = oauth.issue_tokens();
+    let store = TokenStore::new(&home.path().join(".warden/oauth"), "anthropic");
+    store
+        .save(&Tokens {
+            access_token: access.clone(),
+            refresh_token: Some(refresh),
+            expires_at: Some(chrono::Utc::now().timestamp() + 10),
+            scope: None,
+        })
+        .unwrap();
+    let mut bot = BotProcess::start(&env);
+    tg.wait_for_calls("getUpdates", 1, WAIT).await;
+    tg.push_text(OWNER, OWNER, "hello");
+    assert_eq!(answer_to(&tg, 1).await, "answer: hello");
+    assert_eq!(oauth.refreshes(), 1);
+    let renewed = store.load().unwrap().unwrap().access_token;
+    assert_ne!(renewed, access);
+    let request = &llm.requests()[0];
+    // The sign-in goes before the key the environment also has.
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {renewed}").as_str())
+    );
+    assert!(request.header("x-api-key").is_none());
+    bot.terminate(WAIT);
+    let log = bot.stderr();
+    assert!(
+        !log.contains(&renewed) && !log.contains("refresh-secret"),
+        "{log}"
+    );
+}

@@ -98,6 +98,10 @@ pub enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Sign in to a model provider with OAuth (PKCE) instead of an API key.
+    Login(super::login::LoginArgs),
+    /// Forget a provider's OAuth tokens.
+    Logout(super::login::LogoutArgs),
     /// What made a session untrusted, and trusting it again.
     Session {
         #[command(subcommand)]
@@ -359,6 +363,10 @@ pub enum CronCommand {
         /// Run in a fresh session each time; the answer still goes to the session's chat.
         #[arg(long)]
         new_session: bool,
+        /// Deliver into this topic of the Telegram chat (its `message_thread_id`), in the
+        /// topic's own session (telegram:<chat>:<topic>).
+        #[arg(long)]
+        topic: Option<i32>,
         /// Keep a one-shot job after it ran (default: it deletes itself).
         #[arg(long)]
         keep: bool,

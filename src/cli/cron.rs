@@ -4,6 +4,7 @@
 //! interval.
 
 use crate::config::Config;
+use crate::gateway::ChatKey;
 use crate::scheduler::runner::RESCAN;
 use crate::scheduler::settings::owner_chat_session;
 use crate::scheduler::{
@@ -15,6 +16,9 @@ use std::sync::Arc;
 
 /// The session of jobs added without Telegram: `warden daemon` prints their answers.
 pub const TERMINAL_SESSION: &str = "terminal:cron";
+
+/// The session prefix of Telegram chats.
+const TELEGRAM: &str = "telegram";
 
 /// Exit code when a job request is refused (bad schedule, unknown id, too many jobs).
 pub const EXIT_REFUSED: i32 = 1;
@@ -38,6 +42,8 @@ pub struct AddArgs {
     pub session: Option<String>,
     /// A fresh session for every run; the answer still goes to `session`'s chat.
     pub new_session: bool,
+    /// A topic of the session's Telegram chat to run in and deliver to.
+    pub topic: Option<i32>,
     /// Keep a one-shot job after it ran.
     pub keep: bool,
     pub prompt: String,
@@ -68,6 +74,16 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
                 .session
                 .or_else(|| owner_chat_session(&config.telegram.allowed_users))
                 .unwrap_or_else(|| TERMINAL_SESSION.to_string());
+            let session = match args.topic {
+                None => session,
+                Some(topic) => match in_topic(&session, topic) {
+                    Ok(session) => session,
+                    Err(e) => {
+                        eprintln!("warden: {e}");
+                        return Ok(EXIT_REFUSED);
+                    }
+                },
+            };
             let target = if args.new_session {
                 Target::Fresh { reply_to: session }
             } else {
@@ -117,6 +133,22 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
             eprintln!("warden: {e}");
             Ok(EXIT_REFUSED)
         }
+    }
+}
+
+/// The session of `topic` in the Telegram chat whose session is `session`.
+fn in_topic(session: &str, topic: i32) -> Result<String, String> {
+    match ChatKey::from_session_key(TELEGRAM, session) {
+        Some(chat) if chat.topic.is_none() && topic > 0 => {
+            Ok(ChatKey::new(chat.chat_id, Some(topic)).session_key(TELEGRAM))
+        }
+        Some(_) if topic <= 0 => Err(format!("--topic {topic}: a topic is a positive number")),
+        Some(_) => Err(format!(
+            "--topic: {session} is a topic already; give the chat (telegram:<chat id>)"
+        )),
+        None => Err(format!(
+            "--topic needs a Telegram chat to deliver to, not {session} (set              telegram.allowed_users or give --session telegram:<chat id>)"
+        )),
     }
 }
 

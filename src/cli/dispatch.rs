@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     name,
                     session,
                     new_session,
+                    topic,
                     keep,
                     prompt,
                 } => cli::cron::Action::Add(cli::cron::AddArgs {
@@ -49,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     name,
                     session,
                     new_session,
+                    topic,
                     keep,
                     prompt: prompt.join(" "),
                 }),
@@ -122,6 +124,14 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 SessionCommand::Trust { session } => cli::session::Action::Trust { session },
             };
             cli::session::run(&config, action)
+        }
+        Command::Login(args) => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::login::login(&config, args)
+        }
+        Command::Logout(args) => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::login::logout(&config, args)
         }
         Command::Bot => crate::bot::run(cli.config.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),

@@ -18,6 +18,7 @@ pub mod image;
 pub mod init;
 pub mod jail;
 pub mod logging;
+pub mod login;
 pub mod manual;
 pub mod mcp;
 pub mod policy;

@@ -124,11 +124,23 @@ fn model(config: &Config, offline: bool) -> Check {
              OPENAI_API_KEY / OPENAI_BASE_URL (llm.openai.*) for OpenAI, Ollama or vLLM",
         );
     };
+    // The credential each provider sends, in the order they are tried.
+    let credentials: Vec<String> = chosen
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                crate::llm::kind_name(c.kind),
+                c.credential_source()
+            )
+        })
+        .collect();
     let what = format!(
-        "{} {} at {}",
+        "{} {} at {} ({})",
         crate::llm::kind_name(first.kind),
         first.settings.model,
-        first.settings.base_url
+        first.settings.base_url,
+        credentials.join("; ")
     );
     if offline {
         return Check::skip("model", format!("{what} (not contacted: --offline)"));

@@ -5,7 +5,7 @@
 //! `/stop`, `/steer` and `/status` act at once without waiting for the actor.
 
 use super::store::{RunRow, RunState};
-use super::{lock, Inner, Origin, RunInfo, RunResult, RunStatus, SendError, Submission};
+use super::{lock, ChatKey, Inner, Origin, RunInfo, RunResult, RunStatus, SendError, Submission};
 use crate::agent::{RunControl, RunEnd, RunRequest};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -41,6 +41,7 @@ pub(super) fn info(row: &RunRow) -> RunInfo {
     RunInfo {
         run_id: row.id,
         chat_id: row.chat_id,
+        topic: row.topic,
         reply_to: row.reply_to,
         preview: row.preview.clone(),
         origin: row.origin.clone(),
@@ -49,10 +50,10 @@ pub(super) fn info(row: &RunRow) -> RunInfo {
     }
 }
 
-pub(super) async fn run_chat(inner: Arc<Inner>, chat_id: i64, slot: Arc<ChatSlot>) {
+pub(super) async fn run_chat(inner: Arc<Inner>, chat: ChatKey, slot: Arc<ChatSlot>) {
     loop {
         if inner.closing.is_cancelled() {
-            retire(&inner, chat_id, &slot, true);
+            retire(&inner, chat, &slot, true);
             return;
         }
         let next = lock(&slot.state).queue.pop_front();
@@ -64,7 +65,7 @@ pub(super) async fn run_chat(inner: Arc<Inner>, chat_id: i64, slot: Arc<ChatSlot
             _ = slot.wake.notified() => {}
             _ = inner.closing.cancelled() => {}
             _ = tokio::time::sleep(inner.settings.idle) => {
-                if retire(&inner, chat_id, &slot, false) {
+                if retire(&inner, chat, &slot, false) {
                     return;
                 }
             }
@@ -73,14 +74,14 @@ pub(super) async fn run_chat(inner: Arc<Inner>, chat_id: i64, slot: Arc<ChatSlot
 }
 
 /// Remove the slot from the gateway if there is nothing left to do (or when closing).
-fn retire(inner: &Inner, chat_id: i64, slot: &Arc<ChatSlot>, closing: bool) -> bool {
+fn retire(inner: &Inner, chat: ChatKey, slot: &Arc<ChatSlot>, closing: bool) -> bool {
     let mut chats = lock(&inner.chats);
     let idle = {
         let state = lock(&slot.state);
         state.queue.is_empty() && state.running.is_none()
     };
-    if (idle || closing) && chats.get(&chat_id).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-        chats.remove(&chat_id);
+    if (idle || closing) && chats.get(&chat).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+        chats.remove(&chat);
     }
     idle || closing
 }
@@ -148,7 +149,7 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
             background: super::Gateway {
                 inner: inner.clone(),
             }
-            .background_reporter(row.chat_id, row.session.clone()),
+            .background_reporter(row.chat_key(), row.session.clone()),
             patience: match row.origin {
                 Origin::Scheduled { .. } => inner.settings.scheduled_patience,
                 _ => None,
@@ -222,7 +223,7 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
     deliver(inner, &row, &text).await;
     // Steering that came after the model's last step runs next, before anything queued.
     for steer in leftover.into_iter().rev() {
-        let submission = Submission::text(row.chat_id, Origin::Steer, steer);
+        let submission = Submission::text(row.chat_id, Origin::Steer, steer).in_topic(row.topic);
         let gateway = super::Gateway {
             inner: inner.clone(),
         };

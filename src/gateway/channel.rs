@@ -14,6 +14,8 @@ use std::sync::Arc;
 pub struct RunInfo {
     pub run_id: i64,
     pub chat_id: i64,
+    /// The chat's topic the run belongs to: everything it shows goes there.
+    pub topic: Option<i32>,
     /// The message the answer replies to, if any.
     pub reply_to: Option<i32>,
     /// A short preview of the prompt (for status and restart notices).

@@ -1,4 +1,6 @@
 //! The gateway: one actor per chat between the channels (and the scheduler) and the agent.
+//! A chat with topics is several chats here: each topic has its own actor, queue and session
+//! ([`ChatKey`]).
 //!
 //! Each chat has a queue of prompts; its actor runs them one at a time, so one chat's runs
 //! never overlap, while different chats run concurrently. An actor is created on demand and
@@ -29,6 +31,7 @@ mod storage;
 pub mod store;
 pub mod worker;
 
+pub use crate::memory::chat_key::ChatKey;
 pub use channel::{Channel, DraftFn, RunInfo, RunView, SendError};
 pub use failure::{FailureKind, RunFailure};
 pub use runner::AgentRunner;
@@ -70,6 +73,8 @@ pub enum Origin {
 #[derive(Clone, Debug)]
 pub struct Submission {
     pub chat_id: i64,
+    /// The chat's topic the prompt came from and the answer goes to (see [`ChatKey`]).
+    pub topic: Option<i32>,
     pub origin: Origin,
     /// What the agent receives as the user's message.
     pub input: Vec<ContentBlock>,
@@ -100,6 +105,7 @@ impl Submission {
         };
         Submission {
             chat_id,
+            topic: None,
             origin,
             preview: preview(&text),
             input: vec![block],
@@ -126,6 +132,7 @@ impl Submission {
     pub fn blocks(chat_id: i64, origin: Origin, input: Vec<ContentBlock>, preview: &str) -> Self {
         Submission {
             chat_id,
+            topic: None,
             origin,
             input,
             preview: self::preview(preview),
@@ -134,6 +141,17 @@ impl Submission {
             deliver: true,
             session: None,
         }
+    }
+
+    /// Queue it in `topic` of its chat (its own queue and session), answered there.
+    pub fn in_topic(mut self, topic: Option<i32>) -> Submission {
+        self.topic = topic;
+        self
+    }
+
+    /// Where it is queued.
+    pub fn chat_key(&self) -> ChatKey {
+        ChatKey::new(self.chat_id, self.topic)
     }
 
     pub fn reply_to(mut self, message_id: i32) -> Submission {
@@ -261,7 +279,7 @@ pub struct GatewaySettings {
     pub queue_depth: usize,
     /// An actor with nothing to do stops after this long (it is recreated on demand).
     pub idle: Duration,
-    /// Session keys are `<prefix>:<chat_id>`.
+    /// Session keys are `<prefix>:<chat_id>`, or `<prefix>:<chat_id>:<topic>` in a topic.
     pub session_prefix: String,
     /// The workspace's untrusted folders (`[trust] untrusted_paths`), for `/trust` to say what
     /// tainted a session.
@@ -316,7 +334,7 @@ struct Inner {
     store: RunStore,
     channel: Arc<dyn Channel>,
     settings: GatewaySettings,
-    chats: Mutex<HashMap<i64, Arc<ChatSlot>>>,
+    chats: Mutex<HashMap<ChatKey, Arc<ChatSlot>>>,
     waiters: Mutex<HashMap<i64, Vec<oneshot::Sender<RunResult>>>>,
     /// Set at shutdown: no new prompts, no new runs.
     closing: CancellationToken,
@@ -352,9 +370,14 @@ impl Gateway {
         }
     }
 
-    /// The session key of a chat.
-    pub fn session_key(&self, chat_id: i64) -> String {
-        format!("{}:{chat_id}", self.inner.settings.session_prefix)
+    /// The session key of a chat (or of one of its topics).
+    pub fn session_key(&self, chat: impl Into<ChatKey>) -> String {
+        chat.into().session_key(&self.inner.settings.session_prefix)
+    }
+
+    /// The chat (and topic) whose session `key` is; `None` for any other session.
+    pub fn chat_of_session(&self, key: &str) -> Option<ChatKey> {
+        ChatKey::from_session_key(&self.inner.settings.session_prefix, key)
     }
 
     /// Queue a prompt in its chat. Fails with [`SubmitError::Busy`] when `queue_depth` prompts
@@ -371,7 +394,7 @@ impl Gateway {
         // The chats lock is held until the run is queued, so an idle actor cannot retire
         // between our lookup and our push.
         let chats = &mut lock(&inner.chats);
-        let slot = self.slot(chats, s.chat_id);
+        let slot = self.slot(chats, s.chat_key());
         let mut state = lock(&slot.state);
         if let Some(key) = &s.dedup_key {
             if let Some(row) = inner.store.by_key(key)? {
@@ -385,6 +408,7 @@ impl Gateway {
         }
         let new = NewRun {
             chat_id: s.chat_id,
+            topic: s.topic,
             origin: &s.origin,
             dedup_key: s.dedup_key.as_deref(),
             input: &s.input,
@@ -414,16 +438,16 @@ impl Gateway {
     }
 
     /// The chat's slot, starting its actor if it has none.
-    fn slot(&self, chats: &mut HashMap<i64, Arc<ChatSlot>>, chat_id: i64) -> Arc<ChatSlot> {
+    fn slot(&self, chats: &mut HashMap<ChatKey, Arc<ChatSlot>>, chat: ChatKey) -> Arc<ChatSlot> {
         chats
-            .entry(chat_id)
+            .entry(chat)
             .or_insert_with(|| {
                 let slot = Arc::new(ChatSlot::default());
                 let inner = self.inner.clone();
                 let actor_slot = slot.clone();
                 self.inner
                     .tasks
-                    .spawn(actor::run_chat(inner, chat_id, actor_slot));
+                    .spawn(actor::run_chat(inner, chat, actor_slot));
                 slot
             })
             .clone()
@@ -447,13 +471,13 @@ impl Gateway {
     /// Send `text` to a chat outside any run: an answer the submitter filtered first (the
     /// heartbeat drops `HEARTBEAT_OK` and repeats from a silent run's result). Not recorded,
     /// so a part that may have arrived is not sent again.
-    pub async fn send(&self, chat_id: i64, text: &str) -> Result<(), String> {
-        self.inner.say(chat_id, None, text).await
+    pub async fn send(&self, chat: impl Into<ChatKey>, text: &str) -> Result<(), String> {
+        self.inner.say(chat.into(), None, text).await
     }
 
     /// `/stop`: abort the running agent and drop the waiting prompts.
-    pub fn stop(&self, chat_id: i64) -> StopReport {
-        let Some(slot) = lock(&self.inner.chats).get(&chat_id).cloned() else {
+    pub fn stop(&self, chat: impl Into<ChatKey>) -> StopReport {
+        let Some(slot) = lock(&self.inner.chats).get(&chat.into()).cloned() else {
             return StopReport::default();
         };
         let (aborted, dropped) = {
@@ -486,16 +510,18 @@ impl Gateway {
     /// `/retry`: queue again the chat's messages that got no answer since its last answered
     /// one (the model failed, or a restart cut them off), in order, each once. Scheduled jobs
     /// are left to the scheduler, which tries them again itself. Returns how many were queued.
-    pub fn retry(&self, chat_id: i64, user_id: i64) -> Result<usize, SubmitError> {
+    pub fn retry(&self, chat: impl Into<ChatKey>, user_id: i64) -> Result<usize, SubmitError> {
+        let chat: ChatKey = chat.into();
         let mut queued = 0;
-        for row in self.inner.store.unanswered(chat_id)? {
+        for row in self.inner.store.unanswered(chat)? {
             let origin = match row.origin {
                 Origin::Scheduled { .. } => continue,
                 Origin::Background { job } => Origin::Background { job },
                 _ => Origin::User { user_id },
             };
             let submission = Submission {
-                chat_id,
+                chat_id: chat.chat_id,
+                topic: chat.topic,
                 origin,
                 input: row.input,
                 preview: row.preview,
@@ -512,8 +538,8 @@ impl Gateway {
 
     /// `/steer TEXT`: deliver `text` to the running agent before its next step. False when
     /// nothing runs in the chat.
-    pub fn steer(&self, chat_id: i64, text: &str) -> bool {
-        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+    pub fn steer(&self, chat: impl Into<ChatKey>, text: &str) -> bool {
+        let slot = lock(&self.inner.chats).get(&chat.into()).cloned();
         slot.is_some_and(|slot| match &lock(&slot.state).running {
             Some(running) => {
                 running.control.steer(text);
@@ -523,8 +549,8 @@ impl Gateway {
         })
     }
 
-    pub fn status(&self, chat_id: i64) -> ChatStatus {
-        let Some(slot) = lock(&self.inner.chats).get(&chat_id).cloned() else {
+    pub fn status(&self, chat: impl Into<ChatKey>) -> ChatStatus {
+        let Some(slot) = lock(&self.inner.chats).get(&chat.into()).cloned() else {
             return ChatStatus::default();
         };
         let state = lock(&slot.state);
@@ -539,27 +565,29 @@ impl Gateway {
 
     /// `/new`: start a fresh session. Refused (`Ok(false)`) while a run is in progress, since
     /// the running agent would write into the new session.
-    pub fn new_session(&self, chat_id: i64) -> Result<bool, DbError> {
-        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+    pub fn new_session(&self, chat: impl Into<ChatKey>) -> Result<bool, DbError> {
+        let chat = chat.into();
+        let slot = lock(&self.inner.chats).get(&chat).cloned();
         if let Some(slot) = slot {
             if lock(&slot.state).running.is_some() {
                 return Ok(false);
             }
         }
-        self.inner.sessions.reset(&self.session_key(chat_id))?;
+        self.inner.sessions.reset(&self.session_key(chat))?;
         Ok(true)
     }
 
     /// `/trust`: the chat's session is trusted again — what tainted it (returned) no longer
     /// does. Refused (`Ok(None)`) while a run is in progress: it would record its taint again.
-    pub fn trust_session(&self, chat_id: i64) -> Result<Option<Vec<String>>, DbError> {
-        let slot = lock(&self.inner.chats).get(&chat_id).cloned();
+    pub fn trust_session(&self, chat: impl Into<ChatKey>) -> Result<Option<Vec<String>>, DbError> {
+        let chat = chat.into();
+        let slot = lock(&self.inner.chats).get(&chat).cloned();
         if let Some(slot) = slot {
             if lock(&slot.state).running.is_some() {
                 return Ok(None);
             }
         }
-        let key = self.session_key(chat_id);
+        let key = self.session_key(chat);
         self.inner
             .sessions
             .trust(&key, &self.inner.settings.untrusted_folders)
@@ -615,7 +643,7 @@ impl Inner {
     fn session_of(&self, row: &RunRow) -> String {
         row.session
             .clone()
-            .unwrap_or_else(|| format!("{}:{}", self.settings.session_prefix, row.chat_id))
+            .unwrap_or_else(|| row.chat_key().session_key(&self.settings.session_prefix))
     }
 
     /// A run failed: the details go to the log and the audit log (the chat gets plain words).

@@ -49,7 +49,7 @@ impl Gateway {
                 report.requeued += 1;
             }
             let chats = &mut lock(&inner.chats);
-            let slot = self.slot(chats, row.chat_id);
+            let slot = self.slot(chats, row.chat_key());
             lock(&slot.state).queue.push_back(Queued {
                 run_id: row.id,
                 preview: row.preview.clone(),

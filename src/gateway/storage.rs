@@ -11,7 +11,7 @@
 //!   writes work again.
 
 use super::store::RunRow;
-use super::{lock, Gateway, Inner, RunInfo};
+use super::{lock, ChatKey, Gateway, Inner, RunInfo};
 use crate::db::DbError;
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -63,9 +63,9 @@ impl Trouble {
     }
 }
 
-/// The chats told that their work waits, until their writes work again.
+/// The chats (and topics) told that their work waits, until their writes work again.
 #[derive(Default)]
-pub(super) struct Told(Mutex<HashSet<i64>>);
+pub(super) struct Told(Mutex<HashSet<ChatKey>>);
 
 impl Gateway {
     /// Whether new work may start: the disk has at least the reserve free (a database that
@@ -76,13 +76,18 @@ impl Gateway {
 
     /// Tell `chat` (replying to its message `reply_to`) that its message waits for `trouble`
     /// to pass — once, until [`Gateway::writes_work`] for the chat.
-    pub async fn tell_waiting(&self, chat: i64, reply_to: Option<i32>, trouble: Trouble) {
-        self.inner.tell(chat, reply_to, trouble, false).await;
+    pub async fn tell_waiting(
+        &self,
+        chat: impl Into<ChatKey>,
+        reply_to: Option<i32>,
+        trouble: Trouble,
+    ) {
+        self.inner.tell(chat.into(), reply_to, trouble, false).await;
     }
 
-    /// `chat`'s work was written: a later outage tells it again.
+    /// `chat`'s work was written: a later outage tells it (and each of its topics) again.
     pub fn writes_work(&self, chat: i64) {
-        lock(&self.inner.told.0).remove(&chat);
+        lock(&self.inner.told.0).retain(|told| told.chat_id != chat);
     }
 }
 
@@ -93,13 +98,13 @@ impl Inner {
             .is_none_or(|free| free >= self.settings.min_free_bytes)
     }
 
-    async fn tell(&self, chat: i64, reply_to: Option<i32>, trouble: Trouble, answer: bool) {
+    async fn tell(&self, chat: ChatKey, reply_to: Option<i32>, trouble: Trouble, answer: bool) {
         if !lock(&self.told.0).insert(chat) {
             return;
         }
-        tracing::warn!(chat, ?trouble, "work waits for the database");
+        tracing::warn!(chat = %chat, ?trouble, "work waits for the database");
         if let Err(e) = self.say(chat, reply_to, trouble.notice(answer)).await {
-            tracing::warn!(chat, "telling the chat that its work waits: {e}");
+            tracing::warn!(chat = %chat, "telling the chat that its work waits: {e}");
         }
     }
 
@@ -107,13 +112,14 @@ impl Inner {
     /// arrived is not sent again).
     pub(super) async fn say(
         &self,
-        chat: i64,
+        chat: ChatKey,
         reply_to: Option<i32>,
         text: &str,
     ) -> Result<(), String> {
         let info = RunInfo {
             run_id: 0,
-            chat_id: chat,
+            chat_id: chat.chat_id,
+            topic: chat.topic,
             reply_to,
             preview: super::preview(text),
             origin: super::Origin::Unknown,
@@ -146,7 +152,7 @@ impl Inner {
                     if wait > FIRST_WAIT {
                         tracing::info!(run = run.id, "{what}: the database takes writes again");
                     }
-                    lock(&self.told.0).remove(&run.chat_id);
+                    lock(&self.told.0).remove(&run.chat_key());
                     return Some(value);
                 }
                 Err(e) => {
@@ -155,7 +161,7 @@ impl Inner {
                         return None;
                     }
                     if run.deliver {
-                        self.tell(run.chat_id, run.reply_to, Trouble::of(&e), answer)
+                        self.tell(run.chat_key(), run.reply_to, Trouble::of(&e), answer)
                             .await;
                     }
                     // Folding the write-ahead log into the database may give back its room.
@@ -175,7 +181,7 @@ impl Inner {
         let mut wait = FIRST_WAIT;
         while !self.has_room() {
             if run.deliver {
-                self.tell(run.chat_id, run.reply_to, Trouble::DiskFull, false)
+                self.tell(run.chat_key(), run.reply_to, Trouble::DiskFull, false)
                     .await;
             }
             if !self.pause(wait).await {

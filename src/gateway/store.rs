@@ -5,7 +5,7 @@
 //! sent again only when it may not have arrived — marked as such. A run cut off by a shutdown
 //! or a crash gets the notice that says so as its answer (outcome `interrupted`).
 
-use super::Origin;
+use super::{ChatKey, Origin};
 use crate::db::{Database, DbError};
 use crate::llm::ContentBlock;
 use rusqlite::{params, OptionalExtension, Row};
@@ -45,6 +45,9 @@ pub const DRAFT_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN draft INTEGE
 /// `parts_sent`: that part may or may not have reached the chat.
 pub const SENDING_COLUMN: &str =
     "ALTER TABLE gateway_runs ADD COLUMN sending INTEGER NOT NULL DEFAULT 0;";
+/// A later migration: the topic of the chat the run belongs to (Telegram's
+/// `message_thread_id`): its queue, its session, where its answer goes. NULL: the chat itself.
+pub const TOPIC_COLUMN: &str = "ALTER TABLE gateway_runs ADD COLUMN topic INTEGER;";
 
 /// Where a run is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +94,7 @@ impl RunState {
 pub struct RunRow {
     pub id: i64,
     pub chat_id: i64,
+    pub topic: Option<i32>,
     pub origin: Origin,
     pub input: Vec<ContentBlock>,
     pub preview: String,
@@ -114,6 +118,7 @@ pub struct RunRow {
 /// A run to insert.
 pub struct NewRun<'a> {
     pub chat_id: i64,
+    pub topic: Option<i32>,
     pub origin: &'a Origin,
     pub dedup_key: Option<&'a str>,
     pub input: &'a [ContentBlock],
@@ -135,7 +140,7 @@ pub struct RunStore {
 }
 
 const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
-                       answer, parts_sent, notified, session, draft, sending";
+                       answer, parts_sent, notified, session, draft, sending, topic";
 
 fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let origin: String = row.get(2)?;
@@ -158,11 +163,19 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         session: row.get(12)?,
         draft: row.get(13)?,
         sending: row.get::<_, i64>(14)?.max(0) as usize,
+        topic: row.get(15)?,
     })
 }
 
 fn json_err(e: serde_json::Error) -> DbError {
     DbError::Io(std::io::Error::other(e))
+}
+
+impl RunRow {
+    /// The chat (and topic) the run belongs to.
+    pub fn chat_key(&self) -> super::ChatKey {
+        super::ChatKey::new(self.chat_id, self.topic)
+    }
 }
 
 impl RunStore {
@@ -186,8 +199,8 @@ impl RunStore {
         let input = serde_json::to_string(run.input).map_err(json_err)?;
         let changed = self.db.conn().execute(
             "INSERT INTO gateway_runs (chat_id, origin, dedup_key, input, preview, reply_to, deliver,
-                 session)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (dedup_key) DO NOTHING",
+                 session, topic)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (dedup_key) DO NOTHING",
             params![
                 run.chat_id,
                 origin,
@@ -196,7 +209,8 @@ impl RunStore {
                 run.preview,
                 run.reply_to,
                 run.deliver,
-                run.session
+                run.session,
+                run.topic
             ],
         )?;
         if changed == 1 {
@@ -247,13 +261,14 @@ impl RunStore {
     /// The chat's runs that got no answer since its last answered one — failed, or cut off by
     /// a restart — and were not retried yet, oldest first (a retry's dedup key is
     /// `retry:<id>`).
-    pub fn unanswered(&self, chat_id: i64) -> Result<Vec<RunRow>, DbError> {
+    pub fn unanswered(&self, chat: ChatKey) -> Result<Vec<RunRow>, DbError> {
+        // `IS` matches a NULL topic (the chat itself) too.
         let sql = format!(
             "SELECT {COLUMNS} FROM gateway_runs AS g
-             WHERE chat_id = ?1 AND deliver = 1 AND state = 'answered'
+             WHERE chat_id = ?1 AND topic IS ?2 AND deliver = 1 AND state = 'answered'
                AND outcome IN ('failed', 'interrupted')
                AND id > (SELECT coalesce(max(id), 0) FROM gateway_runs
-                         WHERE chat_id = ?1 AND state = 'answered'
+                         WHERE chat_id = ?1 AND topic IS ?2 AND state = 'answered'
                            AND outcome IN ('answered', 'iteration_limit', 'stopped'))
                AND NOT EXISTS (SELECT 1 FROM gateway_runs
                                WHERE dedup_key = 'retry:' || g.id)
@@ -261,7 +276,7 @@ impl RunStore {
         );
         let conn = self.db.conn();
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map([chat_id], row_to_run)?;
+        let rows = stmt.query_map(params![chat.chat_id, chat.topic], row_to_run)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -356,6 +371,7 @@ mod tests {
     ) -> NewRun<'a> {
         NewRun {
             chat_id: 7,
+            topic: None,
             origin,
             dedup_key: key,
             input,

@@ -417,6 +417,7 @@ async fn recovery_after_a_crash_resumes_delivery_where_it_stopped() {
     let insert = |preview: &str| match store
         .insert(&NewRun {
             chat_id: 9,
+            topic: None,
             origin: &origin,
             dedup_key: None,
             input: &input,

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::config::Secret;
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +42,7 @@ impl Anthropic {
             model: Self::DEFAULT_MODEL.into(),
             max_tokens: Self::DEFAULT_MAX_TOKENS,
             http: HttpOptions::default(),
+            oauth: None,
         }
     }
 
@@ -53,16 +54,22 @@ impl Anthropic {
         })
     }
 
-    fn headers(&self) -> Result<HeaderMap, LlmError> {
+    async fn headers(&self) -> Result<HeaderMap, LlmError> {
         let mut headers = HeaderMap::new();
-        let key = self.settings.api_key.expose();
+        let secret = self.settings.credential(NAME).await?;
+        let key = secret.expose();
         if !key.is_empty() {
-            let mut value = HeaderValue::from_str(key).map_err(|_| LlmError::Setup {
+            // An OAuth token is a bearer token; a key goes in Anthropic's own header.
+            let (name, text) = match self.settings.oauth {
+                Some(_) => (AUTHORIZATION, format!("Bearer {key}")),
+                None => (HeaderName::from_static("x-api-key"), key.to_string()),
+            };
+            let mut value = HeaderValue::from_str(&text).map_err(|_| LlmError::Setup {
                 provider: NAME.into(),
                 message: "the API key contains characters not allowed in an HTTP header".into(),
             })?;
             value.set_sensitive(true);
-            headers.insert("x-api-key", value);
+            headers.insert(name, value);
         }
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
         Ok(headers)
@@ -91,7 +98,7 @@ impl Provider for Anthropic {
             .transport
             .post_sse(
                 &url,
-                self.headers()?,
+                self.headers().await?,
                 &body,
                 Waiting {
                     patience: req.patience,

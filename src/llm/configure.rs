@@ -6,6 +6,7 @@ use super::retry::HttpOptions;
 use super::transport::ProviderSettings;
 use super::{Anthropic, Failover, LlmError, OpenAi, Provider};
 use crate::config::{LlmConfig, ProviderConfig, ProviderKind};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The configured providers behind one [`Failover`] (which also serves a single provider).
@@ -38,6 +39,19 @@ impl Chosen {
     pub fn base_url_key(&self) -> String {
         format!("llm.{}.base_url", kind_name(self.kind))
     }
+    /// Where the credential it sends comes from, for `warden doctor`.
+    pub fn credential_source(&self) -> String {
+        let (key, env) = self.api_key_names();
+        if self.settings.oauth.is_some() {
+            format!("OAuth sign-in (warden login {})", kind_name(self.kind))
+        } else if self.settings.api_key.is_empty() {
+            "no key (a local server)".into()
+        } else if std::env::var_os(env).is_some() {
+            format!("key from {env}")
+        } else {
+            format!("key from {key}")
+        }
+    }
     /// The config key of its key, and the environment variable that also sets it.
     pub fn api_key_names(&self) -> (String, &'static str) {
         let env = match self.kind {
@@ -61,17 +75,22 @@ pub fn kind_name(kind: ProviderKind) -> &'static str {
 pub fn chosen(config: &LlmConfig) -> Vec<Chosen> {
     let mut out: Vec<Chosen> = Vec::new();
     for kind in listed(config) {
-        let settings = match kind {
-            ProviderKind::Anthropic if !config.anthropic.api_key.is_empty() => {
+        // Signed in: the token comes first (see [`crate::oauth`]).
+        let oauth = signed_in(config, kind);
+        let mut settings = match kind {
+            ProviderKind::Anthropic if oauth.is_some() || !config.anthropic.api_key.is_empty() => {
                 settings(config, &config.anthropic, Anthropic::default_settings())
             }
             ProviderKind::Openai
-                if !config.openai.api_key.is_empty() || has_base_url(&config.openai) =>
+                if oauth.is_some()
+                    || !config.openai.api_key.is_empty()
+                    || has_base_url(&config.openai) =>
             {
                 settings(config, &config.openai, OpenAi::default_settings())
             }
             _ => continue,
         };
+        settings.oauth = oauth;
         out.push(Chosen { kind, settings });
     }
     let model = config
@@ -83,6 +102,29 @@ pub fn chosen(config: &LlmConfig) -> Vec<Chosen> {
         first.settings.model = model.to_string();
     }
     out
+}
+
+/// The provider's configuration.
+pub fn provider_config(config: &LlmConfig, kind: ProviderKind) -> &ProviderConfig {
+    match kind {
+        ProviderKind::Anthropic => &config.anthropic,
+        ProviderKind::Openai => &config.openai,
+    }
+}
+
+/// The provider's OAuth store, when it has an `[llm.<name>.oauth]` block.
+pub fn token_store(config: &LlmConfig, kind: ProviderKind) -> Option<crate::oauth::TokenStore> {
+    provider_config(config, kind).oauth.as_ref()?;
+    let dir = config.token_dir.as_deref()?;
+    Some(crate::oauth::TokenStore::new(dir, kind_name(kind)))
+}
+
+/// The provider's sign-in, when it has an `[llm.<name>.oauth]` block and a stored login.
+fn signed_in(config: &LlmConfig, kind: ProviderKind) -> Option<Arc<crate::oauth::Credential>> {
+    let oauth = provider_config(config, kind).oauth.clone()?;
+    let store = token_store(config, kind)?;
+    let credential = crate::oauth::Credential::new(kind_name(kind), oauth, store);
+    credential.signed_in().then(|| Arc::new(credential))
 }
 
 /// `llm.providers` without repeats.
@@ -154,6 +196,7 @@ fn settings(
         model: non_empty(&config.model).unwrap_or(defaults.model),
         max_tokens: config.max_tokens.unwrap_or(defaults.max_tokens),
         http,
+        oauth: None,
     }
 }
 
@@ -229,6 +272,53 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_sign_in_comes_before_the_key_and_nothing_else_counts_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let oauth = crate::oauth::OAuthConfig {
+            authorize_url: "https://auth.example/authorize".into(),
+            token_url: "https://auth.example/token".into(),
+            client_id: "warden".into(),
+            ..Default::default()
+        };
+        let mut config = LlmConfig {
+            providers: vec![ProviderKind::Openai, ProviderKind::Anthropic],
+            token_dir: Some(dir.path().to_path_buf()),
+            ..LlmConfig::default()
+        };
+        config.anthropic.api_key = Secret::new("k");
+        config.openai.oauth = Some(oauth.clone());
+        // An OAuth block without a login is no credential: OpenAI is skipped.
+        let chosen = super::chosen(&config);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].kind, ProviderKind::Anthropic);
+        crate::oauth::TokenStore::new(dir.path(), "openai")
+            .save(&crate::oauth::Tokens {
+                access_token: "at".into(),
+                refresh_token: None,
+                expires_at: None,
+                scope: None,
+            })
+            .unwrap();
+        let chosen = super::chosen(&config);
+        assert_eq!(chosen[0].kind, ProviderKind::Openai);
+        assert!(chosen[0].settings.oauth.is_some());
+        assert!(chosen[0].credential_source().starts_with("OAuth sign-in"));
+        assert!(chosen[1].settings.oauth.is_none());
+        // Signed in and a key: the token is used, the key is not.
+        config.openai.api_key = Secret::new("sk");
+        config.anthropic.oauth = Some(oauth);
+        let chosen = super::chosen(&config);
+        assert!(chosen[0].settings.oauth.is_some());
+        assert!(
+            chosen[1].settings.oauth.is_none(),
+            "anthropic is not signed in"
+        );
+        // Without a token directory (a config built in code), OAuth is off.
+        config.token_dir = None;
+        assert!(super::chosen(&config)[0].settings.oauth.is_none());
+    }
+
+    #[test]
     fn config_values_override_defaults() {
         let config = ProviderConfig {
             api_key: Secret::new("k"),
@@ -238,6 +328,7 @@ mod tests {
             timeout_secs: Some(30),
             idle_timeout_secs: Some(300),
             max_attempts: Some(0),
+            oauth: None,
         };
         let llm = LlmConfig {
             retry_budget_secs: 90,

@@ -18,6 +18,11 @@ pub enum LlmError {
     #[error("{provider}: invalid settings: {message}")]
     Setup { provider: String, message: String },
 
+    /// The OAuth sign-in cannot give a token (expired, revoked, never made); the message says
+    /// to log in again. Never answered by falling back to another credential.
+    #[error("{provider}: {message}")]
+    SignIn { provider: String, message: String },
+
     /// No connection (refused, DNS, TLS, reset before the answer began).
     #[error("{provider}: cannot reach the server ({attempts} attempt(s)): {message}")]
     Connect {
@@ -53,6 +58,7 @@ impl LlmError {
     pub fn provider(&self) -> Option<&str> {
         match self {
             LlmError::Setup { provider, .. }
+            | LlmError::SignIn { provider, .. }
             | LlmError::Connect { provider, .. }
             | LlmError::Http { provider, .. }
             | LlmError::Timeout { provider, .. }

@@ -21,7 +21,7 @@ mod sse;
 mod transport;
 
 pub use anthropic::Anthropic;
-pub use configure::{chosen, from_config, kind_name, Chosen};
+pub use configure::{chosen, from_config, kind_name, provider_config, token_store, Chosen};
 pub use error::LlmError;
 pub use failover::Failover;
 pub use hint::advice;

@@ -44,6 +44,7 @@ impl OpenAi {
             model: Self::DEFAULT_MODEL.into(),
             max_tokens: Self::DEFAULT_MAX_TOKENS,
             http: HttpOptions::default(),
+            oauth: None,
         }
     }
 
@@ -63,9 +64,10 @@ impl OpenAi {
         self
     }
 
-    fn headers(&self) -> Result<HeaderMap, LlmError> {
+    async fn headers(&self) -> Result<HeaderMap, LlmError> {
         let mut headers = HeaderMap::new();
-        let key = self.settings.api_key.expose();
+        let secret = self.settings.credential(NAME).await?;
+        let key = secret.expose();
         if !key.is_empty() {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| LlmError::Setup {
@@ -101,7 +103,7 @@ impl Provider for OpenAi {
             .transport
             .post_sse(
                 &url,
-                self.headers()?,
+                self.headers().await?,
                 &body,
                 Waiting {
                     patience: req.patience,

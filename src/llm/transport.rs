@@ -27,6 +27,8 @@ pub struct ProviderSettings {
     /// Output token limit when the request sets none.
     pub max_tokens: u32,
     pub http: HttpOptions,
+    /// Signed in with `warden login`: its token is sent instead of `api_key`.
+    pub oauth: Option<std::sync::Arc<crate::oauth::Credential>>,
 }
 
 impl ProviderSettings {
@@ -45,6 +47,28 @@ impl ProviderSettings {
     pub fn with_http(mut self, http: HttpOptions) -> Self {
         self.http = http;
         self
+    }
+    pub fn with_oauth(mut self, credential: std::sync::Arc<crate::oauth::Credential>) -> Self {
+        self.oauth = Some(credential);
+        self
+    }
+
+    /// The secret to send now: the OAuth token (refreshed if it is about to expire), else the
+    /// key. A failed sign-in is an error, never a silent switch to the key.
+    pub(crate) async fn credential(&self, provider: &str) -> Result<Secret, LlmError> {
+        match &self.oauth {
+            None => Ok(self.api_key.clone()),
+            Some(oauth) => {
+                oauth
+                    .bearer()
+                    .await
+                    .map(Secret::new)
+                    .map_err(|message| LlmError::SignIn {
+                        provider: provider.to_string(),
+                        message,
+                    })
+            }
+        }
     }
 
     /// `base_url` joined with an API path, without doubling the slash.
@@ -261,6 +285,7 @@ mod tests {
             model: "m".into(),
             max_tokens: 100,
             http: HttpOptions::default(),
+            oauth: None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! is filtered (`HEARTBEAT_OK`, repeats) and only then sent.
 
 use super::deliver::{Deliver, DeliverError, Delivered, Delivery, Origin};
-use crate::gateway::{self, Gateway, RunStatus, Submission, SubmitError};
+use crate::gateway::{self, ChatKey, Gateway, RunStatus, Submission, SubmitError};
 use async_trait::async_trait;
 
 pub struct GatewayDeliver {
@@ -21,22 +21,19 @@ impl GatewayDeliver {
         }
     }
 
-    /// The chat of a session key (`telegram:<chat>`); the owner's chat for any other session.
-    fn chat_of(&self, session: &str) -> i64 {
-        let id = session
-            .rsplit_once(':')
-            .and_then(|(_, id)| id.parse::<i64>().ok());
-        match id {
-            Some(id) if self.gateway.session_key(id) == session => id,
-            _ => self.owner_chat,
-        }
+    /// The chat of a session key (`telegram:<chat>`, or `telegram:<chat>:<topic>` for a
+    /// topic); the owner's chat for any other session.
+    fn chat_of(&self, session: &str) -> ChatKey {
+        self.gateway
+            .chat_of_session(session)
+            .unwrap_or_else(|| self.owner_chat.into())
     }
 }
 
 #[async_trait]
 impl Deliver for GatewayDeliver {
     async fn deliver(&self, delivery: Delivery) -> Result<Delivered, DeliverError> {
-        let chat_id = self.chat_of(&delivery.chat_session);
+        let chat = self.chat_of(&delivery.chat_session);
         let origin = gateway::Origin::Scheduled {
             job_id: match &delivery.origin {
                 Origin::Job { id, .. } => id.to_string(),
@@ -45,9 +42,10 @@ impl Deliver for GatewayDeliver {
         };
         // The scheduler's words, never the user's; tainted as the run that made the job was.
         let mut submission =
-            Submission::notice(chat_id, origin, delivery.prompt, delivery.untrusted)
+            Submission::notice(chat.chat_id, origin, delivery.prompt, delivery.untrusted)
+                .in_topic(chat.topic)
                 .dedup_key(delivery.key);
-        if delivery.session != self.gateway.session_key(chat_id) {
+        if delivery.session != self.gateway.session_key(chat) {
             submission = submission.in_session(delivery.session);
         }
         if delivery.send_if.is_some() {
@@ -85,7 +83,7 @@ impl Deliver for GatewayDeliver {
             });
         }
         self.gateway
-            .send(chat_id, &result.text)
+            .send(chat, &result.text)
             .await
             .map_err(DeliverError::Failed)?;
         Ok(Delivered {

@@ -9,11 +9,15 @@
 use super::approval::{self, ApprovalRequest};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::llm::ToolSpec;
+use crate::memory::chat_key::ChatKey;
 use crate::scheduler::{Job, JobError, JobManager, JobRequest, Target};
 use async_trait::async_trait;
 use chrono_tz::Tz;
 use serde_json::{json, Value};
 use std::sync::Arc;
+
+/// The session prefix of Telegram chats (`telegram:<chat>[:<topic>]`).
+const TELEGRAM: &str = "telegram";
 
 /// Runs shown by `status` for one job.
 const STATUS_RUNS: usize = 5;
@@ -30,11 +34,13 @@ impl CronTool {
     }
 
     async fn add(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
+        let chat = match topic_session(input, &ctx.session) {
+            Ok(chat) => chat,
+            Err(e) => return e,
+        };
         let target = match text(input, "session").unwrap_or("current") {
-            "current" => Target::Session(ctx.session.clone()),
-            "new" => Target::Fresh {
-                reply_to: ctx.session.clone(),
-            },
+            "current" => Target::Session(chat),
+            "new" => Target::Fresh { reply_to: chat },
             other => {
                 return ToolOutput::error(format!(
                     "session must be \"current\" (this conversation) or \"new\" (a fresh one \
@@ -207,6 +213,29 @@ impl Scope {
     }
 }
 
+/// The session a new job answers to: this conversation's, or with `topic` that topic of this
+/// same Telegram chat (never another chat).
+fn topic_session(input: &Value, session: &str) -> Result<String, ToolOutput> {
+    let topic = match input.get("topic") {
+        None | Some(Value::Null) => return Ok(session.to_string()),
+        Some(v) => v
+            .as_i64()
+            .and_then(|t| i32::try_from(t).ok())
+            .filter(|t| *t > 0),
+    };
+    let Some(topic) = topic else {
+        return Err(ToolOutput::error(
+            "topic must be a topic's number (its message_thread_id)",
+        ));
+    };
+    match ChatKey::from_session_key(TELEGRAM, session) {
+        Some(chat) => Ok(ChatKey::new(chat.chat_id, Some(topic)).session_key(TELEGRAM)),
+        None => Err(ToolOutput::error(
+            "topic works only in a Telegram chat: this conversation is not one",
+        )),
+    }
+}
+
 fn text<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
     input.get(key).and_then(Value::as_str)
 }
@@ -234,7 +263,8 @@ impl Tool for CronTool {
                  every (30m, 2h, 1d), cron (5 fields `min hour day month weekday`, or 6 with \
                  seconds first). Times and cron use the time zone {} unless you give timezone. \
                  The answer goes to this chat; session=\"new\" runs each time without this \
-                 conversation's history. One-shot jobs delete themselves after running unless \
+                 conversation's history; topic (a number) delivers into that topic of this \
+                 Telegram chat instead. One-shot jobs delete themselves after running unless \
                  delete_after_run=false. Other actions: list, remove (id), run (id, now), \
                  status (id optional).",
                 self.tz
@@ -251,6 +281,7 @@ impl Tool for CronTool {
                     "cron": {"type": "string"},
                     "timezone": {"type": "string", "description": "IANA zone, e.g. Europe/Berlin"},
                     "session": {"type": "string", "enum": ["current", "new"]},
+                    "topic": {"type": "integer", "description": "A topic of this Telegram chat to deliver into (message_thread_id)"},
                     "delete_after_run": {"type": "boolean"}
                 },
                 "required": ["action"]
@@ -367,6 +398,26 @@ mod tests {
             .run(&json!({"action": "remove", "id": 1}), &ctx())
             .await;
         assert_eq!(out.content, "Removed job #1 \"Remind me to stretch.\".");
+    }
+
+    #[tokio::test]
+    async fn topic_delivers_into_a_topic_of_this_chat_only() {
+        let tool = tool();
+        let add =
+            |topic: Value| json!({"action": "add", "at": "+20m", "prompt": "p", "topic": topic});
+        let out = tool.run(&add(json!(9)), &ctx_in("telegram:-100:3")).await;
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.contains("→ telegram:-100:9"), "{}", out.content);
+        for (topic, session, why) in [
+            (json!(0), "telegram:42", "topic must be"),
+            (json!("9"), "telegram:42", "topic must be"),
+            (json!(9), "terminal:default", "only in a Telegram chat"),
+            (json!(9), "cron:1:2", "only in a Telegram chat"),
+        ] {
+            let out = tool.run(&add(topic), &ctx_in(session)).await;
+            assert!(out.is_error, "{session}: {}", out.content);
+            assert!(out.content.contains(why), "{session}: {}", out.content);
+        }
     }
 
     fn ctx_in(session: &str) -> ToolContext {

@@ -52,6 +52,8 @@ pub struct Call {
 pub struct Sent {
     pub message_id: i64,
     pub chat_id: i64,
+    /// The topic it was sent into (`message_thread_id`), if any.
+    pub topic: Option<i64>,
     /// As sent (HTML when `html`).
     pub text: String,
     /// What a user sees (entities decoded, tags removed).
@@ -197,10 +199,44 @@ impl FakeTelegram {
         self.push_message(chat_id, from, text_fields(text))
     }
 
+    /// A text message in topic `topic` of the chat (a forum's, or a private chat's with
+    /// topics): `message_thread_id` and `is_topic_message` set, as Telegram sends them.
+    pub fn push_topic_text(&self, chat_id: i64, topic: i64, from: i64, text: &str) -> (i64, i64) {
+        let mut fields = text_fields(text);
+        fields["message_thread_id"] = json!(topic);
+        fields["is_topic_message"] = json!(true);
+        self.push_message(chat_id, from, fields)
+    }
+
+    /// Messages sent into `topic` of `chat_id` (`None`: outside any topic).
+    pub fn messages_in(&self, chat_id: i64, topic: Option<i64>) -> Vec<Sent> {
+        self.messages_to(chat_id)
+            .into_iter()
+            .filter(|m| m.topic == topic)
+            .collect()
+    }
+
     /// A button press with `data` on the bot's message.
     pub fn push_callback(&self, from: i64, chat_id: i64, message_id: i64, data: &str) -> i64 {
+        self.push_callback_in(from, chat_id, None, message_id, data)
+    }
+
+    /// A button press with `data` on the bot's message in `topic` of the chat.
+    pub fn push_callback_in(
+        &self,
+        from: i64,
+        chat_id: i64,
+        topic: Option<i64>,
+        message_id: i64,
+        data: &str,
+    ) -> i64 {
         let id = format!("cb{}", self.next_message_id());
-        self.push_update(json!({"callback_query": callback(&id, from, chat_id, message_id, data)}))
+        let mut query = callback(&id, from, chat_id, message_id, data);
+        if let Some(topic) = topic {
+            query["message"]["message_thread_id"] = json!(topic);
+            query["message"]["is_topic_message"] = json!(true);
+        }
+        self.push_update(json!({ "callback_query": query }))
     }
 
     /// Serve `bytes` for getFile(`file_id`).
@@ -360,7 +396,13 @@ impl FakeTelegram {
             .as_str()
             .expect("callback data")
             .to_string();
-        self.push_callback(from, request.chat_id, request.message_id, &data);
+        self.push_callback_in(
+            from,
+            request.chat_id,
+            request.topic,
+            request.message_id,
+            &data,
+        );
     }
 
     /// Wait for the bot's `n`-th call of `method` (counting from 1).
@@ -667,9 +709,11 @@ fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
     let mut inner = shared.lock();
     inner.next_message_id += 1;
     let message_id = inner.next_message_id;
+    let topic = body["message_thread_id"].as_i64();
     inner.messages.push(Sent {
         message_id,
         chat_id,
+        topic,
         text,
         visible: visible.clone(),
         html,
@@ -679,13 +723,18 @@ fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
         deleted: false,
         at: Instant::now(),
     });
-    ok(json!({
+    let mut sent = json!({
         "message_id": message_id,
         "date": updates::now(),
         "chat": chat_json(chat_id),
         "from": updates::bot_user(),
         "text": visible,
-    }))
+    });
+    if let Some(topic) = topic {
+        sent["message_thread_id"] = json!(topic);
+        sent["is_topic_message"] = json!(true);
+    }
+    ok(sent)
 }
 
 fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {

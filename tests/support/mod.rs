@@ -10,6 +10,7 @@ pub mod command_model;
 pub mod deliver;
 pub mod fake_embeddings;
 pub mod fake_llm;
+pub mod fake_oauth;
 pub mod fake_telegram;
 pub mod fake_transcribe;
 pub mod fake_web;

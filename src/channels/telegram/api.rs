@@ -6,18 +6,19 @@
 
 use super::format::{html_to_plain, markdown_to_html};
 use super::split::{split_html, MESSAGE_LIMIT};
-use crate::gateway::SendError;
+use crate::gateway::{ChatKey, SendError};
 use crate::redact::redact;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use teloxide::payloads::{
-    EditMessageTextSetters, SendDocumentSetters, SendMessageSetters, SendPhotoSetters,
+    EditMessageTextSetters, SendChatActionSetters, SendDocumentSetters, SendMessageSetters,
+    SendPhotoSetters,
 };
 use teloxide::prelude::Requester;
 use teloxide::types::{
     ChatAction, ChatId, InlineKeyboardMarkup, InputFile, LinkPreviewOptions, Message, MessageId,
-    ParseMode, ReplyParameters,
+    ParseMode, ReplyParameters, ThreadId,
 };
 use teloxide::{ApiError, Bot, RequestError};
 
@@ -133,6 +134,22 @@ fn sent_or(error: &RequestError) -> Result<(), SendError> {
     }
 }
 
+/// A topic as the Bot API names it (`message_thread_id`).
+fn thread(topic: i32) -> ThreadId {
+    ThreadId(MessageId(topic))
+}
+
+/// Where `msg` was posted: its chat, and its topic when it is a topic message (a forum's or a
+/// private chat's with topics). Replies in a plain group's thread carry a thread id too; they
+/// are not a topic and stay in the chat's conversation.
+pub fn chat_key(msg: &Message) -> ChatKey {
+    let topic = msg
+        .thread_id
+        .filter(|_| msg.is_topic_message)
+        .map(|thread| thread.0 .0);
+    ChatKey::new(msg.chat.id.0, topic)
+}
+
 fn no_preview() -> LinkPreviewOptions {
     LinkPreviewOptions {
         is_disabled: true,
@@ -246,14 +263,15 @@ impl Telegram {
     }
 
     /// Send one message of Telegram HTML; if Telegram refuses the HTML, send its plain text.
+    /// `chat` is a chat, or a topic of one (see [`ChatKey`]): the message goes there.
     pub async fn send_html(
         &self,
-        chat: i64,
+        chat: impl Into<ChatKey>,
         reply_to: Option<i32>,
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<Message, String> {
-        self.send_html_tries(ATTEMPTS, chat, reply_to, html, keyboard)
+        self.send_html_tries(ATTEMPTS, chat.into(), reply_to, html, keyboard)
             .await
             .map_err(|e| describe(&e))
     }
@@ -261,17 +279,18 @@ impl Telegram {
     /// [`Telegram::send_html`] in one attempt: flood control comes back to the caller.
     pub async fn send_html_once(
         &self,
-        chat: i64,
+        chat: impl Into<ChatKey>,
         reply_to: Option<i32>,
         html: &str,
     ) -> Result<Message, RequestError> {
-        self.send_html_tries(1, chat, reply_to, html, None).await
+        self.send_html_tries(1, chat.into(), reply_to, html, None)
+            .await
     }
 
     async fn send_html_tries(
         &self,
         attempts: u32,
-        chat: i64,
+        chat: ChatKey,
         reply_to: Option<i32>,
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
@@ -281,8 +300,11 @@ impl Telegram {
             async move {
                 let mut req = self
                     .bot
-                    .send_message(ChatId(chat), text)
+                    .send_message(ChatId(chat.chat_id), text)
                     .link_preview_options(no_preview());
+                if let Some(topic) = chat.topic {
+                    req = req.message_thread_id(thread(topic));
+                }
                 if html_mode {
                     req = req.parse_mode(ParseMode::Html);
                 }
@@ -305,7 +327,7 @@ impl Telegram {
         match first {
             Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
                 tracing::warn!(
-                    chat,
+                    chat = chat.chat_id,
                     "Telegram refused the HTML ({why}); sending plain text"
                 );
                 let plain = html_to_plain(html);
@@ -384,7 +406,7 @@ impl Telegram {
     /// have arrived): it is [`SendError::MayHaveArrived`], for the caller to decide.
     pub async fn send_part(
         &self,
-        chat: i64,
+        chat: ChatKey,
         reply_to: Option<i32>,
         html: &str,
         again: bool,
@@ -416,7 +438,7 @@ impl Telegram {
     /// only for a new message.
     pub async fn replace_draft(
         &self,
-        chat: i64,
+        chat: ChatKey,
         reply_to: Option<i32>,
         draft: &Draft,
         html: &str,
@@ -426,7 +448,7 @@ impl Telegram {
             return Ok(());
         }
         match self
-            .edit_html_tries(ATTEMPTS, chat, draft.message_id, html)
+            .edit_html_tries(ATTEMPTS, chat.chat_id, draft.message_id, html)
             .await
         {
             Ok(()) => Ok(()),
@@ -435,9 +457,12 @@ impl Telegram {
                 | ApiError::MessageCantBeEdited
                 | ApiError::MessageIdInvalid),
             )) => {
-                tracing::info!(chat, "the streamed message is gone ({e}); sending anew");
+                tracing::info!(
+                    chat = chat.chat_id,
+                    "the streamed message is gone ({e}); sending anew"
+                );
                 self.send_part(chat, reply_to, html, again).await?;
-                self.delete(chat, draft.message_id).await;
+                self.delete(chat.chat_id, draft.message_id).await;
                 Ok(())
             }
             Err(e) => sent_or(&e),
@@ -448,10 +473,12 @@ impl Telegram {
     /// photo named `name`, with an HTML `caption`.
     pub async fn send_file(
         &self,
-        chat: i64,
+        chat: impl Into<ChatKey>,
         upload: &Upload<'_>,
         caption: Option<&str>,
     ) -> Result<Message, String> {
+        let chat: ChatKey = chat.into();
+        let (id, topic) = (ChatId(chat.chat_id), chat.topic.map(thread));
         let what = if upload.photo {
             "sendPhoto"
         } else {
@@ -461,13 +488,19 @@ impl Telegram {
             // Every attempt reads the file from its start again.
             let input = upload.input().map_err(|e| RequestError::Io(Arc::new(e)))?;
             if upload.photo {
-                let mut req = self.bot.send_photo(ChatId(chat), input);
+                let mut req = self.bot.send_photo(id, input);
+                if let Some(topic) = topic {
+                    req = req.message_thread_id(topic);
+                }
                 if let Some(caption) = caption {
                     req = req.caption(caption).parse_mode(ParseMode::Html);
                 }
                 req.await
             } else {
-                let mut req = self.bot.send_document(ChatId(chat), input);
+                let mut req = self.bot.send_document(id, input);
+                if let Some(topic) = topic {
+                    req = req.message_thread_id(topic);
+                }
                 if let Some(caption) = caption {
                     req = req.caption(caption).parse_mode(ParseMode::Html);
                 }
@@ -480,13 +513,15 @@ impl Telegram {
     }
 
     /// Best effort: "typing…" for about five seconds.
-    pub async fn typing(&self, chat: i64) {
-        if let Err(e) = self
+    pub async fn typing(&self, chat: ChatKey) {
+        let mut req = self
             .bot
-            .send_chat_action(ChatId(chat), ChatAction::Typing)
-            .await
-        {
-            tracing::debug!(chat, "sendChatAction: {}", describe(&e));
+            .send_chat_action(ChatId(chat.chat_id), ChatAction::Typing);
+        if let Some(topic) = chat.topic {
+            req = req.message_thread_id(thread(topic));
+        }
+        if let Err(e) = req.await {
+            tracing::debug!(chat = chat.chat_id, "sendChatAction: {}", describe(&e));
         }
     }
 

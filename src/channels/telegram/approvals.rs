@@ -8,9 +8,10 @@
 //! `/approvals`).
 
 use super::access::Access;
-use super::api::{describe, Telegram, Upload};
+use super::api::{chat_key, describe, Telegram, Upload};
 use super::format::escape;
 use crate::egress::Grants;
+use crate::gateway::ChatKey;
 use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_rules::ApprovalRules;
@@ -43,7 +44,9 @@ pub struct Approvals {
 }
 
 struct Pending {
-    chat_id: i64,
+    /// Where the request was posted: a press elsewhere (another chat, another topic) does not
+    /// answer it.
+    chat: ChatKey,
     answer: oneshot::Sender<Decision>,
 }
 
@@ -151,10 +154,14 @@ impl Approvals {
                 "You are not allowed to approve commands here."
             }
             Some((id, answer)) => {
-                let chat_id = query.message.as_ref().map(|m| m.chat().id.0);
+                // The chat and the topic the request was posted in.
+                let chat = query.message.as_ref().map(|m| match m.regular_message() {
+                    Some(msg) => chat_key(msg),
+                    None => ChatKey::from(m.chat().id.0),
+                });
                 let mut pending = lock(&self.pending);
                 match pending.get(&id) {
-                    Some(p) if Some(p.chat_id) == chat_id => {
+                    Some(p) if Some(p.chat) == chat => {
                         let by = query.from.first_name.clone();
                         let p = pending.remove(&id).expect("checked above");
                         let (decision, reply) = match answer {
@@ -165,7 +172,7 @@ impl Approvals {
                         let _ = p.answer.send(decision);
                         reply
                     }
-                    Some(_) => "This request belongs to another chat.",
+                    Some(_) => "This request belongs to another chat or topic.",
                     None => "This request is no longer waiting.",
                 }
             }
@@ -176,20 +183,14 @@ impl Approvals {
         }
     }
 
-    fn register(&self, chat_id: i64) -> (u64, oneshot::Receiver<Decision>) {
+    fn register(&self, chat: ChatKey) -> (u64, oneshot::Receiver<Decision>) {
         let (tx, rx) = oneshot::channel();
         let mut pending = lock(&self.pending);
         let mut id: u64 = rand::random();
         while pending.contains_key(&id) {
             id = rand::random();
         }
-        pending.insert(
-            id,
-            Pending {
-                chat_id,
-                answer: tx,
-            },
-        );
+        pending.insert(id, Pending { chat, answer: tx });
         (id, rx)
     }
 
@@ -216,9 +217,17 @@ pub struct ChatApprover {
     pub approvals: Arc<Approvals>,
     pub tg: Telegram,
     pub chat_id: i64,
+    /// The run's topic: its requests are posted there.
+    pub topic: Option<i32>,
     pub reply_to: Option<i32>,
     /// The run's abort signal: a stopped run stops waiting.
     pub cancel: CancellationToken,
+}
+
+impl ChatApprover {
+    fn chat_key(&self) -> ChatKey {
+        ChatKey::new(self.chat_id, self.topic)
+    }
 }
 
 /// The shapes as a list of `<code>` items.
@@ -305,7 +314,7 @@ impl ChatApprover {
             super::format::APPROVAL_MARK
         );
         self.tg
-            .send_file(self.chat_id, &upload, Some(&caption))
+            .send_file(self.chat_key(), &upload, Some(&caption))
             .await
             .map(drop)
     }
@@ -342,7 +351,7 @@ impl Approver for ChatApprover {
             }
             html = pointer_html(request, &text, &digest);
         }
-        let (id, answer) = self.approvals.register(self.chat_id);
+        let (id, answer) = self.approvals.register(self.chat_key());
         let approve = match always {
             Some(Always::Commands(_)) => "✅ Approve once",
             _ => "✅ Approve",
@@ -365,7 +374,7 @@ impl Approver for ChatApprover {
         let keyboard = InlineKeyboardMarkup::new(rows);
         let sent = self
             .tg
-            .send_html(self.chat_id, self.reply_to, &html, Some(keyboard))
+            .send_html(self.chat_key(), self.reply_to, &html, Some(keyboard))
             .await;
         let message = match sent {
             Ok(message) => message,

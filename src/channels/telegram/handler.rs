@@ -2,14 +2,14 @@
 //! a command, an approval button, or a prompt for the chat's queue.
 
 use super::access::{Access, Verdict};
-use super::api::Telegram;
+use super::api::{chat_key, Telegram};
 use super::approvals::Approvals;
 use super::commands::{self, Command};
 use super::format::escape;
 use super::inputs::{Inputs, Prepared};
 use super::standing::{self, Standing};
 use super::store::UpdateLog;
-use crate::gateway::{Gateway, Origin, Submission, SubmitError, Trouble};
+use crate::gateway::{ChatKey, Gateway, Origin, Submission, SubmitError, Trouble};
 use std::sync::Arc;
 use teloxide::types::{Message, Update, UpdateKind};
 
@@ -70,7 +70,8 @@ impl Handler {
     }
 
     async fn on_message(&self, update_id: i64, msg: &Message) -> Handled {
-        let chat = msg.chat.id.0;
+        // A topic is a conversation of its own: its queue, its session, its answers.
+        let chat = chat_key(msg);
         let user_id = match self.access.check(msg) {
             Verdict::Ignore => return Handled::Done,
             Verdict::Refuse { user_id } => {
@@ -93,14 +94,16 @@ impl Handler {
                 return Handled::Done;
             }
         };
-        let submission = Submission::blocks(chat, Origin::User { user_id }, input, &preview)
-            .reply_to(msg.id.0)
-            // A re-delivered or re-processed update finds its run instead of starting another.
-            .dedup_key(format!("telegram:update:{update_id}"));
+        let submission =
+            Submission::blocks(chat.chat_id, Origin::User { user_id }, input, &preview)
+                .in_topic(chat.topic)
+                .reply_to(msg.id.0)
+                // A re-delivered or re-processed update finds its run instead of starting another.
+                .dedup_key(format!("telegram:update:{update_id}"));
         self.submit(chat, msg.id.0, submission).await
     }
 
-    async fn submit(&self, chat: i64, message_id: i32, submission: Submission) -> Handled {
+    async fn submit(&self, chat: ChatKey, message_id: i32, submission: Submission) -> Handled {
         match self.gateway.submit(submission) {
             // The gateway delivers the answer; nobody here waits for it.
             Ok(_handle) => Handled::Done,
@@ -111,7 +114,7 @@ impl Handler {
             }
             Err(SubmitError::ShuttingDown) => Handled::Later,
             Err(SubmitError::Store(e)) => {
-                tracing::error!(chat, "queueing a prompt: {e}");
+                tracing::error!(chat = %chat, "queueing a prompt: {e}");
                 self.gateway
                     .tell_waiting(chat, Some(message_id), Trouble::of(&e))
                     .await;
@@ -127,7 +130,7 @@ impl Handler {
             if let UpdateKind::Message(msg) = &update.kind {
                 if let Verdict::Accept { .. } = self.access.check(msg) {
                     self.gateway
-                        .tell_waiting(msg.chat.id.0, Some(msg.id.0), trouble)
+                        .tell_waiting(super::api::chat_key(msg), Some(msg.id.0), trouble)
                         .await;
                 }
             }
@@ -143,7 +146,13 @@ impl Handler {
         }
     }
 
-    async fn on_command(&self, chat: i64, user_id: i64, message_id: i32, cmd: Command) -> Handled {
+    async fn on_command(
+        &self,
+        chat: ChatKey,
+        user_id: i64,
+        message_id: i32,
+        cmd: Command,
+    ) -> Handled {
         let reply = match cmd {
             Command::Help => Some(commands::HELP.to_string()),
             Command::Stop => commands::stop_reply(self.gateway.stop(chat)),
@@ -155,8 +164,9 @@ impl Handler {
                     Some("↪️ I will pass that on before the next step.".into())
                 } else {
                     // Nothing is running: it is simply the next prompt.
-                    let submission =
-                        Submission::text(chat, Origin::User { user_id }, text).reply_to(message_id);
+                    let submission = Submission::text(chat.chat_id, Origin::User { user_id }, text)
+                        .in_topic(chat.topic)
+                        .reply_to(message_id);
                     return self.submit(chat, message_id, submission).await;
                 }
             }
@@ -166,7 +176,7 @@ impl Handler {
                     "A run is in progress: /stop it or wait for it, then send /new again.".into(),
                 ),
                 Err(e) => {
-                    tracing::error!(chat, "starting a new session: {e}");
+                    tracing::error!(chat = %chat, "starting a new session: {e}");
                     Some("Sorry, I could not start a new conversation (a database error).".into())
                 }
             },
@@ -177,7 +187,7 @@ impl Handler {
                     "A run is in progress: /stop it or wait for it, then send /trust again.".into(),
                 ),
                 Err(e) => {
-                    tracing::error!(chat, "trusting the session: {e}");
+                    tracing::error!(chat = %chat, "trusting the session: {e}");
                     Some("Sorry, I could not change that (a database error).".into())
                 }
             },
@@ -186,7 +196,7 @@ impl Handler {
                 Err(SubmitError::Busy { queued }) => Some(escape(&commands::busy_reply(queued))),
                 Err(SubmitError::ShuttingDown) => return Handled::Later,
                 Err(SubmitError::Store(e)) => {
-                    tracing::error!(chat, "retrying: {e}");
+                    tracing::error!(chat = %chat, "retrying: {e}");
                     self.gateway
                         .tell_waiting(chat, Some(message_id), Trouble::of(&e))
                         .await;
@@ -204,7 +214,7 @@ impl Handler {
                             .send_html(chat, Some(message_id), &html, keyboard)
                             .await
                         {
-                            tracing::warn!(chat, "reply not sent: {e}");
+                            tracing::warn!(chat = %chat, "reply not sent: {e}");
                         }
                         None
                     }
@@ -243,16 +253,16 @@ impl Handler {
         );
         let now = chrono::Utc::now().timestamp();
         match self.log.take_refusal(user_id, now, REFUSAL_INTERVAL_SECS) {
-            Ok(true) => self.reply(msg.chat.id.0, msg.id.0, REFUSAL).await,
+            Ok(true) => self.reply(chat_key(msg), msg.id.0, REFUSAL).await,
             Ok(false) => {}
             Err(e) => tracing::error!("recording a refusal: {e}"),
         }
     }
 
     /// Best effort: a failed reply is logged.
-    async fn reply(&self, chat: i64, message_id: i32, html: &str) {
+    async fn reply(&self, chat: ChatKey, message_id: i32, html: &str) {
         if let Err(e) = self.tg.send_html(chat, Some(message_id), html, None).await {
-            tracing::warn!(chat, "reply not sent: {e}");
+            tracing::warn!(chat = %chat, "reply not sent: {e}");
         }
     }
 }

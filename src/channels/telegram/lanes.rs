@@ -3,8 +3,9 @@
 //! `/stop`, or another chat.
 //!
 //! - Button presses (callback queries) are handled at once, in the polling task.
-//! - Messages go into one lane per chat and are handled there in order (a chat's prompts keep
-//!   their order); lanes run side by side and disappear when empty.
+//! - Messages go into one lane per chat — per topic in a chat with topics — and are handled
+//!   there in order (a conversation's prompts keep their order); lanes run side by side and
+//!   disappear when empty.
 //! - An update is marked handled only once it was handled, so after a crash it is handled
 //!   again at the next start (the gateway's dedup key keeps a run from starting twice). A
 //!   message the database cannot queue (a full disk) is handled again in a while.
@@ -13,8 +14,10 @@
 //!   updates is (an update can be handled and marked while the caller still walks a list read
 //!   before).
 
+use super::api::chat_key;
 use super::handler::{Handled, Handler};
 use super::store::UpdateLog;
+use crate::gateway::ChatKey;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,8 +29,8 @@ use teloxide::types::{Update, UpdateKind};
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Waiting messages per chat; a chat has an entry exactly while its worker runs.
-type Queues = HashMap<i64, VecDeque<(i64, Update)>>;
+/// Waiting messages per chat (and topic); a lane has an entry exactly while its worker runs.
+type Queues = HashMap<ChatKey, VecDeque<(i64, Update)>>;
 
 pub struct Lanes {
     handler: Arc<Handler>,
@@ -60,7 +63,7 @@ impl Lanes {
     pub async fn dispatch(&self, id: i64, update: Update) -> Handled {
         self.handed_out.fetch_max(id, Ordering::AcqRel);
         let chat = match &update.kind {
-            UpdateKind::Message(msg) => msg.chat.id.0,
+            UpdateKind::Message(msg) => chat_key(msg),
             _ => {
                 let handled = self.handler.handle(update).await;
                 if handled == Handled::Done {
@@ -82,7 +85,7 @@ impl Lanes {
 }
 
 /// One chat's worker: handle its messages in order until the queue is empty.
-async fn work(handler: Arc<Handler>, queues: Arc<Mutex<Queues>>, chat: i64) {
+async fn work(handler: Arc<Handler>, queues: Arc<Mutex<Queues>>, chat: ChatKey) {
     loop {
         let next = {
             let mut queues = lock(&queues);

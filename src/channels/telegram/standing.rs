@@ -4,9 +4,10 @@
 //! user's press counts, and only for a rule of the chat the list was posted in.
 
 use super::access::Access;
-use super::api::{describe, Telegram};
+use super::api::{chat_key, describe, Telegram};
 use super::format::escape;
 use crate::egress::Grants;
+use crate::gateway::ChatKey;
 use crate::tools::approval_rules::ApprovalRules;
 use teloxide::payloads::AnswerCallbackQuerySetters;
 use teloxide::prelude::Requester;
@@ -125,7 +126,7 @@ impl Standing {
         &self,
         tg: &Telegram,
         access: &Access,
-        session_of: impl Fn(i64) -> String,
+        session_of: impl Fn(ChatKey) -> String,
         query: CallbackQuery,
     ) {
         let user_id = query.from.id.0 as i64;
@@ -134,7 +135,14 @@ impl Standing {
             .as_deref()
             .and_then(|d| d.strip_prefix(PREFIX))
             .and_then(|id| id.parse::<i64>().ok());
-        let message = query.message.as_ref().map(|m| (m.chat().id.0, m.id().0));
+        // The list was posted in a chat, or in a topic of it: that conversation's rules.
+        let message = query.message.as_ref().map(|m| {
+            let chat = match m.regular_message() {
+                Some(msg) => chat_key(msg),
+                None => ChatKey::from(m.chat().id.0),
+            };
+            (chat, m.id().0)
+        });
         let reply = match (id, message) {
             (Some(_), _) if !access.is_allowed(user_id) => {
                 tracing::warn!(
@@ -145,8 +153,11 @@ impl Standing {
             }
             (Some(id), Some((chat, message_id))) => {
                 let reply = self.revoke(&session_of(chat), id);
-                if let Err(e) = tg.edit_html(chat, message_id, &escape(&reply)).await {
-                    tracing::debug!(chat, "editing the approvals list: {e}");
+                if let Err(e) = tg
+                    .edit_html(chat.chat_id, message_id, &escape(&reply))
+                    .await
+                {
+                    tracing::debug!(chat = chat.chat_id, "editing the approvals list: {e}");
                 }
                 reply
             }

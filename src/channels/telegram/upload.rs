@@ -14,7 +14,8 @@ use std::sync::Arc;
 /// A run's outbox: its chat.
 pub struct ChatOutbox {
     pub tg: Telegram,
-    pub chat: i64,
+    /// The chat, and the run's topic in it.
+    pub chat: crate::gateway::ChatKey,
     /// The workspace.
     pub paths: Arc<PathPolicy>,
     /// `telegram.max_send_bytes`.
@@ -65,7 +66,7 @@ mod tests {
                 },
             )
             .unwrap(),
-            chat: 1,
+            chat: 1.into(),
             paths: Arc::new(PathPolicy::new(&ws, &[], &[], dir.path()).unwrap()),
             max_bytes: 50,
         };

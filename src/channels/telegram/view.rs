@@ -20,7 +20,7 @@ use super::live::{Live, Shown};
 use super::split::MESSAGE_LIMIT;
 use super::upload::ChatOutbox;
 use crate::agent::{EventFn, RunControl};
-use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
+use crate::gateway::{Channel, ChatKey, DraftFn, RunInfo, RunView, SendError};
 use crate::locks::lock;
 use crate::policy::PathPolicy;
 use crate::tools::approval::Approver;
@@ -87,9 +87,10 @@ impl Channel for TelegramChannel {
         let live = Arc::new(Mutex::new(Live::new(run.deliver)));
         let wake = Arc::new(Notify::new());
         let done = CancellationToken::new();
+        let chat = ChatKey::new(run.chat_id, run.topic);
         let presenter = Presenter {
             tg: self.tg.clone(),
-            chat: run.chat_id,
+            chat,
             reply_to: run.reply_to,
             live: live.clone(),
             wake: wake.clone(),
@@ -100,7 +101,7 @@ impl Channel for TelegramChannel {
         let outbox: Arc<dyn Outbox> = if run.deliver {
             Arc::new(ChatOutbox {
                 tg: self.tg.clone(),
-                chat: run.chat_id,
+                chat,
                 paths: self.paths.clone(),
                 max_bytes: self.max_send_bytes,
             })
@@ -112,6 +113,7 @@ impl Channel for TelegramChannel {
                 approvals: self.approvals.clone(),
                 tg: self.tg.clone(),
                 chat_id: run.chat_id,
+                topic: run.topic,
                 reply_to: run.reply_to,
                 cancel: control.cancel_token(),
             }),
@@ -134,6 +136,7 @@ impl Channel for TelegramChannel {
         part: &str,
         again: bool,
     ) -> Result<(), SendError> {
+        let chat = ChatKey::new(run.chat_id, run.topic);
         let draft = run.draft.and_then(|id| i32::try_from(id).ok());
         match (index, draft) {
             (0, Some(message_id)) => {
@@ -142,17 +145,13 @@ impl Channel for TelegramChannel {
                     shown: lock(&self.drafts).get(&message_id).cloned(),
                 };
                 self.tg
-                    .replace_draft(run.chat_id, run.reply_to, &draft, part, again)
+                    .replace_draft(chat, run.reply_to, &draft, part, again)
                     .await?;
                 lock(&self.drafts).remove(&message_id);
                 Ok(())
             }
-            (0, None) => {
-                self.tg
-                    .send_part(run.chat_id, run.reply_to, part, again)
-                    .await
-            }
-            _ => self.tg.send_part(run.chat_id, None, part, again).await,
+            (0, None) => self.tg.send_part(chat, run.reply_to, part, again).await,
+            _ => self.tg.send_part(chat, None, part, again).await,
         }
     }
 }
@@ -206,7 +205,8 @@ struct OnScreen {
 /// The task that keeps one run's live message up to date, until `done`.
 struct Presenter {
     tg: Telegram,
-    chat: i64,
+    /// The run's chat and topic.
+    chat: ChatKey,
     reply_to: Option<i32>,
     live: Arc<Mutex<Live>>,
     wake: Arc<Notify>,
@@ -273,7 +273,10 @@ impl Presenter {
                     next_call = Instant::now() + EDIT_EVERY;
                 }
                 Called::Wait(wait) => {
-                    tracing::debug!(chat = self.chat, "live message: flood control, {wait:?}");
+                    tracing::debug!(
+                        chat = self.chat.chat_id,
+                        "live message: flood control, {wait:?}"
+                    );
                     next_call = Instant::now() + wait;
                     waiting = true;
                 }
@@ -287,7 +290,7 @@ impl Presenter {
     /// status — remove the status message and send the draft in its place.
     async fn update(&self, message: &mut Option<OnScreen>, current: &Shown) -> Called {
         if let Some(status) = message.filter(|m| !m.draft && current.has_text) {
-            self.tg.delete(self.chat, status.id).await;
+            self.tg.delete(self.chat.chat_id, status.id).await;
             *message = None;
         }
         let Some(on_screen) = *message else {
@@ -316,7 +319,7 @@ impl Presenter {
         };
         match self
             .tg
-            .edit_html_once(self.chat, on_screen.id, &current.html)
+            .edit_html_once(self.chat.chat_id, on_screen.id, &current.html)
             .await
         {
             Ok(()) => Called::Done,
@@ -330,7 +333,11 @@ impl Presenter {
             // A network hiccup: the next tick tries again.
             RequestError::Network(_) | RequestError::Io(_) => Called::Wait(EDIT_EVERY),
             other => {
-                tracing::debug!(chat = self.chat, "{what}: {}", super::api::describe(&other));
+                tracing::debug!(
+                    chat = self.chat.chat_id,
+                    "{what}: {}",
+                    super::api::describe(&other)
+                );
                 Called::GaveUp
             }
         }
@@ -345,7 +352,7 @@ impl Presenter {
                 let pace = next_call.saturating_duration_since(Instant::now());
                 tokio::time::sleep(pace.min(END_PACE_WAIT)).await;
             }
-            Some(status) => self.tg.delete(self.chat, status.id).await,
+            Some(status) => self.tg.delete(self.chat.chat_id, status.id).await,
             None => {}
         }
     }
