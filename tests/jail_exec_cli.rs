@@ -149,3 +149,62 @@ fn huge_timeouts_are_refused_with_the_setting_named_not_a_panic() {
         assert!(!r.stderr.contains("panicked"), "{sub}: {r:?}");
     }
 }
+
+/// A repository with two commits on `main`, made with git itself (not through warden).
+fn two_commit_repo(ws: &std::path::Path) {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "first"]);
+    std::fs::write(ws.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&["commit", "-q", "-a", "-m", "second"]);
+}
+
+#[test]
+fn read_only_git_runs_and_its_writing_forms_stay_refused() {
+    let env = Env::new();
+    two_commit_repo(&env.ws);
+    let r = exec(&env, &[], "git diff-tree -r --name-only HEAD~1 HEAD");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "a.txt\n"), "{r:?}");
+    let r = exec(&env, &[], "git show-ref --branches");
+    assert!(r.stdout.ends_with(" refs/heads/main\n"), "{r:?}");
+    let r = exec(
+        &env,
+        &[],
+        "git merge-base --is-ancestor HEAD~1 HEAD && git name-rev --name-only HEAD~1",
+    );
+    assert_eq!(r.stdout, "main~1\n", "{r:?}");
+    let r = exec(&env, &[], "git annotate -L 2,2 a.txt");
+    assert!(r.stdout.contains("two"), "{r:?}");
+    // format-patch writes where -o says (checked as a write there).
+    let r = exec(&env, &[], "git format-patch -o patches -1");
+    assert_eq!(r.stdout, "patches/0001-second.patch\n", "{r:?}");
+    assert!(env.ws.join("patches/0001-second.patch").is_file());
+    let r = exec(&env, &[], "git format-patch -o /tmp -1");
+    assert_eq!(r.status, 126, "{r:?}");
+    // What writes objects, refs or worktrees keeps its rule.
+    for (command, why) in [
+        ("git hash-object -w a.txt", "writes the object"),
+        ("git worktree add wt main", "only `git worktree list`"),
+        ("git notes remove HEAD", "only `git notes list`"),
+        ("git fsck --lost-found", "lost-found"),
+        ("git help log", "man"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    let r = exec(&env, &[], "git count-objects");
+    assert!(r.stdout.starts_with("6 objects"), "{r:?}");
+}
