@@ -208,3 +208,31 @@ fn read_only_git_runs_and_its_writing_forms_stay_refused() {
     let r = exec(&env, &[], "git count-objects");
     assert!(r.stdout.starts_with("6 objects"), "{r:?}");
 }
+
+#[test]
+fn cd_goes_into_a_directory_made_earlier_in_the_line() {
+    let env = Env::new();
+    let r = exec(
+        &env,
+        &[],
+        "mkdir -p a/b && cd a && ls && cd b && echo hi > f.txt && pwd",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, format!("b\n{}\n", env.ws.join("a/b").display()));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("a/b/f.txt")).unwrap(),
+        "hi\n"
+    );
+    // A directory nothing makes is still refused, and so is one made outside the line's roots.
+    let r = exec(&env, &[], "mkdir -p c && cd d");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("cd: d is not a directory"), "{r:?}");
+    let r = exec(&env, &[], "touch e && cd e");
+    assert_eq!(r.status, 126, "{r:?}");
+    // mkdir fails (a file is in the way): the cd fails when it runs, and nothing checked for
+    // the directory runs anywhere else.
+    std::fs::write(env.ws.join("g"), "").unwrap();
+    let r = exec(&env, &[], "mkdir -p g/h; cd g/h; echo here > f.txt");
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(!env.ws.join("f.txt").exists());
+}

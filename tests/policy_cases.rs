@@ -828,7 +828,7 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "must run as its own command",
     ),
-    ("git help log", Deny, "git help is not allowed"),
+    ("git help log", Deny, "runs man and a pager"),
     ("git --help", Deny, "runs man or a pager"),
     // ---- control flow and groups -------------------------------------------------------------------------------
     ("if true; then ls; fi", Allow, "allowed: true, ls"),

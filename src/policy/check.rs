@@ -65,6 +65,9 @@ pub(super) struct Walk {
     pub commands: usize,
     /// Where earlier commands of the line make symbolic links (see `line_links`).
     pub links: LineLinks,
+    /// Directories earlier commands of the line create (`mkdir`): `cd` may go there before
+    /// they exist; the executor checks the directory when the `cd` runs.
+    pub made_dirs: Vec<PathBuf>,
 }
 
 impl Walk {
@@ -171,6 +174,7 @@ impl Checker {
             vars: Vec::new(),
             commands: 0,
             links: LineLinks::default(),
+            made_dirs: Vec::new(),
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -207,6 +211,17 @@ impl Checker {
                             walk.logical_cwd =
                                 logical_cd(&walk.logical_cwd, &checked.command.argv, target)?;
                             walk.cwd = target.clone();
+                        }
+                        let program = checked.command.argv.first().map(String::as_str);
+                        if program.is_some_and(|p| p == "mkdir" || p.ends_with("/mkdir")) {
+                            walk.made_dirs.extend(
+                                checked
+                                    .command
+                                    .paths
+                                    .iter()
+                                    .filter(|p| p.access == Access::Write)
+                                    .map(|p| p.path.clone()),
+                            );
                         }
                         walk.earlier_writes |= checked.writes;
                         walk.links.extend(checked.links);
@@ -320,7 +335,7 @@ impl Checker {
                     "an assignment before cd has no effect; remove it",
                 ));
             }
-            let checked = self.cd(&argv, raw, &walk.cwd, in_pipeline)?;
+            let checked = self.cd(&argv, raw, walk, in_pipeline)?;
             if let Some(Builtin::Cd(target)) = &checked.command.builtin {
                 walk.links
                     .refuse_through(target, Access::Read)
@@ -507,9 +522,10 @@ impl Checker {
         &self,
         argv: &[String],
         raw: &RawCommand,
-        cwd: &Path,
+        walk: &Walk,
         in_pipeline: bool,
     ) -> Result<Checked, Denial> {
+        let cwd = walk.cwd.as_path();
         if in_pipeline {
             return Err(Denial::new(
                 "cd inside a pipeline has no effect in bash; use `cd dir && cmd`",
@@ -536,7 +552,11 @@ impl Checker {
             .paths
             .check(cwd, dir, Access::Read)
             .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
-        if !target.is_dir() {
+        // A directory `mkdir` makes earlier in the line (or one of its parents, with -p)
+        // does not exist yet: the executor checks it when the cd runs.
+        let made_earlier =
+            !target.exists() && walk.made_dirs.iter().any(|made| made.starts_with(&target));
+        if !target.is_dir() && !made_earlier {
             return Err(Denial::new(format!("cd: {dir} is not a directory")));
         }
         let mut command = Command::program(argv.to_vec(), cwd.to_path_buf());
