@@ -236,3 +236,21 @@ fn cd_goes_into_a_directory_made_earlier_in_the_line() {
     assert_ne!(r.status, 0, "{r:?}");
     assert!(!env.ws.join("f.txt").exists());
 }
+
+#[test]
+fn unset_variables_expand_to_nothing_as_in_bash() {
+    let env = Env::new();
+    // Quoted: one empty argument; unquoted: no argument at all.
+    let r = exec(
+        &env,
+        &[],
+        "test -z \"$GIT_BRANCH\" && printf '[%s]' \"$NAME\" $NAME x && echo",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "[][x]\n"), "{r:?}");
+    // What was checked is what runs: the path with the empty variable is the one refused.
+    let r = exec(&env, &[], "cat \"$PREFIX/etc/passwd\"");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("/etc/passwd is outside"), "{r:?}");
+    let r = exec(&env, &[], "$TOOL ls");
+    assert_eq!(r.status, 126, "{r:?}");
+}

@@ -7,7 +7,7 @@ use super::analyzers::{self, AnalyzerContext};
 use super::assignments;
 use super::copies;
 use super::derived;
-use super::expand::Expander;
+use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
@@ -38,6 +38,7 @@ pub struct Checker {
     policy: Arc<Policy>,
     paths: PathPolicy,
     parser: tree_sitter::Parser,
+    unknown_variables: UnknownVariables,
 }
 
 /// What one command contributes besides its IR.
@@ -91,7 +92,15 @@ impl Checker {
             policy,
             paths,
             parser,
+            unknown_variables: UnknownVariables::Empty,
         }
+    }
+
+    /// For commands a real shell runs (the Claude Code hook), not warden's executor: a
+    /// variable the policy has no value for may be set there, so it is refused.
+    pub fn for_a_real_shell(mut self) -> Checker {
+        self.unknown_variables = UnknownVariables::Refused;
+        self
     }
 
     pub fn paths(&self) -> &PathPolicy {
@@ -292,6 +301,7 @@ impl Checker {
             cwd: &walk.cwd,
             max_glob_matches: self.policy.settings().max_glob_matches,
             vars: &walk.vars,
+            unknown_variables: self.unknown_variables,
         }
     }
 
@@ -300,8 +310,16 @@ impl Checker {
         let expander = self.expander(walk);
         let mut argv: Vec<String> = Vec::new();
         let mut status_args: Vec<StatusArg> = Vec::new();
-        for word in &raw.words {
-            for arg in expander.expand_args(word)? {
+        for (i, word) in raw.words.iter().enumerate() {
+            let args = expander.expand_args(word)?;
+            // bash would run the next word as the program: the name must be written out.
+            if i == 0 && args.is_empty() {
+                return Err(Denial::new(format!(
+                    "the command name {} expands to nothing",
+                    word.display()
+                )));
+            }
+            for arg in args {
                 for offset in arg.status_at {
                     status_args.push(StatusArg {
                         arg: argv.len(),
@@ -727,6 +745,12 @@ fn logical_cd(
 /// A redirection target must expand to exactly one word (bash: "ambiguous redirect").
 fn single_word(expander: &Expander, word: &RawWord) -> Result<String, Denial> {
     let mut words = expander.expand(word)?;
+    if words.first().is_some_and(String::is_empty) {
+        return Err(Denial::new(format!(
+            "the redirection target {} expands to an empty name",
+            word.display()
+        )));
+    }
     if words.len() != 1 {
         return Err(Denial::new(format!(
             "ambiguous redirect: {} expands to {} files",
