@@ -254,3 +254,24 @@ fn unset_variables_expand_to_nothing_as_in_bash() {
     let r = exec(&env, &[], "$TOOL ls");
     assert_eq!(r.status, 126, "{r:?}");
 }
+
+#[test]
+fn variables_set_earlier_in_the_line_are_known() {
+    let env = Env::new();
+    let r = exec(
+        &env,
+        &[],
+        "name=alice; dir=notes/$name; mkdir -p \"$dir\" && cd \"$dir\" && echo \"hi $name\" > f.txt && cat f.txt",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "hi alice\n"), "{r:?}");
+    assert!(env.ws.join("notes/alice/f.txt").is_file());
+    // The value is checked where it is used.
+    let r = exec(&env, &[], "f=/etc/passwd; cat \"$f\"");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("/etc/passwd is outside"), "{r:?}");
+    // Behind && the assignment may not run; PATH is the sandbox's.
+    for command in ["true && x=1; echo $x", "PATH=/tmp; ls"] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+    }
+}

@@ -61,7 +61,8 @@ pub(super) struct Walk {
     pub earlier_writes: bool,
     pub asks: Vec<String>,
     /// Variables bound by enclosing `for` loops, innermost last.
-    pub vars: Vec<(String, String)>,
+    /// `None`: set by a loop that has ended, to a value known only when it runs.
+    pub vars: Vec<(String, Option<String>)>,
     /// Simple commands checked so far.
     pub commands: usize,
     /// Where earlier commands of the line make symbolic links (see `line_links`).
@@ -69,6 +70,8 @@ pub(super) struct Walk {
     /// Directories earlier commands of the line create (`mkdir`): `cd` may go there before
     /// they exist; the executor checks the directory when the `cd` runs.
     pub made_dirs: Vec<PathBuf>,
+    /// How many groups, loops or ifs enclose the command being checked.
+    pub nesting: usize,
 }
 
 impl Walk {
@@ -184,6 +187,7 @@ impl Checker {
             commands: 0,
             links: LineLinks::default(),
             made_dirs: Vec::new(),
+            nesting: 0,
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -207,6 +211,9 @@ impl Checker {
             });
             for unit in &step.commands {
                 let command = match unit {
+                    RawUnit::Simple(raw_command) if raw_command.words.is_empty() => {
+                        self.assign(raw_command, walk, in_pipeline, step.connector)?
+                    }
                     RawUnit::Simple(raw_command) => {
                         walk.commands += 1;
                         if walk.commands > MAX_COMMANDS {
@@ -248,7 +255,10 @@ impl Checker {
                                  supported: redirect its output to a file and read that",
                             ));
                         }
-                        self.compound(compound, redirects, *stderr_to_pipe, walk)?
+                        walk.nesting += 1;
+                        let command = self.compound(compound, redirects, *stderr_to_pipe, walk);
+                        walk.nesting -= 1;
+                        command?
                     }
                 };
                 if let Some(step) = out.steps.last_mut() {

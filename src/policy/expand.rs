@@ -20,7 +20,8 @@ pub struct Expander<'a> {
     pub cwd: &'a Path,
     pub max_glob_matches: usize,
     /// Variables bound by enclosing `for` loops, innermost last.
-    pub vars: &'a [(String, String)],
+    /// `None`: set by a loop that has ended (its value depends on what ran).
+    pub vars: &'a [(String, Option<String>)],
     pub unknown_variables: UnknownVariables,
 }
 
@@ -271,7 +272,13 @@ impl Expander<'_> {
 
     fn variable(&self, name: &str, word: &RawWord) -> Result<String, Denial> {
         if let Some((_, value)) = self.vars.iter().rev().find(|(n, _)| n == name) {
-            return Ok(value.clone());
+            return value.clone().ok_or_else(|| {
+                Denial::new(format!(
+                    "${name} in {} is the variable of a loop that has ended: its value there \
+                     depends on what ran (set it again first)",
+                    word.display()
+                ))
+            });
         }
         match name {
             "HOME" => Ok(path_chars(self.paths.home()).collect()),
@@ -414,6 +421,14 @@ fn unset_everywhere(name: &str) -> bool {
         && !name.starts_with("BASH")
         && !SANDBOX_SETS.contains(&name)
         && !SHELL_SETS.contains(&name)
+}
+
+/// Whether a line may set `name` as a shell variable: a plain name nobody else sets, nor one
+/// the policy gives a value of its own (`$PATH`, `$HOME`…).
+pub fn settable(name: &str) -> bool {
+    unset_everywhere(name)
+        && assignments::readable(name).is_none()
+        && !matches!(name, "HOME" | "PWD" | "LANG" | "TERM")
 }
 
 fn why_not_unset(name: &str, unknown: UnknownVariables) -> String {
