@@ -149,3 +149,129 @@ fn huge_timeouts_are_refused_with_the_setting_named_not_a_panic() {
         assert!(!r.stderr.contains("panicked"), "{sub}: {r:?}");
     }
 }
+
+/// A repository with two commits on `main`, made with git itself (not through warden).
+fn two_commit_repo(ws: &std::path::Path) {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "first"]);
+    std::fs::write(ws.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&["commit", "-q", "-a", "-m", "second"]);
+}
+
+#[test]
+fn read_only_git_runs_and_its_writing_forms_stay_refused() {
+    let env = Env::new();
+    two_commit_repo(&env.ws);
+    let r = exec(&env, &[], "git diff-tree -r --name-only HEAD~1 HEAD");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "a.txt\n"), "{r:?}");
+    let r = exec(&env, &[], "git show-ref --branches");
+    assert!(r.stdout.ends_with(" refs/heads/main\n"), "{r:?}");
+    let r = exec(
+        &env,
+        &[],
+        "git merge-base --is-ancestor HEAD~1 HEAD && git name-rev --name-only HEAD~1",
+    );
+    assert_eq!(r.stdout, "main~1\n", "{r:?}");
+    let r = exec(&env, &[], "git annotate -L 2,2 a.txt");
+    assert!(r.stdout.contains("two"), "{r:?}");
+    // format-patch writes where -o says (checked as a write there).
+    let r = exec(&env, &[], "git format-patch -o patches -1");
+    assert_eq!(r.stdout, "patches/0001-second.patch\n", "{r:?}");
+    assert!(env.ws.join("patches/0001-second.patch").is_file());
+    let r = exec(&env, &[], "git format-patch -o /tmp -1");
+    assert_eq!(r.status, 126, "{r:?}");
+    // What writes objects, refs or worktrees keeps its rule.
+    for (command, why) in [
+        ("git hash-object -w a.txt", "writes the object"),
+        ("git worktree add wt main", "only `git worktree list`"),
+        ("git notes remove HEAD", "only `git notes list`"),
+        ("git fsck --lost-found", "lost-found"),
+        ("git help log", "man"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    let r = exec(&env, &[], "git count-objects");
+    assert!(r.stdout.starts_with("6 objects"), "{r:?}");
+}
+
+#[test]
+fn cd_goes_into_a_directory_made_earlier_in_the_line() {
+    let env = Env::new();
+    let r = exec(
+        &env,
+        &[],
+        "mkdir -p a/b && cd a && ls && cd b && echo hi > f.txt && pwd",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, format!("b\n{}\n", env.ws.join("a/b").display()));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("a/b/f.txt")).unwrap(),
+        "hi\n"
+    );
+    // A directory nothing makes is still refused, and so is one made outside the line's roots.
+    let r = exec(&env, &[], "mkdir -p c && cd d");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("cd: d is not a directory"), "{r:?}");
+    let r = exec(&env, &[], "touch e && cd e");
+    assert_eq!(r.status, 126, "{r:?}");
+    // mkdir fails (a file is in the way): the cd fails when it runs, and nothing checked for
+    // the directory runs anywhere else.
+    std::fs::write(env.ws.join("g"), "").unwrap();
+    let r = exec(&env, &[], "mkdir -p g/h; cd g/h; echo here > f.txt");
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(!env.ws.join("f.txt").exists());
+}
+
+#[test]
+fn unset_variables_expand_to_nothing_as_in_bash() {
+    let env = Env::new();
+    // Quoted: one empty argument; unquoted: no argument at all.
+    let r = exec(
+        &env,
+        &[],
+        "test -z \"$GIT_BRANCH\" && printf '[%s]' \"$NAME\" $NAME x && echo",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "[][x]\n"), "{r:?}");
+    // What was checked is what runs: the path with the empty variable is the one refused.
+    let r = exec(&env, &[], "cat \"$PREFIX/etc/passwd\"");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("/etc/passwd is outside"), "{r:?}");
+    let r = exec(&env, &[], "$TOOL ls");
+    assert_eq!(r.status, 126, "{r:?}");
+}
+
+#[test]
+fn variables_set_earlier_in_the_line_are_known() {
+    let env = Env::new();
+    let r = exec(
+        &env,
+        &[],
+        "name=alice; dir=notes/$name; mkdir -p \"$dir\" && cd \"$dir\" && echo \"hi $name\" > f.txt && cat f.txt",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "hi alice\n"), "{r:?}");
+    assert!(env.ws.join("notes/alice/f.txt").is_file());
+    // The value is checked where it is used.
+    let r = exec(&env, &[], "f=/etc/passwd; cat \"$f\"");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("/etc/passwd is outside"), "{r:?}");
+    // Behind && the assignment may not run; PATH is the sandbox's.
+    for command in ["true && x=1; echo $x", "PATH=/tmp; ls"] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+    }
+}

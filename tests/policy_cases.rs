@@ -499,7 +499,7 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "PATH=… before a command is not allowed",
     ),
-    ("x=1", Deny, "setting shell variables"),
+    ("x=1", Allow, "allowed"),
     ("export FOO=1", Deny, "setting shell variables"),
     ("echo $(id)", Deny, "command substitution"),
     ("echo `id`", Deny, "command substitution"),
@@ -507,16 +507,24 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("cat <(ls)", Deny, "process substitution"),
     ("ls $(echo /)", Deny, "command substitution"),
     ("echo $((1+2))", Deny, "arithmetic expansion"),
-    (
-        "echo $ANTHROPIC_API_KEY",
-        Deny,
-        "$ANTHROPIC_API_KEY is not allowed",
-    ),
-    (
-        "echo ${TELEGRAM_BOT_TOKEN}",
-        Deny,
-        "$TELEGRAM_BOT_TOKEN is not allowed",
-    ),
+    // The sandbox has no secrets: warden expands a variable it does not set to nothing, as bash
+    // expands an unset one (the hook, where a real shell runs, refuses them: cli_hook).
+    ("echo $ANTHROPIC_API_KEY", Allow, "allowed: echo"),
+    ("echo \"${TELEGRAM_BOT_TOKEN}\"", Allow, "allowed: echo"),
+    ("echo $TMPDIR", Deny, "the sandbox sets $TMPDIR"),
+    ("echo $SHELL", Deny, "bash sets $SHELL itself"),
+    ("$NOTHING ls", Deny, "expands to nothing"),
+    ("name=x; cat \"$name.txt\"", Allow, "allowed: cat"),
+    ("f=/etc/shadow; cat \"$f\"", Deny, "outside the workspace"),
+    ("a=1 b=$a; echo $b", Allow, "allowed: echo"),
+    ("false || x=1; echo $x", Deny, "only at the top of the line"),
+    ("{ x=1; }; echo $x", Deny, "only at the top of the line"),
+    ("x=1 | cat", Deny, "in a pipeline"),
+    ("IFS=/; ls", Deny, "setting $IFS is not allowed"),
+    ("HOME=/; ls ~", Deny, "setting $HOME is not allowed"),
+    ("x=1 >out.txt", Deny, "incomplete"),
+    ("echo hi > \"$NOTHING\"", Deny, "expands to an empty name"),
+    ("cat \"$NOTHING/etc/passwd\"", Deny, "outside the workspace"),
     ("echo $1", Deny, "not allowed"),
     ("echo $@", Deny, "not allowed"),
     ("echo ${x:-y}", Deny, "not allowed"),
@@ -828,7 +836,7 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "must run as its own command",
     ),
-    ("git help log", Deny, "git help is not allowed"),
+    ("git help log", Deny, "runs man and a pager"),
     ("git --help", Deny, "runs man or a pager"),
     // ---- control flow and groups -------------------------------------------------------------------------------
     ("if true; then ls; fi", Allow, "allowed: true, ls"),
@@ -1046,7 +1054,7 @@ fn redirections_are_resolved_and_ordered_like_bash() {
     let fx = fixture();
     let mut c = checker(&fx);
     let ws = fx.workspace.canonicalize().unwrap();
-    let v = c.check("a=1; true");
+    let v = c.check("PATH=/tmp; true");
     assert_eq!(v.decision, Deny);
     let v = c.check("grep -c line notes.txt > n.txt 2>&1 && cat n.txt");
     assert_eq!(v.decision, Allow, "{}", v.reason);

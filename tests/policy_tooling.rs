@@ -325,6 +325,28 @@ fn the_hook_checks_file_tools_paths_and_asks_for_the_network() {
     assert!(!reason.contains("in the jail"), "{reason}");
 }
 
+/// In Claude Code's shell a variable warden does not know may be set (to a key, a path
+/// elsewhere): the hook refuses it, where `warden exec` expands it to nothing.
+#[test]
+fn the_hook_refuses_variables_a_real_shell_may_have_set() {
+    let env = Env::new();
+    let input = serde_json::json!({
+        "session_id": "s", "cwd": env.ws, "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_input": {"command": "cat \"$SECRET_FILE\""},
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["hook", "claude-code"])
+        .env("WARDEN_CONFIG", &env.config)
+        .env_remove("CDPATH");
+    let r = run_with_stdin(cmd, &input.to_string());
+    let (verdict, reason) = decision(&r);
+    assert_eq!(verdict, "deny", "{r:?}");
+    assert!(
+        reason.contains("a real shell runs this command"),
+        "{reason}"
+    );
+}
+
 /// Every `warden …` command in the CI templates is a real command line of this binary.
 #[test]
 fn the_ci_templates_run_real_commands() {

@@ -160,6 +160,7 @@ fn checker(settings: &Settings<'_>, workspace: &Path) -> Result<crate::policy::C
     let policy = Policy::load(settings.policy_file).map_err(|e| e.to_string())?;
     Arc::new(hook_policy(policy, settings.network))
         .checker(workspace, settings.read_roots, &home_dir())
+        .map(crate::policy::Checker::for_a_real_shell)
         .map_err(|e| e.to_string())
 }
 

@@ -231,6 +231,19 @@ async fn spawn(
 
 /// `cd`: change the tracked directory (when `apply`), bash-like status and message.
 fn cd(ctx: &mut Context<'_>, target: &Path, apply: bool) -> i32 {
+    // The checked target has every link resolved (or did not exist yet: a directory an
+    // earlier command made). Now that it exists it must still be that very directory.
+    match std::fs::canonicalize(target) {
+        Ok(real) if real != target => {
+            ctx.outputs.message(&format!(
+                "cd: {} now resolves to {}, not the directory that was checked",
+                target.display(),
+                real.display()
+            ));
+            return 1;
+        }
+        _ => {}
+    }
     match std::fs::metadata(target) {
         Ok(meta) if meta.is_dir() => {
             if apply {

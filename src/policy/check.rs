@@ -7,7 +7,7 @@ use super::analyzers::{self, AnalyzerContext};
 use super::assignments;
 use super::copies;
 use super::derived;
-use super::expand::Expander;
+use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
@@ -38,6 +38,7 @@ pub struct Checker {
     policy: Arc<Policy>,
     paths: PathPolicy,
     parser: tree_sitter::Parser,
+    unknown_variables: UnknownVariables,
 }
 
 /// What one command contributes besides its IR.
@@ -60,11 +61,17 @@ pub(super) struct Walk {
     pub earlier_writes: bool,
     pub asks: Vec<String>,
     /// Variables bound by enclosing `for` loops, innermost last.
-    pub vars: Vec<(String, String)>,
+    /// `None`: set by a loop that has ended, to a value known only when it runs.
+    pub vars: Vec<(String, Option<String>)>,
     /// Simple commands checked so far.
     pub commands: usize,
     /// Where earlier commands of the line make symbolic links (see `line_links`).
     pub links: LineLinks,
+    /// Directories earlier commands of the line create (`mkdir`): `cd` may go there before
+    /// they exist; the executor checks the directory when the `cd` runs.
+    pub made_dirs: Vec<PathBuf>,
+    /// How many groups, loops or ifs enclose the command being checked.
+    pub nesting: usize,
 }
 
 impl Walk {
@@ -88,7 +95,15 @@ impl Checker {
             policy,
             paths,
             parser,
+            unknown_variables: UnknownVariables::Empty,
         }
+    }
+
+    /// For commands a real shell runs (the Claude Code hook), not warden's executor: a
+    /// variable the policy has no value for may be set there, so it is refused.
+    pub fn for_a_real_shell(mut self) -> Checker {
+        self.unknown_variables = UnknownVariables::Refused;
+        self
     }
 
     pub fn paths(&self) -> &PathPolicy {
@@ -171,6 +186,8 @@ impl Checker {
             vars: Vec::new(),
             commands: 0,
             links: LineLinks::default(),
+            made_dirs: Vec::new(),
+            nesting: 0,
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -194,6 +211,9 @@ impl Checker {
             });
             for unit in &step.commands {
                 let command = match unit {
+                    RawUnit::Simple(raw_command) if raw_command.words.is_empty() => {
+                        self.assign(raw_command, walk, in_pipeline, step.connector)?
+                    }
                     RawUnit::Simple(raw_command) => {
                         walk.commands += 1;
                         if walk.commands > MAX_COMMANDS {
@@ -207,6 +227,17 @@ impl Checker {
                             walk.logical_cwd =
                                 logical_cd(&walk.logical_cwd, &checked.command.argv, target)?;
                             walk.cwd = target.clone();
+                        }
+                        let program = checked.command.argv.first().map(String::as_str);
+                        if program.is_some_and(|p| p == "mkdir" || p.ends_with("/mkdir")) {
+                            walk.made_dirs.extend(
+                                checked
+                                    .command
+                                    .paths
+                                    .iter()
+                                    .filter(|p| p.access == Access::Write)
+                                    .map(|p| p.path.clone()),
+                            );
                         }
                         walk.earlier_writes |= checked.writes;
                         walk.links.extend(checked.links);
@@ -224,7 +255,10 @@ impl Checker {
                                  supported: redirect its output to a file and read that",
                             ));
                         }
-                        self.compound(compound, redirects, *stderr_to_pipe, walk)?
+                        walk.nesting += 1;
+                        let command = self.compound(compound, redirects, *stderr_to_pipe, walk);
+                        walk.nesting -= 1;
+                        command?
                     }
                 };
                 if let Some(step) = out.steps.last_mut() {
@@ -277,6 +311,7 @@ impl Checker {
             cwd: &walk.cwd,
             max_glob_matches: self.policy.settings().max_glob_matches,
             vars: &walk.vars,
+            unknown_variables: self.unknown_variables,
         }
     }
 
@@ -285,8 +320,16 @@ impl Checker {
         let expander = self.expander(walk);
         let mut argv: Vec<String> = Vec::new();
         let mut status_args: Vec<StatusArg> = Vec::new();
-        for word in &raw.words {
-            for arg in expander.expand_args(word)? {
+        for (i, word) in raw.words.iter().enumerate() {
+            let args = expander.expand_args(word)?;
+            // bash would run the next word as the program: the name must be written out.
+            if i == 0 && args.is_empty() {
+                return Err(Denial::new(format!(
+                    "the command name {} expands to nothing",
+                    word.display()
+                )));
+            }
+            for arg in args {
                 for offset in arg.status_at {
                     status_args.push(StatusArg {
                         arg: argv.len(),
@@ -320,7 +363,7 @@ impl Checker {
                     "an assignment before cd has no effect; remove it",
                 ));
             }
-            let checked = self.cd(&argv, raw, &walk.cwd, in_pipeline)?;
+            let checked = self.cd(&argv, raw, walk, in_pipeline)?;
             if let Some(Builtin::Cd(target)) = &checked.command.builtin {
                 walk.links
                     .refuse_through(target, Access::Read)
@@ -507,9 +550,10 @@ impl Checker {
         &self,
         argv: &[String],
         raw: &RawCommand,
-        cwd: &Path,
+        walk: &Walk,
         in_pipeline: bool,
     ) -> Result<Checked, Denial> {
+        let cwd = walk.cwd.as_path();
         if in_pipeline {
             return Err(Denial::new(
                 "cd inside a pipeline has no effect in bash; use `cd dir && cmd`",
@@ -536,7 +580,11 @@ impl Checker {
             .paths
             .check(cwd, dir, Access::Read)
             .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
-        if !target.is_dir() {
+        // A directory `mkdir` makes earlier in the line (or one of its parents, with -p)
+        // does not exist yet: the executor checks it when the cd runs.
+        let made_earlier =
+            !target.exists() && walk.made_dirs.iter().any(|made| made.starts_with(&target));
+        if !target.is_dir() && !made_earlier {
             return Err(Denial::new(format!("cd: {dir} is not a directory")));
         }
         let mut command = Command::program(argv.to_vec(), cwd.to_path_buf());
@@ -707,6 +755,12 @@ fn logical_cd(
 /// A redirection target must expand to exactly one word (bash: "ambiguous redirect").
 fn single_word(expander: &Expander, word: &RawWord) -> Result<String, Denial> {
     let mut words = expander.expand(word)?;
+    if words.first().is_some_and(String::is_empty) {
+        return Err(Denial::new(format!(
+            "the redirection target {} expands to an empty name",
+            word.display()
+        )));
+    }
     if words.len() != 1 {
         return Err(Denial::new(format!(
             "ambiguous redirect: {} expands to {} files",

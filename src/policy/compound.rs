@@ -181,12 +181,22 @@ impl Checker {
             )));
         }
         let mut unrolled = Script::default();
+        // bash leaves the loop's variables (and those of loops inside it) set after the loop,
+        // to values that depend on what ran: later words may not use them unless set again.
+        let mut left_set = vec![name.to_string()];
         for value in values {
-            walk.vars.push((name.to_string(), value));
+            let mark = walk.vars.len();
+            walk.vars.push((name.to_string(), Some(value)));
             let result = self.list(body, walk, &mut unrolled);
-            walk.vars.pop();
+            for (inner, _) in walk.vars.drain(mark + 1..) {
+                if !left_set.contains(&inner) {
+                    left_set.push(inner);
+                }
+            }
+            walk.vars.truncate(mark);
             result?;
         }
+        walk.vars.extend(left_set.into_iter().map(|n| (n, None)));
         Ok(Compound::Group(unrolled))
     }
 

@@ -20,8 +20,69 @@ pub struct Expander<'a> {
     pub cwd: &'a Path,
     pub max_glob_matches: usize,
     /// Variables bound by enclosing `for` loops, innermost last.
-    pub vars: &'a [(String, String)],
+    /// `None`: set by a loop that has ended (its value depends on what ran).
+    pub vars: &'a [(String, Option<String>)],
+    pub unknown_variables: UnknownVariables,
 }
+
+/// How a variable the policy has no value for expands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnknownVariables {
+    /// To nothing, as bash expands an unset variable: warden runs the expanded words itself
+    /// and the sandbox's environment does not have it (what was checked is what runs).
+    #[default]
+    Empty,
+    /// Refused: a real shell runs the command (the Claude Code hook), where it may be set.
+    Refused,
+}
+
+/// Variables the sandbox's environment sets (their values are not the policy's to guess).
+const SANDBOX_SETS: &[&str] = &[
+    "TMPDIR",
+    "PAGER",
+    "GIT_PAGER",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_TERMINAL_PROMPT",
+    "GIT_NO_LAZY_FETCH",
+    "GIT_ALLOW_PROTOCOL",
+];
+
+/// Variables bash sets or changes by itself: not unset in any shell.
+const SHELL_SETS: &[&str] = &[
+    "SHELL",
+    "SHLVL",
+    "OLDPWD",
+    "IFS",
+    "PPID",
+    "UID",
+    "EUID",
+    "GROUPS",
+    "HOSTNAME",
+    "HOSTTYPE",
+    "MACHTYPE",
+    "OSTYPE",
+    "RANDOM",
+    "SRANDOM",
+    "SECONDS",
+    "LINENO",
+    "EPOCHSECONDS",
+    "EPOCHREALTIME",
+    "OPTIND",
+    "OPTARG",
+    "OPTERR",
+    "PIPESTATUS",
+    "FUNCNAME",
+    "DIRSTACK",
+    "HISTCMD",
+    "HISTFILE",
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "SHELLOPTS",
+    "REPLY",
+    "MAILCHECK",
+];
 
 /// One argument, and where `$?` stands in it: byte offsets of a `0` the executor replaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +126,9 @@ impl Expander<'_> {
         let mut out = Vec::new();
         for items in brace_expand(items_of(word), word)? {
             let chars = self.substitute(&self.tilde(items, word)?, word)?;
+            if chars.is_empty() && vanishes_when_empty(word) {
+                continue;
+            }
             let globbed = chars
                 .iter()
                 .any(|q| !q.quoted && matches!(q.c, '*' | '?' | '['));
@@ -208,18 +272,32 @@ impl Expander<'_> {
 
     fn variable(&self, name: &str, word: &RawWord) -> Result<String, Denial> {
         if let Some((_, value)) = self.vars.iter().rev().find(|(n, _)| n == name) {
-            return Ok(value.clone());
+            return value.clone().ok_or_else(|| {
+                Denial::new(format!(
+                    "${name} in {} is the variable of a loop that has ended: its value there \
+                     depends on what ran (set it again first)",
+                    word.display()
+                ))
+            });
         }
         match name {
             "HOME" => Ok(path_chars(self.paths.home()).collect()),
             "PWD" => Ok(path_chars(self.cwd).collect()),
-            other => assignments::readable(other).ok_or_else(|| {
-                Denial::new(format!(
+            other => match assignments::readable(other) {
+                Some(value) => Ok(value),
+                None if self.unknown_variables == UnknownVariables::Empty
+                    && unset_everywhere(other) =>
+                {
+                    Ok(String::new())
+                }
+                None => Err(Denial::new(format!(
                     "the variable ${other} in {} is not allowed: only $HOME, $PWD, $PATH, $USER, \
-                     $LOGNAME, $LANG, $TERM, $? and for-loop variables are expanded",
-                    word.display()
-                ))
-            }),
+                     $LOGNAME, $LANG, $TERM, $?, for-loop variables and variables the sandbox \
+                     does not set (they expand to nothing) are expanded{}",
+                    word.display(),
+                    why_not_unset(other, self.unknown_variables)
+                ))),
+            },
         }
     }
 
@@ -331,6 +409,47 @@ impl Expander<'_> {
         }
         Ok(matches)
     }
+}
+
+/// A plain name that neither the sandbox nor bash itself sets: bash would expand it to "".
+fn unset_everywhere(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("BASH")
+        && !SANDBOX_SETS.contains(&name)
+        && !SHELL_SETS.contains(&name)
+}
+
+/// Whether a line may set `name` as a shell variable: a plain name nobody else sets, nor one
+/// the policy gives a value of its own (`$PATH`, `$HOME`…).
+pub fn settable(name: &str) -> bool {
+    unset_everywhere(name)
+        && assignments::readable(name).is_none()
+        && !matches!(name, "HOME" | "PWD" | "LANG" | "TERM")
+}
+
+fn why_not_unset(name: &str, unknown: UnknownVariables) -> String {
+    if unknown == UnknownVariables::Refused {
+        " (a real shell runs this command, where it may be set)".to_string()
+    } else if SANDBOX_SETS.contains(&name) {
+        format!(" (the sandbox sets ${name})")
+    } else if name.starts_with("BASH") || SHELL_SETS.contains(&name) {
+        format!(" (bash sets ${name} itself)")
+    } else {
+        " (a positional or special parameter)".to_string()
+    }
+}
+
+/// Whether `word` is only unquoted variables and unquoted text: empty after expansion, bash
+/// drops it instead of passing an empty argument.
+fn vanishes_when_empty(word: &RawWord) -> bool {
+    word.parts.iter().any(|p| matches!(p, Part::Var { .. }))
+        && word.parts.iter().all(|p| match p {
+            Part::Text { quoted, .. } | Part::Var { quoted, .. } => !quoted,
+        })
 }
 
 fn arg_of(chars: &[QChar]) -> Arg {

@@ -347,10 +347,14 @@ impl Parser {
 
 fn finish_command(command: &RawCommand) -> Result<(), Denial> {
     if command.words.is_empty() {
+        // `name=value` alone sets a shell variable (the checker decides which and where).
         if !command.assignments.is_empty() {
+            if command.redirects.is_empty() {
+                return Ok(());
+            }
             return Err(Denial::new(
-                "setting shell variables is not allowed: an assignment must come before a \
-                 command (LANG=C sort file)",
+                "an assignment with a redirection and no command is not allowed (it would \
+                 create or truncate a file with no program)",
             ));
         }
         return Err(Denial::new(

@@ -195,6 +195,16 @@ pub fn verify(
             recheck(target, Access::Read)?;
             continue;
         }
+        // A bare `name=value` leaves a command that runs nothing: no argv, no redirection,
+        // no path, no environment (the executor gives it status 0).
+        if command.argv.is_empty()
+            && command.redirects.is_empty()
+            && command.paths.is_empty()
+            && command.env.is_empty()
+            && command.builtin.is_none()
+        {
+            continue;
+        }
         let arg0 = command.argv.first().ok_or("an empty argv")?;
         let name = arg0.rsplit('/').next().unwrap_or(arg0);
         let rule = policy.rule(name);

@@ -23,6 +23,7 @@ pub mod mode;
 pub mod paths;
 pub mod rules;
 pub mod shape;
+mod shell_vars;
 pub mod suite;
 mod syntax;
 mod words;

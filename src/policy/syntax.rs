@@ -199,6 +199,21 @@ impl Flattener<'_, '_> {
             ")" => self.reserved(Reserved::CloseParen),
             "!" => self.reserved(Reserved::Bang),
             "command" => self.command(node, depth),
+            // `name=value` on its own: a shell variable for the rest of the line (the checker
+            // decides which names and where).
+            "variable_assignment" => self.assignment(node),
+            "variable_assignments" => {
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    match child.kind() {
+                        "variable_assignment" => self.assignment(child)?,
+                        kind => {
+                            return Err(Denial::new(unsupported_construct(kind, self.text(child))))
+                        }
+                    }
+                }
+                Ok(())
+            }
             "file_redirect" => self.file_redirect(node),
             "herestring_redirect" => self.herestring(node),
             "heredoc_redirect" => self.heredoc(node, depth),

@@ -48,7 +48,21 @@ const WORK_TREE_WRITERS: &[&str] = &[
 ];
 
 /// Subcommands that would run diff drivers without these flags.
-const DIFFING: &[&str] = &["log", "show", "diff", "blame"];
+const DIFFING: &[&str] = &[
+    "log",
+    "show",
+    "diff",
+    "blame",
+    "annotate",
+    "diff-tree",
+    "diff-index",
+    "diff-files",
+    "range-diff",
+    "format-patch",
+];
+
+/// Of those, the ones that take blame's options (no `--no-ext-diff`).
+const BLAMING: &[&str] = &["blame", "annotate"];
 
 pub fn analyze(
     rule: &ProgramRule,
@@ -156,6 +170,10 @@ pub fn analyze(
     if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads(sub, rest) {
         analysis.paths.push((base_text.clone(), Access::Write));
     }
+    // format-patch writes its NNNN-subject.patch files where it runs unless told otherwise.
+    if sub == "format-patch" && !writes_patches_elsewhere(&sub_analysis) {
+        analysis.paths.push((base_text.clone(), Access::Write));
+    }
     // `git mv DIR .config` brings DIR's tree along: every path it creates is checked.
     if sub == "mv" {
         let links = crate::policy::copies::check(
@@ -195,7 +213,7 @@ pub fn analyze(
     argv.push(sub.clone());
     if DIFFING.contains(&sub.as_str()) {
         argv.push("--no-textconv".into());
-        if sub != "blame" {
+        if !BLAMING.contains(&sub.as_str()) {
             argv.push("--no-ext-diff".into());
         }
     }
@@ -280,6 +298,16 @@ fn has_submodules(start: &Path) -> Result<bool, Denial> {
     Ok(git_dir.join("modules").exists()
         || common.join("modules").exists()
         || work_tree.is_some_and(|w| w.join(".gitmodules").exists()))
+}
+
+/// `git format-patch --stdout` (nothing written) or `-o DIR` (the folder is checked as a write
+/// with the flag), as the rule read the arguments.
+fn writes_patches_elsewhere(sub: &Analysis) -> bool {
+    sub.flags.iter().any(|(flag, _)| flag == "--stdout")
+        || sub
+            .path_flags
+            .iter()
+            .any(|(flag, _)| flag == "-o" || flag == "--output-directory")
 }
 
 /// `git stash list|show`: only reads.

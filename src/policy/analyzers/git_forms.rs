@@ -2,7 +2,8 @@
 //! URL (no network) and changes a remote only with approval, `submodule` likewise, `config`
 //! reads (the repository's own files, never an editor) and sets only keys that name no program
 //! (`user.name`), `merge` uses only git's built-in strategies (`-s NAME` runs a program
-//! `git-merge-NAME` otherwise).
+//! `git-merge-NAME` otherwise), `worktree` only lists, `notes` only lists and shows, `help` only
+//! lists (a page is shown by man through a pager).
 
 use crate::policy::rules::ProgramRule;
 use crate::policy::Denial;
@@ -86,6 +87,21 @@ pub fn check(sub: &str, rule: &ProgramRule, rest: &[String]) -> Result<Vec<Strin
             SUBMODULE_FORMS.join(", "),
             CHANGING_SUBMODULE_FORMS.join(", ")
         ),
+        "worktree" if form != Some("list") => {
+            "only `git worktree list` (add, move, remove, prune, lock and repair change \
+             worktrees and their metadata)"
+                .to_string()
+        }
+        "notes" if form.is_some_and(|a| !matches!(a, "list" | "show")) => {
+            "only `git notes list` and `git notes show` (the other forms write notes refs or \
+             start an editor)"
+                .to_string()
+        }
+        "help" if form.is_some() => {
+            "`git help NAME` runs man and a pager; `git NAME -h` prints the options, `git help \
+             -a` and `git help -g` list commands and guides"
+                .to_string()
+        }
         "stash" if args.first().is_some_and(|a| !STASH_FORMS.contains(a)) => format!(
             "`git stash {}` is not one of {} (a pathspec goes after --)",
             args[0],
