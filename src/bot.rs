@@ -13,6 +13,7 @@ use crate::gateway::AgentRunner;
 use crate::policy::paths::{home_dir, PathPolicy};
 use crate::scheduler::daemon::{Daemon, DaemonSetup};
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use anyhow::Context;
 use std::ffi::OsString;
@@ -104,6 +105,8 @@ impl BotApp {
             voice: self.voice.clone(),
             voice_limits: VoiceLimits::from(&self.config.voice),
             untrusted_folders: self.config.trust.untrusted_paths.clone(),
+            approval_rules: ApprovalRules::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
         }
     }
 

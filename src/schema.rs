@@ -30,6 +30,10 @@ pub const MIGRATIONS: &[Migration] = &[
     ("gateway_runs_draft", crate::gateway::store::DRAFT_COLUMN),
     ("cron_jobs_taint", crate::scheduler::store::TAINT_COLUMN),
     ("session_taint", crate::memory::session_taint::SCHEMA),
+    (
+        "approval_rules_expiry",
+        crate::tools::approval_rules::EXPIRY_COLUMN,
+    ),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

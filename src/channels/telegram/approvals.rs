@@ -4,8 +4,8 @@
 //! message is edited to show what was decided (and the buttons disappear). An egress approval
 //! for a host without a rule also offers "Always for HOST", which approves and stores a rule
 //! for the chat (`warden egress list|rm`); a bash approval the policy asked for offers
-//! "Always in this chat", which stores the commands' shapes (`warden approvals list|rm`,
-//! `/approvals`).
+//! "Always in this chat" for 1 hour, for today or until revoked, which stores the commands'
+//! shapes with that expiry (`warden approvals list|rm`, `/approvals`).
 
 use super::access::Access;
 use super::api::{describe, Telegram, Upload};
@@ -14,6 +14,7 @@ use crate::egress::Grants;
 use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,9 +52,10 @@ enum Decision {
     Approved {
         by: String,
     },
-    /// Approved, and the same approved from now on in this chat.
+    /// Approved, and the same approved from now on in this chat, for as long as chosen.
     Always {
         by: String,
+        lasting: Lasting,
     },
     Denied {
         by: String,
@@ -65,7 +67,7 @@ enum Decision {
 enum Answer {
     Approve,
     Deny,
-    Always,
+    Always(Lasting),
 }
 
 impl Approvals {
@@ -96,10 +98,10 @@ impl Approvals {
     }
 
     /// Store `always` for `session`; the note for the request message says what was stored.
-    fn store(&self, session: &str, always: &Always, by: &str) -> String {
+    fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
         let granted_by = format!("{by} in Telegram");
         let stored = match (always, &self.grants, &self.rules) {
-            (Always::Host(host), Some(grants), _) => {
+            (Always::Host(host), Some(grants), _) if lasting == Lasting::UntilRevoked => {
                 grants.allow(session, host, &granted_by).map(|()| {
                     format!(
                         "{} is allowed from now on in this chat (<code>warden egress rm {}</code> \
@@ -109,14 +111,15 @@ impl Approvals {
                     )
                 })
             }
-            (Always::Commands(shapes), _, Some(rules)) => {
-                rules.grant(session, shapes, &granted_by).map(|()| {
+            (Always::Commands(shapes), _, Some(rules)) => rules
+                .grant(session, shapes, lasting, &granted_by)
+                .map(|()| {
                     format!(
-                        "from now on in this chat: {} (/approvals lists and revokes)",
+                        "in this chat {}: {} (/approvals lists and revokes)",
+                        lasting.label(),
                         shown_list(shapes)
                     )
-                })
-            }
+                }),
             _ => return format!("✅ Approved by {} this once.", escape(by)),
         };
         match stored {
@@ -159,7 +162,14 @@ impl Approvals {
                         let p = pending.remove(&id).expect("checked above");
                         let (decision, reply) = match answer {
                             Answer::Approve => (Decision::Approved { by }, "Approved."),
-                            Answer::Always => (Decision::Always { by }, "Approved, always."),
+                            Answer::Always(lasting) => (
+                                Decision::Always { by, lasting },
+                                match lasting {
+                                    Lasting::Hour => "Approved for 1 hour.",
+                                    Lasting::Today => "Approved for today.",
+                                    Lasting::UntilRevoked => "Approved, always.",
+                                },
+                            ),
                             Answer::Deny => (Decision::Denied { by }, "Denied."),
                         };
                         let _ = p.answer.send(decision);
@@ -198,17 +208,26 @@ impl Approvals {
     }
 }
 
-/// `ap:<id>:y` / `ap:<id>:n` / `ap:<id>:a` (callback data is limited to 64 bytes).
+/// `ap:<id>:y` / `ap:<id>:n` / `ap:<id>:h|d|a` (always: an hour, today, until revoked;
+/// callback data is limited to 64 bytes).
 fn parse_data(data: &str) -> Option<(u64, Answer)> {
     let rest = data.strip_prefix("ap:")?;
     let (id, verdict) = rest.split_once(':')?;
     let answer = match verdict {
         "y" => Answer::Approve,
         "n" => Answer::Deny,
-        "a" => Answer::Always,
-        _ => return None,
+        other => Answer::Always(Lasting::from_code(other)?),
     };
     Some((id.parse().ok()?, answer))
+}
+
+/// Whether `always`'s buttons include `lasting`: every duration for commands; a host is
+/// allowed until revoked (`warden egress rm`).
+fn offers(always: &Always, lasting: Lasting) -> bool {
+    match always {
+        Always::Commands(_) => true,
+        Always::Host(_) => lasting == Lasting::UntilRevoked,
+    }
 }
 
 /// The approver for one run in one chat.
@@ -241,7 +260,8 @@ fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     );
     if let Some(Always::Commands(shapes)) = offered {
         html.push_str(&format!(
-            "\n“Always in this chat” would approve from now on: {}",
+            "\n“Always in this chat” (for 1 hour, today or until revoked) would approve from \
+             now on: {}",
             shown_list(shapes)
         ));
     }
@@ -260,7 +280,8 @@ fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     if let Some(Always::Commands(shapes)) = offered {
         let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
         text.push_str(&format!(
-            "\n“Always in this chat” would approve from now on: {}\n",
+            "\n“Always in this chat” (for 1 hour, today or until revoked) would approve from \
+             now on: {}\n",
             shown.join(", ")
         ));
     }
@@ -356,10 +377,19 @@ impl Approver for ChatApprover {
                 format!("♾ Always for {host}"),
                 format!("ap:{id}:a"),
             )]),
-            Some(Always::Commands(_)) => rows.push(vec![InlineKeyboardButton::callback(
-                "♾ Always in this chat",
-                format!("ap:{id}:a"),
-            )]),
+            Some(Always::Commands(_)) => rows.push(
+                Lasting::ALL
+                    .into_iter()
+                    .map(|lasting| {
+                        let text = match lasting {
+                            Lasting::Hour => "⏱ 1 hour",
+                            Lasting::Today => "📅 Today",
+                            Lasting::UntilRevoked => "♾ Until revoked",
+                        };
+                        InlineKeyboardButton::callback(text, format!("ap:{id}:{}", lasting.code()))
+                    })
+                    .collect(),
+            ),
             None => {}
         }
         let keyboard = InlineKeyboardMarkup::new(rows);
@@ -380,12 +410,13 @@ impl Approver for ChatApprover {
                 Ok(Decision::Approved { by }) => {
                     (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
                 }
-                Ok(Decision::Always { by }) => match always {
-                    Some(always) => {
-                        (Approval::Approved, self.approvals.store(&request.session, always, &by))
-                    }
+                Ok(Decision::Always { by, lasting }) => match always {
+                    Some(always) if offers(always, lasting) => (
+                        Approval::Approved,
+                        self.approvals.store(&request.session, always, lasting, &by),
+                    ),
                     // Not offered for this request: a forged press approves nothing.
-                    None => (
+                    _ => (
                         Approval::Denied("an answer that was not offered".into()),
                         "❌ Not approved.".into(),
                     ),
@@ -481,7 +512,7 @@ mod tests {
             detail: None,
         };
         assert!(request_html(&request, Some(&always))
-            .ends_with("would approve from now on: <code>cargo test &lt;x&gt;</code>"));
+            .ends_with("now on: <code>cargo test &lt;x&gt;</code>"));
         assert!(!request_html(&request, None).contains("would approve"));
     }
 
@@ -492,7 +523,20 @@ mod tests {
             Some((u64::MAX, Answer::Approve))
         );
         assert_eq!(parse_data("ap:7:n"), Some((7, Answer::Deny)));
-        assert_eq!(parse_data("ap:7:a"), Some((7, Answer::Always)));
+        assert_eq!(
+            parse_data("ap:7:a"),
+            Some((7, Answer::Always(Lasting::UntilRevoked)))
+        );
+        assert_eq!(
+            parse_data("ap:7:h"),
+            Some((7, Answer::Always(Lasting::Hour)))
+        );
+        assert_eq!(
+            parse_data("ap:7:d"),
+            Some((7, Answer::Always(Lasting::Today)))
+        );
+        assert!(offers(&Always::Host("x".into()), Lasting::UntilRevoked));
+        assert!(!offers(&Always::Host("x".into()), Lasting::Hour));
         assert_eq!(parse_data("ap:7:maybe"), None);
         assert_eq!(parse_data("xx:7:y"), None);
         assert!(format!("ap:{}:y", u64::MAX).len() <= 64);

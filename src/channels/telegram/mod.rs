@@ -91,6 +91,8 @@ pub struct TelegramSetup<'a> {
     pub voice_limits: VoiceLimits,
     /// `[trust] untrusted_paths`.
     pub untrusted_folders: Vec<String>,
+    /// Where "Always in this chat" is stored, on whose clock it expires.
+    pub approval_rules: ApprovalRules,
 }
 
 /// A connected bot, ready to poll.
@@ -127,10 +129,8 @@ impl TelegramBot {
             tracing::warn!("pruning old updates: {e}");
         }
         let approvals = Arc::new(
-            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1))).with_grants(
-                Grants::new(app.db.clone()),
-                ApprovalRules::new(app.db.clone()),
-            ),
+            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1)))
+                .with_grants(Grants::new(app.db.clone()), app.approval_rules.clone()),
         );
         let channel = Arc::new(TelegramChannel::new(
             tg.clone(),
@@ -166,7 +166,7 @@ impl TelegramBot {
             log,
             approvals: approvals.clone(),
             standing: standing::Standing {
-                rules: ApprovalRules::new(app.db.clone()),
+                rules: app.approval_rules.clone(),
                 grants: Grants::new(app.db.clone()),
             },
             inputs: Inputs {

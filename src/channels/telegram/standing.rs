@@ -8,6 +8,7 @@ use super::api::{describe, Telegram};
 use super::format::escape;
 use crate::egress::Grants;
 use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::lasting;
 use teloxide::payloads::AnswerCallbackQuerySetters;
 use teloxide::prelude::Requester;
 use teloxide::types::{CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup};
@@ -64,9 +65,10 @@ impl Standing {
             html.push_str("♾ <b>Commands approved “Always in this chat”</b>");
             for rule in &rules {
                 html.push_str(&format!(
-                    "\n#{} <code>{}</code> — by {}, {}",
+                    "\n#{} <code>{}</code> — {}; by {}, {}",
                     rule.id,
                     escape(&rule.shown),
+                    escape(&lasting::describe(rule.expires_at.as_deref())),
                     escape(&rule.granted_by),
                     escape(&rule.created_at)
                 ));
