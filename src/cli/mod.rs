@@ -21,10 +21,12 @@ pub mod logging;
 pub mod manual;
 pub mod mcp;
 pub mod policy;
+pub mod replay;
 pub mod sandbox;
 pub mod service;
 pub mod session;
 pub mod skill;
+pub mod suggest;
 pub mod why;
 
 use crate::config::{Config, ProcessEnv};
