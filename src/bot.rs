@@ -8,6 +8,7 @@ use crate::app::{prepare_workspace, App};
 use crate::channels::telegram::{self, TelegramBot, TelegramSetup, VoiceLimits};
 use crate::config::Config;
 use crate::db::Database;
+use crate::egress::Grants;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
 use crate::policy::paths::{home_dir, PathPolicy};
@@ -106,6 +107,8 @@ impl BotApp {
             voice_limits: VoiceLimits::from(&self.config.voice),
             untrusted_folders: self.config.trust.untrusted_paths.clone(),
             approval_rules: ApprovalRules::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+            host_grants: Grants::new(self.db.clone())
                 .with_clock(Arc::new(SystemClock), self.scheduler.tz),
         }
     }

@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "approval_rules_expiry",
         crate::tools::approval_rules::EXPIRY_COLUMN,
     ),
+    ("egress_grants_expiry", crate::egress::grants::EXPIRY_COLUMN),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

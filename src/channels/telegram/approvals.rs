@@ -101,12 +101,13 @@ impl Approvals {
     fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
         let granted_by = format!("{by} in Telegram");
         let stored = match (always, &self.grants, &self.rules) {
-            (Always::Host(host), Some(grants), _) if lasting == Lasting::UntilRevoked => {
-                grants.allow(session, host, &granted_by).map(|()| {
+            (Always::Host(host), Some(grants), _) => {
+                grants.allow(session, host, lasting, &granted_by).map(|()| {
                     format!(
-                        "{} is allowed from now on in this chat (<code>warden egress rm {}</code> \
+                        "{} is allowed in this chat {} (<code>warden egress rm {}</code> \
                          revokes it)",
                         escape(host),
+                        lasting.label(),
                         escape(host)
                     )
                 })
@@ -219,15 +220,6 @@ fn parse_data(data: &str) -> Option<(u64, Answer)> {
         other => Answer::Always(Lasting::from_code(other)?),
     };
     Some((id.parse().ok()?, answer))
-}
-
-/// Whether `always`'s buttons include `lasting`: every duration for commands; a host is
-/// allowed until revoked (`warden egress rm`).
-fn offers(always: &Always, lasting: Lasting) -> bool {
-    match always {
-        Always::Commands(_) => true,
-        Always::Host(_) => lasting == Lasting::UntilRevoked,
-    }
 }
 
 /// The approver for one run in one chat.
@@ -373,10 +365,27 @@ impl Approver for ChatApprover {
             InlineKeyboardButton::callback("❌ Deny", format!("ap:{id}:n")),
         ]];
         match always {
-            Some(Always::Host(host)) => rows.push(vec![InlineKeyboardButton::callback(
-                format!("♾ Always for {host}"),
-                format!("ap:{id}:a"),
-            )]),
+            Some(Always::Host(host)) => {
+                // The exact host, never a wider one: the grant is for what was asked about.
+                rows.push(vec![InlineKeyboardButton::callback(
+                    format!("♾ Always for {host}"),
+                    format!("ap:{id}:a"),
+                )]);
+                rows.push(
+                    [Lasting::Hour, Lasting::Today]
+                        .into_iter()
+                        .map(|lasting| {
+                            InlineKeyboardButton::callback(
+                                match lasting {
+                                    Lasting::Hour => format!("⏱ {host} for 1 hour"),
+                                    _ => format!("📅 {host} today"),
+                                },
+                                format!("ap:{id}:{}", lasting.code()),
+                            )
+                        })
+                        .collect(),
+                );
+            }
             Some(Always::Commands(_)) => rows.push(
                 Lasting::ALL
                     .into_iter()
@@ -411,12 +420,12 @@ impl Approver for ChatApprover {
                     (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
                 }
                 Ok(Decision::Always { by, lasting }) => match always {
-                    Some(always) if offers(always, lasting) => (
+                    Some(always) => (
                         Approval::Approved,
                         self.approvals.store(&request.session, always, lasting, &by),
                     ),
                     // Not offered for this request: a forged press approves nothing.
-                    _ => (
+                    None => (
                         Approval::Denied("an answer that was not offered".into()),
                         "❌ Not approved.".into(),
                     ),
@@ -535,8 +544,6 @@ mod tests {
             parse_data("ap:7:d"),
             Some((7, Answer::Always(Lasting::Today)))
         );
-        assert!(offers(&Always::Host("x".into()), Lasting::UntilRevoked));
-        assert!(!offers(&Always::Host("x".into()), Lasting::Hour));
         assert_eq!(parse_data("ap:7:maybe"), None);
         assert_eq!(parse_data("xx:7:y"), None);
         assert!(format!("ap:{}:y", u64::MAX).len() <= 64);

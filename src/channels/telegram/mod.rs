@@ -93,6 +93,8 @@ pub struct TelegramSetup<'a> {
     pub untrusted_folders: Vec<String>,
     /// Where "Always in this chat" is stored, on whose clock it expires.
     pub approval_rules: ApprovalRules,
+    /// Where "Always for this host" is stored, on whose clock it expires.
+    pub host_grants: Grants,
 }
 
 /// A connected bot, ready to poll.
@@ -130,7 +132,7 @@ impl TelegramBot {
         }
         let approvals = Arc::new(
             Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1)))
-                .with_grants(Grants::new(app.db.clone()), app.approval_rules.clone()),
+                .with_grants(app.host_grants.clone(), app.approval_rules.clone()),
         );
         let channel = Arc::new(TelegramChannel::new(
             tg.clone(),
@@ -167,7 +169,7 @@ impl TelegramBot {
             approvals: approvals.clone(),
             standing: standing::Standing {
                 rules: app.approval_rules.clone(),
-                grants: Grants::new(app.db.clone()),
+                grants: app.host_grants.clone(),
             },
             inputs: Inputs {
                 tg: tg.clone(),

@@ -41,11 +41,11 @@ impl Standing {
                 return ("Sorry, I could not read the stored approvals.".into(), None);
             }
         };
-        let hosts: Vec<String> = match self.grants.list() {
+        let hosts: Vec<(String, Option<String>)> = match self.grants.list() {
             Ok(grants) => grants
                 .into_iter()
                 .filter(|g| g.session == session)
-                .map(|g| g.host)
+                .map(|g| (g.host, g.expires_at))
                 .collect(),
             Err(e) => {
                 tracing::error!("listing egress grants: {e}");
@@ -80,10 +80,11 @@ impl Standing {
                 html.push_str("\n\n");
             }
             html.push_str("♾ <b>Hosts allowed “Always for this host”</b>");
-            for host in &hosts {
+            for (host, expires_at) in &hosts {
                 html.push_str(&format!(
-                    "\n{} (<code>warden egress rm {}</code>)",
+                    "\n{} — {} (<code>warden egress rm {}</code>)",
                     escape(host),
+                    escape(&lasting::describe(expires_at.as_deref())),
                     escape(host)
                 ));
             }
