@@ -40,6 +40,8 @@ pub struct Approved {
     /// One line it was approved in, and the command's argv there.
     pub example: String,
     pub argv: Vec<String>,
+    /// It runs code the policy cannot read (a script, a build): always asked.
+    pub runs_code: bool,
 }
 
 /// The approved calls of `rows` grouped by what the policy (`checker`) asks about now: one
@@ -56,14 +58,11 @@ pub fn approved(
             continue;
         }
         for shape in crate::policy::shape::CommandShape::of_script(&verdict.script) {
-            let argv = verdict
-                .script
-                .commands()
-                .find(|c| {
-                    c.ask.as_ref().is_some_and(|a| a.shape == shape.words) && c.cwd == shape.cwd
-                })
-                .map(|c| c.argv.clone())
-                .unwrap_or_else(|| shape.words.clone());
+            let command = verdict.script.commands().find(|c| {
+                c.ask.as_ref().is_some_and(|a| a.shape == shape.words) && c.cwd == shape.cwd
+            });
+            let argv = command.map_or_else(|| shape.words.clone(), |c| c.argv.clone());
+            let runs_code = command.is_some_and(|c| c.runs_code);
             let group = groups.entry(shape.key()).or_insert_with(|| Approved {
                 program: shape.words.first().cloned().unwrap_or_default(),
                 shown: shape.describe(&workspace),
@@ -72,6 +71,7 @@ pub fn approved(
                 by_rule: 0,
                 example: row.command.clone(),
                 argv,
+                runs_code,
             });
             group.calls += 1;
             group.by_rule += usize::from(row.reason.contains("standing rule"));
@@ -167,11 +167,7 @@ fn propose(
     approved: &Approved,
     checker_for: &dyn Fn(&Arc<Policy>) -> anyhow::Result<crate::policy::Checker>,
 ) -> Result<Proposal, String> {
-    if approved
-        .reasons
-        .iter()
-        .any(|r| r.contains("code the policy cannot read"))
-    {
+    if approved.runs_code {
         return Err(format!(
             "{} runs code the policy cannot read, which is always asked: no policy file allows \
              it; \"Always in this chat\" (for 1 hour, today or until revoked) answers it in a \
