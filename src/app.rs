@@ -17,7 +17,7 @@ use crate::persistence::{JobState, PromptFiles};
 use crate::policy::{PathPolicy, Policy};
 use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::JailSpec;
-use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::scheduler::{Clock, JobManager, Settings, SystemClock};
 use crate::skills::prompt::SkillsPrompt;
 use crate::skills::runner::SkillRunner;
 use crate::skills::settings::SkillSettings;
@@ -78,6 +78,8 @@ pub struct Core {
     pub sandboxes: Arc<SandboxPool>,
     pub prompt_files: Arc<PromptFiles>,
     pub skill_settings: Arc<SkillSettings>,
+    /// Whose "now" decides when a chat's stored approvals expire.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Core {
@@ -140,6 +142,7 @@ impl Core {
             sandboxes,
             prompt_files,
             skill_settings,
+            clock: Arc::new(SystemClock),
         })
     }
 
@@ -157,7 +160,10 @@ impl Core {
             outputs,
             self.prompt_files.clone(),
         )
-        .with_rules(ApprovalRules::new(self.db.clone()));
+        // The tool only reads the rules (their time zone matters where they are granted).
+        .with_rules(
+            ApprovalRules::new(self.db.clone()).with_clock(self.clock.clone(), chrono_tz::Tz::UTC),
+        );
         if let Some(background) = &background {
             bash = bash.with_background(background.clone());
         }
@@ -194,6 +200,7 @@ impl App {
             sandboxes,
             prompt_files,
             skill_settings,
+            clock: _,
         } = core;
         let provider = crate::llm::from_config(&config.llm)?;
         let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;

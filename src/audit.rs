@@ -156,6 +156,52 @@ pub fn query(db: &Database, filter: &Filter) -> Result<Vec<AuditRow>, DbError> {
     Ok(rows)
 }
 
+/// One `bash` call read back: the command string as the model sent it, and what happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandRow {
+    pub at: String,
+    pub session: String,
+    pub command: String,
+    /// As stored: `allow`, `deny`, `approved`, `rejected`, `error`.
+    pub decision: String,
+    pub reason: String,
+}
+
+/// Every `bash` call at or after `since` (all of them without), oldest first; a row whose
+/// input names no command is skipped.
+pub fn bash_commands(db: &Database, since: Option<&str>) -> Result<Vec<CommandRow>, DbError> {
+    let conn = db.conn();
+    let mut stmt = conn.prepare(
+        "SELECT at, session, input, decision, reason FROM audit
+         WHERE tool = 'bash' AND (?1 IS NULL OR at >= ?1) ORDER BY id",
+    )?;
+    let rows = stmt
+        .query_map([since], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(at, session, input, decision, reason)| {
+            let input: serde_json::Value = serde_json::from_str(&input).ok()?;
+            let command = input.get("command")?.as_str()?.to_string();
+            Some(CommandRow {
+                at,
+                session,
+                command,
+                decision,
+                reason,
+            })
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

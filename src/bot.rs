@@ -8,11 +8,13 @@ use crate::app::{prepare_workspace, App};
 use crate::channels::telegram::{self, TelegramBot, TelegramSetup, VoiceLimits};
 use crate::config::Config;
 use crate::db::Database;
+use crate::egress::Grants;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
 use crate::policy::paths::{home_dir, PathPolicy};
 use crate::scheduler::daemon::{Daemon, DaemonSetup};
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use anyhow::Context;
 use std::ffi::OsString;
@@ -105,6 +107,10 @@ impl BotApp {
             voice_limits: VoiceLimits::from(&self.config.voice),
             untrusted_folders: self.config.trust.untrusted_paths.clone(),
             scheduled_patience: Duration::from_secs(self.config.llm.scheduled_retry_budget_secs),
+            approval_rules: ApprovalRules::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+            host_grants: Grants::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
         }
     }
 

@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[Migration] = &[
         crate::gateway::store::SENDING_COLUMN,
     ),
     ("gateway_runs_topic", crate::gateway::store::TOPIC_COLUMN),
+    (
+        "approval_rules_expiry",
+        crate::tools::approval_rules::EXPIRY_COLUMN,
+    ),
+    ("egress_grants_expiry", crate::egress::grants::EXPIRY_COLUMN),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -1,6 +1,7 @@
 //! "Always in this chat" through the real `warden bot`, the fake Bot API and a scripted model:
-//! a bash command the policy asks about is posted with Approve once / Deny / Always in this
-//! chat. An "always" skips the next ask of the same shape (the program and what it runs, in
+//! a bash command the policy asks about is posted with Approve once / Deny and "always" for 1
+//! hour / today / until revoked (these tests press "until revoked"; the expiry is in
+//! `telegram_approvals.rs`, on an injected clock). An "always" skips the next ask of the same shape (the program and what it runs, in
 //! the same directory) and no other: not another script, not another subcommand, not a line
 //! with a command it does not cover. It never turns a policy deny into a run, nor answers an
 //! ask about what a line writes (an instruction file). `warden approvals list|rm` and
@@ -141,7 +142,7 @@ async fn always_skips_the_same_shape_and_asks_for_any_other() {
         buttons(&request),
         [
             vec!["✅ Approve once", "❌ Deny"],
-            vec!["♾ Always in this chat"]
+            vec!["⏱ 1 hour", "📅 Today", "♾ Until revoked"]
         ]
     );
     assert!(
@@ -151,13 +152,13 @@ async fn always_skips_the_same_shape_and_asks_for_any_other() {
         "{}",
         request.visible
     );
-    s.press(&request, 1, 0);
+    s.press(&request, 1, 2);
     assert!(s.answer().await.contains("hello from a []"));
     s.tg.wait_until("the request shows the stored rule", WAIT, |t| {
         t.messages_to(OWNER).iter().any(|m| {
             m.edits
                 .iter()
-                .any(|e| e.contains("from now on in this chat: python3 a.py"))
+                .any(|e| e.contains("in this chat until revoked: python3 a.py"))
         })
     })
     .await;
@@ -185,7 +186,7 @@ async fn always_skips_the_same_shape_and_asks_for_any_other() {
 
     // Another subcommand of a program approved for one: asked.
     let request = s.run("cargo test").await.expect("cargo test asks");
-    s.press(&request, 1, 0);
+    s.press(&request, 1, 2);
     s.answer().await;
     let request = s.run("cargo build").await.expect("cargo build asks");
     s.press(&request, 0, 1);
@@ -208,7 +209,7 @@ async fn always_skips_the_same_shape_and_asks_for_any_other() {
 async fn a_deny_stays_a_deny_and_content_asks_still_ask() {
     let s = start().await;
     let request = s.run("python3 a.py").await.expect("asks");
-    s.press(&request, 1, 0);
+    s.press(&request, 1, 2);
     s.answer().await;
 
     // The same shape, but an argument outside the workspace: the policy denies, no question.
@@ -241,7 +242,7 @@ async fn rules_are_listed_and_revoked_from_the_cli_and_the_chat() {
     let s = start().await;
     for command in ["python3 a.py", "python3 b.py"] {
         let request = s.run(command).await.expect("asks");
-        s.press(&request, 1, 0);
+        s.press(&request, 1, 2);
         s.answer().await;
     }
     let listed = s.list();
@@ -251,6 +252,14 @@ async fn rules_are_listed_and_revoked_from_the_cli_and_the_chat() {
     assert_eq!(rules[0]["shown"], "python3 a.py");
     assert_eq!(rules[0]["words"], json!(["python3", "a.py"]));
     assert_eq!(rules[1]["shown"], "python3 b.py");
+    assert_eq!(rules[0]["expires_at"], Value::Null, "until revoked");
+    let out = warden(s.home.path(), &["approvals", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("python3 a.py  until revoked")
+            && text.contains("scope: `python3 a.py` run in "),
+        "{text}"
+    );
 
     // /approvals lists them with a Revoke button each; pressing one revokes it.
     let list = s.reply("/approvals", "♾ Commands approved").await;

@@ -501,3 +501,77 @@ async fn chat_in_a_project_reads_its_agents_md_and_adds_nothing_to_it() {
     assert!(stderr.contains("model local-model (openai)"), "{stderr}");
     assert!(stderr.contains("a new conversation"), "{stderr}");
 }
+
+/// At `warden chat` an ask the policy alone made offers the same "always" choices as Telegram:
+/// h (1 hour) approves and stores the shape for the conversation, so the same command runs
+/// next time without a question; `warden approvals list` shows it with its expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_offers_always_for_an_hour_and_the_next_same_command_is_not_asked() {
+    let line = "mkdir -p scratch && rm -r scratch";
+    let llm = FakeLlm::anthropic(vec![
+        Turn::tool_use("bash", json!({ "command": line })),
+        Turn::text("First removal done."),
+        Turn::tool_use("bash", json!({ "command": line })),
+        Turn::text("Second removal done."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let init = warden(home.path())
+        .args(["init", "--non-interactive", "--provider", "anthropic"])
+        .args(["--api-key", "test-key", "--base-url", &llm.base_url()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let home_path = home.path().to_path_buf();
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut pty = support::pty::Pty::spawn(warden_in(&home_path, &["chat"]));
+        pty.expect("> ", PTY_WAIT);
+        pty.send("clean up\r");
+        let asked = pty.expect("[N]o ", PTY_WAIT);
+        assert!(
+            asked.contains("would approve from now on in this conversation: rm -r scratch"),
+            "{asked}"
+        );
+        assert!(
+            asked.contains("[h] 1 hour, [d] today, [a] until revoked"),
+            "{asked}"
+        );
+        pty.send("h\r");
+        let said = pty.expect("First removal done", PTY_WAIT);
+        assert!(
+            said.contains("approved; for 1 hour in this conversation"),
+            "{said}"
+        );
+        pty.expect("> ", PTY_WAIT);
+        pty.send("again\r");
+        let said = pty.expect("Second removal done", PTY_WAIT);
+        assert!(!said.contains("[N]o"), "not asked again: {said}");
+        pty.send("\u{4}");
+        assert!(pty.wait(PTY_WAIT).success());
+        pty.screen()
+    })
+    .await
+    .unwrap();
+    let out = warden(home.path())
+        .args(["approvals", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules = listed["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1, "{listed}\n{screen}");
+    assert_eq!(rules[0]["session"], "terminal:default");
+    assert_eq!(rules[0]["shown"], "rm -r scratch");
+    assert_eq!(rules[0]["granted_by"], "you at the terminal");
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(rules[0]["expires_at"].as_str().unwrap()).unwrap();
+    let left = expires.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::minutes(55) && left <= chrono::Duration::minutes(60),
+        "{left}"
+    );
+    let audit = support::warden_run::audit_rows(home.path(), "bash");
+    assert_eq!(
+        audit.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
+        ["approved", "approved"]
+    );
+}

@@ -103,6 +103,12 @@ async fn composed_urls_ask_and_always_stores_a_rule_for_the_chat() {
         keyboard[1][0]["text"], "♾ Always for evil.test",
         "{keyboard}"
     );
+    // Exactly the host asked about, for as long as chosen; never its domain.
+    assert_eq!(
+        keyboard[2][0]["text"], "⏱ evil.test for 1 hour",
+        "{keyboard}"
+    );
+    assert_eq!(keyboard[2][1]["text"], "📅 evil.test today", "{keyboard}");
     s.press(&request, 0, 1);
     let answer = s.answer(1).await;
     assert!(answer.contains("not approved"), "{answer}");
@@ -126,15 +132,18 @@ async fn composed_urls_ask_and_always_stores_a_rule_for_the_chat() {
     s.answer(3).await;
     assert_eq!(s.web.requests().len(), 2);
     s.tg.wait_until("the request shows the stored rule", WAIT, |t| {
-        t.messages_to(OWNER)
-            .iter()
-            .any(|m| m.edits.iter().any(|e| e.contains("allowed from now on")))
+        t.messages_to(OWNER).iter().any(|m| {
+            m.edits
+                .iter()
+                .any(|e| e.contains("allowed in this chat until revoked"))
+        })
     })
     .await;
     let listed = warden(s.home.path(), &["egress", "list", "--json"]);
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed["chats"][0]["host"], "evil.test", "{listed}");
     assert_eq!(listed["chats"][0]["session"], format!("telegram:{OWNER}"));
+    assert_eq!(listed["chats"][0]["expires_at"], Value::Null);
 
     // The next run fetches from the host without asking.
     s.tg.push_text(OWNER, OWNER, "exfiltrate 4");

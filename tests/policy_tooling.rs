@@ -391,3 +391,220 @@ fn the_ci_templates_run_real_commands() {
     }
     assert!(seen >= 6, "{seen} commands found in the templates");
 }
+
+/// An agent's history, written into the audit log of a fresh HOME: what ran, what was
+/// approved (by a person, once by a chat's standing rule), refused and rejected; one approval
+/// older than 30 days.
+fn history() -> (tempfile::TempDir, PathBuf) {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = home.path().join(".warden/workspace");
+    for dir in ["build", "src"] {
+        std::fs::create_dir_all(workspace.join(dir)).unwrap();
+    }
+    std::fs::write(workspace.join("a.py"), "print(1)\n").unwrap();
+    std::fs::write(workspace.join("a.txt"), "x\n").unwrap();
+    let db = warden::schema::open(&home.path().join(".warden/warden.db")).unwrap();
+    let call = |command: &str, decision: &str, reason: &str, at: Option<&str>| {
+        db.conn()
+            .execute(
+                "INSERT INTO audit (at, session, tool, input, decision, reason, duration_ms)
+                 VALUES (COALESCE(?1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), 'telegram:7',
+                         'bash', ?2, ?3, ?4, 1)",
+                rusqlite::params![
+                    at,
+                    serde_json::json!({ "command": command }).to_string(),
+                    decision,
+                    reason
+                ],
+            )
+            .unwrap();
+    };
+    call(
+        "rm -r build",
+        "approved",
+        "old",
+        Some("2020-01-01T00:00:00.000Z"),
+    );
+    for _ in 0..2 {
+        call(
+            "rm -r build",
+            "approved",
+            "needs approval: rm -r: recursive delete",
+            None,
+        );
+    }
+    call(
+        "rm -r build",
+        "approved",
+        "needs approval; approved by this chat's standing rule #1 (\"Always in this chat\")",
+        None,
+    );
+    call("python3 a.py", "approved", "runs code", None);
+    call("python3 a.py", "approved", "runs code", None);
+    call("rm -r src", "rejected", "denied by Ann in Telegram", None);
+    call("cat a.txt", "allow", "allowed", None);
+    call(
+        "curl https://example.com",
+        "deny",
+        "curl: a network tool",
+        None,
+    );
+    // Another tool's calls are not commands.
+    db.conn()
+        .execute(
+            "INSERT INTO audit (session, tool, input, decision, reason, duration_ms)
+             VALUES ('telegram:7', 'read', '{\"path\":\"a.txt\"}', 'allow', 'ok', 1)",
+            [],
+        )
+        .unwrap();
+    (home, workspace)
+}
+
+fn warden_home(home: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.code().is_some(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap(), stdout)
+}
+
+#[test]
+fn approvals_suggest_counts_repeated_approvals_and_shows_each_change_as_a_diff() {
+    let (home, _) = history();
+    let (code, out) = warden_home(home.path(), &["approvals", "suggest"]);
+    assert_eq!(code, 0, "{out}");
+    // The approval older than 30 days does not count.
+    assert!(
+        out.contains("3× approved (2 by a person, 1 by a chat's standing rule): rm -r build"),
+        "{out}"
+    );
+    assert!(
+        out.contains("asked because: rm -r: recursive delete"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a copy of the current rule where -r no longer asks"),
+        "{out}"
+    );
+    assert!(out.contains("    -r = \"flag\""), "{out}");
+    // What the snippet widens beyond the approved command is in the diff over the history.
+    assert!(out.contains("WIDENS ask -> allow: rm -r build"), "{out}");
+    assert!(out.contains("WIDENS ask -> allow: rm -r src"), "{out}");
+    assert!(
+        out.contains("2 of 5 commands change decision, 2 widen"),
+        "{out}"
+    );
+    // Code the policy cannot read gets no snippet.
+    assert!(out.contains("2× approved (2 by a person, 0 by a chat's standing rule): python3 a.py"));
+    assert!(
+        out.contains("no policy change suggested: python3 runs code"),
+        "{out}"
+    );
+
+    // The threshold and the window.
+    let (_, out) = warden_home(home.path(), &["approvals", "suggest", "--min", "3"]);
+    assert!(
+        out.contains("rm -r build") && !out.contains("python3 a.py"),
+        "{out}"
+    );
+    let (_, out) = warden_home(home.path(), &["approvals", "suggest", "--since", "5000d"]);
+    assert!(out.contains("4× approved (3 by a person"), "{out}");
+    let (code, out) = warden_home(home.path(), &["approvals", "suggest", "--min", "5"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("Nothing was approved 5 times or more"),
+        "{out}"
+    );
+
+    // The suggested snippet as a policy file parses and stops the ask.
+    let (_, out) = warden_home(home.path(), &["approvals", "suggest", "--min", "3"]);
+    let snippet: String = out
+        .lines()
+        .skip_while(|l| !l.contains("suggested policy"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("  policy diff"))
+        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    let file = write(&home.path().join("suggested.toml"), &snippet);
+    let (code, out) = warden_home(
+        home.path(),
+        &[
+            "policy",
+            "check",
+            "--policy",
+            file.to_str().unwrap(),
+            "--workspace",
+            home.path().join(".warden/workspace").to_str().unwrap(),
+            "--",
+            "rm -r build",
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{snippet}");
+}
+
+#[test]
+fn policy_replay_rechecks_the_audit_log_and_gates_on_widening() {
+    let (home, _) = history();
+    let widen = write(
+        &home.path().join("widen.toml"),
+        "[programs.curl]\nargs = \"read\"\n",
+    );
+    let (code, out) = warden_home(home.path(), &["policy", "replay", widen.to_str().unwrap()]);
+    assert_eq!(code, 1, "a widening fails the gate: {out}");
+    assert!(
+        out.contains("WIDENS deny -> allow: curl https://example.com"),
+        "{out}"
+    );
+    assert!(out.contains("then: deny ×1"), "{out}");
+    assert!(
+        out.contains("5 commands (9 calls) in ")
+            && out.contains("now 2 allowed, 3 asked, 0 refused; 1 change decision"),
+        "{out}"
+    );
+    let (code, _) = warden_home(
+        home.path(),
+        &[
+            "policy",
+            "replay",
+            widen.to_str().unwrap(),
+            "--allow-widening",
+        ],
+    );
+    assert_eq!(code, 0);
+
+    // Narrowing passes, and says what it narrows and what happened then.
+    let narrow = write(
+        &home.path().join("narrow.toml"),
+        "[programs.cat]\ndecision = \"deny\"\nreason = \"no cat here\"\n",
+    );
+    let (code, out) = warden_home(home.path(), &["policy", "replay", narrow.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("narrows allow -> deny: cat a.txt"), "{out}");
+    assert!(out.contains("then: allow ×1"), "{out}");
+    assert!(out.contains("now 0 allowed, 3 asked, 2 refused"), "{out}");
+
+    // The window: only the old approval.
+    let (code, out) = warden_home(
+        home.path(),
+        &[
+            "policy",
+            "replay",
+            "@default",
+            "--since",
+            "2019-12-31T00:00:00Z",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("0 change decision"), "{out}");
+    let (code, _) = warden_home(home.path(), &["policy", "replay", "missing.toml"]);
+    assert_eq!(code, 2, "an unreadable policy is a usage error");
+}

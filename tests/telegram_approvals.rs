@@ -380,3 +380,143 @@ async fn an_approval_is_asked_and_answered_in_its_own_topic() {
     assert!(s.tg.messages_in(OWNER, None).is_empty());
     s.stop().await;
 }
+
+/// The real bash tool and the real Telegram approvals on one injected clock: "Always in this
+/// chat" for 1 hour answers the same shape without asking until the hour is up, then asks
+/// again; `warden approvals list` shows the rule's scope and expiry while it lasts, and not
+/// after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_for_an_hour_applies_and_then_expires() {
+    use support::command_model;
+    use warden::app::Core;
+    use warden::scheduler::TestClock;
+    use warden::tools::approval_rules::ApprovalRules;
+
+    let llm = FakeLlm::anthropic_with(command_model::script).await;
+    let tg = FakeTelegram::start(TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        workspace: dir.path().join("workspace"),
+        data_dir: dir.path().join("data"),
+        ..Config::default()
+    };
+    config.llm.anthropic.api_key = Secret::new("test-key");
+    config.llm.anthropic.base_url = Some(llm.base_url());
+    config.telegram.token = Secret::new(TOKEN);
+    config.telegram.api_url = Some(tg.api_url());
+    config.telegram.allowed_users = vec![OWNER];
+    let start = chrono::DateTime::parse_from_rfc3339("2026-11-26T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let clock = Arc::new(TestClock::new(start));
+    let mut app = App::build(config.clone()).unwrap();
+    let mut core = Core::build(config).unwrap();
+    core.clock = clock.clone();
+    let tools = core.workspace_tools(None);
+    let names = tools.names();
+    app.agent = Arc::new(Agent::new(
+        Arc::from(llm.provider()),
+        Arc::new(tools),
+        SessionStore::new(app.db.clone()),
+        SystemPrompt::new(dir.path(), names),
+        5,
+    ));
+    let bot_app = BotApp::in_process(&app);
+    let mut telegram = bot_app.telegram();
+    telegram.approval_rules =
+        ApprovalRules::new(app.db.clone()).with_clock(clock.clone(), chrono_tz::Tz::UTC);
+    let bot = TelegramBot::connect(telegram).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let bot = tokio::spawn(bot.run(shutdown.clone()));
+
+    let sent = std::cell::Cell::new(0usize);
+    // Send `run: COMMAND`; the approval request it posts, if it asks; then its answer.
+    let run = |command: &str| {
+        sent.set(sent.get() + 1);
+        let n = sent.get();
+        let before = tg.approvals_to(OWNER).len();
+        tg.push_text(OWNER, OWNER, &format!("run: {command}"));
+        let tg = &tg;
+        async move {
+            tg.wait_until("an approval request or the answer", WAIT, |t| {
+                t.approvals_to(OWNER).len() > before || results(t).len() >= n
+            })
+            .await;
+            (tg.approvals_to(OWNER).len() > before).then(|| tg.approvals_to(OWNER)[before].clone())
+        }
+    };
+    let answer = |n: usize| {
+        let tg = &tg;
+        async move {
+            tg.wait_until("the answer", WAIT, |t| results(t).len() >= n)
+                .await;
+            results(tg)[n - 1].clone()
+        }
+    };
+    let workspace = app.paths.workspace().to_path_buf();
+    let line = "mkdir -p scratch && rm -r scratch";
+
+    let request = run(line).await.expect("rm -r asks");
+    let keyboard = &request.keyboard.as_ref().unwrap()["inline_keyboard"];
+    let labels: Vec<&str> = keyboard[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["⏱ 1 hour", "📅 Today", "♾ Until revoked"]);
+    assert!(
+        request.visible.contains(
+            "for 1 hour, today or until revoked) would approve from now on: rm -r scratch"
+        ),
+        "{}",
+        request.visible
+    );
+    tg.press(OWNER, &request, 1, 0);
+    assert!(answer(1).await.contains("[exit code 0]"));
+    assert!(!workspace.join("scratch").exists());
+    tg.wait_until("the request shows the stored rule", WAIT, |t| {
+        t.messages_to(OWNER).iter().any(|m| {
+            m.edits
+                .iter()
+                .any(|e| e.contains("in this chat for 1 hour: rm -r scratch"))
+        })
+    })
+    .await;
+    let rules = ApprovalRules::new(app.db.clone()).with_clock(clock.clone(), chrono_tz::Tz::UTC);
+    let listed = rules.list(None).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].expires_at.as_deref(),
+        Some("2026-11-26T11:00:00Z")
+    );
+
+    // Within the hour: the same shape runs without a question.
+    clock.advance(chrono::Duration::minutes(59));
+    assert!(run(line).await.is_none(), "not asked within the hour");
+    assert!(answer(2).await.contains("[exit code 0]"));
+    // Another directory to delete is another shape: asked.
+    let request = run("mkdir -p other && rm -r other").await.expect("asks");
+    tg.press(OWNER, &request, 0, 1);
+    assert!(answer(3).await.contains("denied"));
+
+    // The hour is up: asked again, and the rule is gone from the list.
+    clock.advance(chrono::Duration::minutes(1));
+    let request = run(line).await.expect("asks again after the hour");
+    tg.press(OWNER, &request, 0, 1);
+    assert!(answer(4).await.contains("denied"));
+    assert!(
+        rules.list(None).unwrap().is_empty(),
+        "expired rules are dropped"
+    );
+    shutdown.cancel();
+    bot.await.unwrap().unwrap();
+}
+
+fn results(t: &FakeTelegram) -> Vec<String> {
+    t.messages_to(OWNER)
+        .into_iter()
+        .filter(|m| m.visible.starts_with("result:"))
+        .map(|m| m.visible)
+        .collect()
+}

@@ -1,8 +1,11 @@
-//! `warden approvals list|rm`: the commands chats approved with "Always in this chat" (the
-//! hosts allowed with "Always for this host" are `warden egress list|rm`).
+//! `warden approvals list|rm`: the commands chats approved with "Always in this chat", each
+//! with its scope and expiry (expired rules are dropped, not listed); the hosts allowed with
+//! "Always for this host" are `warden egress list|rm`. `warden approvals suggest` is in
+//! [`super::suggest`].
 
 use crate::config::Config;
 use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::lasting;
 use anyhow::Context;
 
 /// Exit code when `rm` found nothing to remove.
@@ -31,14 +34,16 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
             println!("Approved \"Always in this chat\" (warden approvals rm ID revokes):");
             for rule in &stored {
                 println!(
-                    "  #{}  {}  {}  (by {}, {})",
-                    rule.id, rule.session, rule.shown, rule.granted_by, rule.created_at
+                    "  #{}  {}  {}  {}  (by {}, {})",
+                    rule.id,
+                    rule.session,
+                    rule.shown,
+                    lasting::describe(rule.expires_at.as_deref()),
+                    rule.granted_by,
+                    rule.created_at
                 );
-                println!(
-                    "       in {}; asked because: {}",
-                    rule.cwd.display(),
-                    rule.reasons.join("; ")
-                );
+                println!("       scope: {}", rule.scope());
+                println!("       asked because: {}", rule.reasons.join("; "));
             }
             Ok(0)
         }

@@ -172,6 +172,19 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         session: Option<String>,
     },
+    /// What was approved again and again (the audit log), with counts, and the policy change
+    /// that would stop each ask, shown as a `policy diff` over the audit log (nothing applied).
+    Suggest {
+        /// Approvals since a time ago (`30d`, `12h`) or a time (RFC 3339).
+        #[arg(long, value_name = "WHEN", default_value = "30d")]
+        since: String,
+        /// Only what was approved at least this many times.
+        #[arg(long, value_name = "N", default_value_t = 2)]
+        min: usize,
+        /// Where the commands ran (default: the agent's workspace).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -306,6 +319,24 @@ pub enum PolicyCommand {
         junit: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Check every command of the audit log again with NEW (`@default`: the embedded policy):
+    /// how many it allows, asks about and refuses, and each whose decision changes against the
+    /// current policy; exit 1 when NEW widens what may run for any of them.
+    Replay {
+        new: String,
+        /// The current policy (default: the config's `policy`, else the embedded one).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Only calls since a time ago (`30d`, `12h`) or a time (RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Where the commands ran (default: the agent's workspace).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Exit 0 even when NEW widens.
+        #[arg(long)]
+        allow_widening: bool,
     },
     /// Commands whose decision differs between two policy files (`@default`: the embedded one);
     /// exit 1 when a change widens what may run (deny -> ask/allow, ask -> allow).

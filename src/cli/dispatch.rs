@@ -114,6 +114,20 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 ApprovalsCommand::Rm { id, session } => {
                     cli::approvals::Action::Remove { id, session }
                 }
+                ApprovalsCommand::Suggest {
+                    since,
+                    min,
+                    workspace,
+                } => {
+                    return cli::suggest::run(
+                        &config,
+                        cli::suggest::SuggestArgs {
+                            since,
+                            min,
+                            workspace,
+                        },
+                    )
+                }
             };
             cli::approvals::run(&config, action)
         }
@@ -202,6 +216,28 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 junit,
                 json,
             })
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Replay {
+                    new,
+                    policy,
+                    since,
+                    workspace,
+                    allow_widening,
+                },
+        } => {
+            let config = cli::load_config(cli.config.as_deref())?;
+            cli::replay::run(
+                &config,
+                cli::replay::ReplayArgs {
+                    new,
+                    current: policy,
+                    since,
+                    workspace,
+                    allow_widening,
+                },
+            )
         }
         Command::Policy {
             command:

@@ -46,11 +46,15 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
             if stored.is_empty() {
                 println!("No hosts allowed from a chat.");
             } else {
-                println!("Allowed from a chat (\"Always for this host\"):");
+                println!("Allowed from a chat (\"Always for this host\"), exactly that host:");
                 for g in &stored {
                     println!(
-                        "  {}  {}  (by {}, {})",
-                        g.session, g.host, g.granted_by, g.created_at
+                        "  {}  {}  {}  (by {}, {})",
+                        g.session,
+                        g.host,
+                        crate::tools::lasting::describe(g.expires_at.as_deref()),
+                        g.granted_by,
+                        g.created_at
                     );
                 }
             }

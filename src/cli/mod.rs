@@ -22,10 +22,12 @@ pub mod login;
 pub mod manual;
 pub mod mcp;
 pub mod policy;
+pub mod replay;
 pub mod sandbox;
 pub mod service;
 pub mod session;
 pub mod skill;
+pub mod suggest;
 pub mod why;
 
 use crate::config::{Config, ProcessEnv};

@@ -327,8 +327,30 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<i32> {
     let changes = compare::compare(&old, &new, &corpus, place).map_err(anyhow::Error::msg)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    print_changes(&mut out, &changes, |_| String::new())?;
+    let widening = changes.iter().filter(|c| c.widens()).count();
+    writeln!(
+        out,
+        "policy diff: {} of {} commands change decision, {widening} widen",
+        changes.len(),
+        corpus.len()
+    )?;
+    Ok(if widening > 0 && !args.allow_widening {
+        1
+    } else {
+        0
+    })
+}
+
+/// Changed decisions grouped by program, each WIDENS or narrows with both reasons; `note`
+/// adds a line about a command (empty: none).
+pub fn print_changes(
+    out: &mut impl Write,
+    changes: &[compare::Change],
+    note: impl Fn(&compare::Change) -> String,
+) -> std::io::Result<()> {
     let mut groups: std::collections::BTreeMap<String, Vec<&compare::Change>> = Default::default();
-    for change in &changes {
+    for change in changes {
         groups
             .entry(change.programs.join(" "))
             .or_default()
@@ -347,20 +369,13 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<i32> {
                 change.old.1,
                 change.new.1
             )?;
+            let note = note(change);
+            if !note.is_empty() {
+                writeln!(out, "    {note}")?;
+            }
         }
     }
-    let widening = changes.iter().filter(|c| c.widens()).count();
-    writeln!(
-        out,
-        "policy diff: {} of {} commands change decision, {widening} widen",
-        changes.len(),
-        corpus.len()
-    )?;
-    Ok(if widening > 0 && !args.allow_widening {
-        1
-    } else {
-        0
-    })
+    Ok(())
 }
 
 pub struct FuzzArgs {

@@ -1,10 +1,16 @@
-//! Hosts a chat allowed for good: the "Always for this host" answer to an egress approval in
-//! Telegram stores one row per (session, host). For that chat's runs the host then counts as
-//! `allow` — below every `[egress.hosts]` rule, which always wins (a configured `deny` or `ask`
-//! is not overridden from a chat). `warden egress list|rm` shows and revokes them.
+//! Hosts a chat allowed for a while or for good: the "Always for this host" answer to an egress
+//! approval in Telegram stores one row per (session, host), with its expiry (an hour, today,
+//! until revoked). For that chat's runs the host then counts as `allow` — exactly that host,
+//! not its parent domain or siblings, and below every `[egress.hosts]` rule, which always wins
+//! (a configured `deny` or `ask` is not overridden from a chat). An expired grant allows
+//! nothing and is dropped when the grants are next listed. `warden egress list|rm` shows and
+//! revokes them.
 
 use super::rules::normalize_host;
 use crate::db::{Database, DbError};
+use crate::scheduler::{Clock, SystemClock};
+use crate::tools::lasting::{self, Lasting};
+use chrono_tz::Tz;
 use rusqlite::params;
 use std::sync::Arc;
 
@@ -18,6 +24,9 @@ CREATE TABLE egress_grants (
 );
 ";
 
+/// Grants that end by themselves: `NULL` lasts until revoked.
+pub const EXPIRY_COLUMN: &str = "ALTER TABLE egress_grants ADD COLUMN expires_at TEXT;";
+
 /// One stored rule.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Grant {
@@ -27,41 +36,95 @@ pub struct Grant {
     /// Who pressed the button, where.
     pub granted_by: String,
     pub created_at: String,
+    /// When it stops allowing (UTC); `None`: until revoked.
+    pub expires_at: Option<String>,
 }
 
 #[derive(Clone)]
 pub struct Grants {
     db: Arc<Database>,
+    /// Whose "now" decides expiry.
+    clock: Arc<dyn Clock>,
+    /// Where "today" ends.
+    tz: Tz,
 }
 
 impl Grants {
+    /// The grants on the system clock, "today" ending at midnight UTC.
     pub fn new(db: Arc<Database>) -> Grants {
-        Grants { db }
+        Grants {
+            db,
+            clock: Arc::new(SystemClock),
+            tz: Tz::UTC,
+        }
     }
 
-    /// Allow `host` from now on in `session` (again: keeps the first grant).
-    pub fn allow(&self, session: &str, host: &str, granted_by: &str) -> Result<(), DbError> {
-        self.db.conn().execute(
-            "INSERT OR IGNORE INTO egress_grants (session, host, granted_by) VALUES (?1, ?2, ?3)",
-            params![session, normalize_host(host), granted_by],
+    /// Expiry read from `clock`, "today" ending at midnight in `tz` (the user's zone).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>, tz: Tz) -> Grants {
+        self.clock = clock;
+        self.tz = tz;
+        self
+    }
+
+    fn now(&self) -> String {
+        lasting::stored(self.clock.now())
+    }
+
+    /// Allow `host` in `session` for as long as `lasting` says (again: keeps the first grant
+    /// unless this one lasts longer).
+    pub fn allow(
+        &self,
+        session: &str,
+        host: &str,
+        lasting: Lasting,
+        granted_by: &str,
+    ) -> Result<(), DbError> {
+        let expires_at = lasting
+            .expiry(self.clock.now(), self.tz)
+            .map(lasting::stored);
+        let conn = self.db.conn();
+        conn.execute(
+            "DELETE FROM egress_grants WHERE expires_at IS NOT NULL AND expires_at <= ?1",
+            [self.now()],
+        )?;
+        conn.execute(
+            "INSERT INTO egress_grants (session, host, granted_by, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (session, host) DO UPDATE SET
+                 granted_by = excluded.granted_by,
+                 expires_at = excluded.expires_at
+             WHERE egress_grants.expires_at IS NOT NULL
+               AND (excluded.expires_at IS NULL OR excluded.expires_at > egress_grants.expires_at)",
+            params![
+                session,
+                normalize_host(host),
+                granted_by,
+                self.now(),
+                expires_at
+            ],
         )?;
         Ok(())
     }
 
     pub fn allows(&self, session: &str, host: &str) -> Result<bool, DbError> {
         let count: i64 = self.db.conn().query_row(
-            "SELECT COUNT(*) FROM egress_grants WHERE session = ?1 AND host = ?2",
-            params![session, normalize_host(host)],
+            "SELECT COUNT(*) FROM egress_grants WHERE session = ?1 AND host = ?2
+               AND (expires_at IS NULL OR expires_at > ?3)",
+            params![session, normalize_host(host), self.now()],
             |r| r.get(0),
         )?;
         Ok(count > 0)
     }
 
-    /// Every stored rule, by session and host.
+    /// Every grant in force, by session and host (expired ones are dropped first).
     pub fn list(&self) -> Result<Vec<Grant>, DbError> {
         let conn = self.db.conn();
+        conn.execute(
+            "DELETE FROM egress_grants WHERE expires_at IS NOT NULL AND expires_at <= ?1",
+            [self.now()],
+        )?;
         let mut stmt = conn.prepare(
-            "SELECT session, host, granted_by, created_at FROM egress_grants
+            "SELECT session, host, granted_by, created_at, expires_at FROM egress_grants
              ORDER BY session, host",
         )?;
         let rows = stmt
@@ -71,6 +134,7 @@ impl Grants {
                     host: r.get(1)?,
                     granted_by: r.get(2)?,
                     created_at: r.get(3)?,
+                    expires_at: r.get(4)?,
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
@@ -102,13 +166,28 @@ mod tests {
     fn grants_are_per_session_and_revocable() {
         let grants = Grants::new(crate::schema::open_in_memory().unwrap());
         grants
-            .allow("telegram:1", "Docs.Example.", "Ann in Telegram")
+            .allow(
+                "telegram:1",
+                "Docs.Example.",
+                Lasting::UntilRevoked,
+                "Ann in Telegram",
+            )
             .unwrap();
         grants
-            .allow("telegram:1", "docs.example", "Bob in Telegram")
+            .allow(
+                "telegram:1",
+                "docs.example",
+                Lasting::Hour,
+                "Bob in Telegram",
+            )
             .unwrap();
         grants
-            .allow("telegram:2", "docs.example", "Ann in Telegram")
+            .allow(
+                "telegram:2",
+                "docs.example",
+                Lasting::UntilRevoked,
+                "Ann in Telegram",
+            )
             .unwrap();
         assert!(grants.allows("telegram:1", "docs.example").unwrap());
         assert!(!grants.allows("telegram:3", "docs.example").unwrap());
@@ -126,5 +205,30 @@ mod tests {
         assert_eq!(grants.remove("DOCS.example", None).unwrap(), 1);
         assert!(grants.list().unwrap().is_empty());
         assert_eq!(grants.remove("docs.example", None).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_grant_for_today_ends_at_midnight_in_the_users_zone() {
+        use crate::scheduler::TestClock;
+        let start = chrono::DateTime::parse_from_rfc3339("2026-11-26T20:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let clock = Arc::new(TestClock::new(start));
+        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let grants =
+            Grants::new(crate::schema::open_in_memory().unwrap()).with_clock(clock.clone(), berlin);
+        grants
+            .allow("telegram:1", "docs.example", Lasting::Today, "Ann")
+            .unwrap();
+        assert_eq!(
+            grants.list().unwrap()[0].expires_at.as_deref(),
+            Some("2026-11-26T23:00:00Z")
+        );
+        assert!(!grants.allows("telegram:1", "api.docs.example").unwrap());
+        clock.advance(chrono::Duration::minutes(179));
+        assert!(grants.allows("telegram:1", "docs.example").unwrap());
+        clock.advance(chrono::Duration::minutes(1));
+        assert!(!grants.allows("telegram:1", "docs.example").unwrap());
+        assert!(grants.list().unwrap().is_empty());
     }
 }

@@ -8,6 +8,7 @@ pub mod background;
 pub mod bash;
 pub mod cron;
 pub mod files;
+pub mod lasting;
 pub mod mcp;
 pub mod memory_search;
 pub mod outbox;

@@ -4,8 +4,8 @@
 //! message is edited to show what was decided (and the buttons disappear). An egress approval
 //! for a host without a rule also offers "Always for HOST", which approves and stores a rule
 //! for the chat (`warden egress list|rm`); a bash approval the policy asked for offers
-//! "Always in this chat", which stores the commands' shapes (`warden approvals list|rm`,
-//! `/approvals`).
+//! "Always in this chat" for 1 hour, for today or until revoked, which stores the commands'
+//! shapes with that expiry (`warden approvals list|rm`, `/approvals`).
 
 use super::access::Access;
 use super::api::{chat_key, describe, Telegram, Upload};
@@ -15,6 +15,7 @@ use crate::gateway::ChatKey;
 use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,9 +55,10 @@ enum Decision {
     Approved {
         by: String,
     },
-    /// Approved, and the same approved from now on in this chat.
+    /// Approved, and the same approved from now on in this chat, for as long as chosen.
     Always {
         by: String,
+        lasting: Lasting,
     },
     Denied {
         by: String,
@@ -68,7 +70,7 @@ enum Decision {
 enum Answer {
     Approve,
     Deny,
-    Always,
+    Always(Lasting),
 }
 
 impl Approvals {
@@ -99,27 +101,29 @@ impl Approvals {
     }
 
     /// Store `always` for `session`; the note for the request message says what was stored.
-    fn store(&self, session: &str, always: &Always, by: &str) -> String {
+    fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
         let granted_by = format!("{by} in Telegram");
         let stored = match (always, &self.grants, &self.rules) {
             (Always::Host(host), Some(grants), _) => {
-                grants.allow(session, host, &granted_by).map(|()| {
+                grants.allow(session, host, lasting, &granted_by).map(|()| {
                     format!(
-                        "{} is allowed from now on in this chat (<code>warden egress rm {}</code> \
+                        "{} is allowed in this chat {} (<code>warden egress rm {}</code> \
                          revokes it)",
                         escape(host),
+                        lasting.label(),
                         escape(host)
                     )
                 })
             }
-            (Always::Commands(shapes), _, Some(rules)) => {
-                rules.grant(session, shapes, &granted_by).map(|()| {
+            (Always::Commands(shapes), _, Some(rules)) => rules
+                .grant(session, shapes, lasting, &granted_by)
+                .map(|()| {
                     format!(
-                        "from now on in this chat: {} (/approvals lists and revokes)",
+                        "in this chat {}: {} (/approvals lists and revokes)",
+                        lasting.label(),
                         shown_list(shapes)
                     )
-                })
-            }
+                }),
             _ => return format!("✅ Approved by {} this once.", escape(by)),
         };
         match stored {
@@ -166,7 +170,14 @@ impl Approvals {
                         let p = pending.remove(&id).expect("checked above");
                         let (decision, reply) = match answer {
                             Answer::Approve => (Decision::Approved { by }, "Approved."),
-                            Answer::Always => (Decision::Always { by }, "Approved, always."),
+                            Answer::Always(lasting) => (
+                                Decision::Always { by, lasting },
+                                match lasting {
+                                    Lasting::Hour => "Approved for 1 hour.",
+                                    Lasting::Today => "Approved for today.",
+                                    Lasting::UntilRevoked => "Approved, always.",
+                                },
+                            ),
                             Answer::Deny => (Decision::Denied { by }, "Denied."),
                         };
                         let _ = p.answer.send(decision);
@@ -199,15 +210,15 @@ impl Approvals {
     }
 }
 
-/// `ap:<id>:y` / `ap:<id>:n` / `ap:<id>:a` (callback data is limited to 64 bytes).
+/// `ap:<id>:y` / `ap:<id>:n` / `ap:<id>:h|d|a` (always: an hour, today, until revoked;
+/// callback data is limited to 64 bytes).
 fn parse_data(data: &str) -> Option<(u64, Answer)> {
     let rest = data.strip_prefix("ap:")?;
     let (id, verdict) = rest.split_once(':')?;
     let answer = match verdict {
         "y" => Answer::Approve,
         "n" => Answer::Deny,
-        "a" => Answer::Always,
-        _ => return None,
+        other => Answer::Always(Lasting::from_code(other)?),
     };
     Some((id.parse().ok()?, answer))
 }
@@ -250,7 +261,8 @@ fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     );
     if let Some(Always::Commands(shapes)) = offered {
         html.push_str(&format!(
-            "\n“Always in this chat” would approve from now on: {}",
+            "\n“Always in this chat” (for 1 hour, today or until revoked) would approve from \
+             now on: {}",
             shown_list(shapes)
         ));
     }
@@ -269,7 +281,8 @@ fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     if let Some(Always::Commands(shapes)) = offered {
         let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
         text.push_str(&format!(
-            "\n“Always in this chat” would approve from now on: {}\n",
+            "\n“Always in this chat” (for 1 hour, today or until revoked) would approve from \
+             now on: {}\n",
             shown.join(", ")
         ));
     }
@@ -361,14 +374,40 @@ impl Approver for ChatApprover {
             InlineKeyboardButton::callback("❌ Deny", format!("ap:{id}:n")),
         ]];
         match always {
-            Some(Always::Host(host)) => rows.push(vec![InlineKeyboardButton::callback(
-                format!("♾ Always for {host}"),
-                format!("ap:{id}:a"),
-            )]),
-            Some(Always::Commands(_)) => rows.push(vec![InlineKeyboardButton::callback(
-                "♾ Always in this chat",
-                format!("ap:{id}:a"),
-            )]),
+            Some(Always::Host(host)) => {
+                // The exact host, never a wider one: the grant is for what was asked about.
+                rows.push(vec![InlineKeyboardButton::callback(
+                    format!("♾ Always for {host}"),
+                    format!("ap:{id}:a"),
+                )]);
+                rows.push(
+                    [Lasting::Hour, Lasting::Today]
+                        .into_iter()
+                        .map(|lasting| {
+                            InlineKeyboardButton::callback(
+                                match lasting {
+                                    Lasting::Hour => format!("⏱ {host} for 1 hour"),
+                                    _ => format!("📅 {host} today"),
+                                },
+                                format!("ap:{id}:{}", lasting.code()),
+                            )
+                        })
+                        .collect(),
+                );
+            }
+            Some(Always::Commands(_)) => rows.push(
+                Lasting::ALL
+                    .into_iter()
+                    .map(|lasting| {
+                        let text = match lasting {
+                            Lasting::Hour => "⏱ 1 hour",
+                            Lasting::Today => "📅 Today",
+                            Lasting::UntilRevoked => "♾ Until revoked",
+                        };
+                        InlineKeyboardButton::callback(text, format!("ap:{id}:{}", lasting.code()))
+                    })
+                    .collect(),
+            ),
             None => {}
         }
         let keyboard = InlineKeyboardMarkup::new(rows);
@@ -389,10 +428,11 @@ impl Approver for ChatApprover {
                 Ok(Decision::Approved { by }) => {
                     (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
                 }
-                Ok(Decision::Always { by }) => match always {
-                    Some(always) => {
-                        (Approval::Approved, self.approvals.store(&request.session, always, &by))
-                    }
+                Ok(Decision::Always { by, lasting }) => match always {
+                    Some(always) => (
+                        Approval::Approved,
+                        self.approvals.store(&request.session, always, lasting, &by),
+                    ),
                     // Not offered for this request: a forged press approves nothing.
                     None => (
                         Approval::Denied("an answer that was not offered".into()),
@@ -490,7 +530,7 @@ mod tests {
             detail: None,
         };
         assert!(request_html(&request, Some(&always))
-            .ends_with("would approve from now on: <code>cargo test &lt;x&gt;</code>"));
+            .ends_with("now on: <code>cargo test &lt;x&gt;</code>"));
         assert!(!request_html(&request, None).contains("would approve"));
     }
 
@@ -501,7 +541,18 @@ mod tests {
             Some((u64::MAX, Answer::Approve))
         );
         assert_eq!(parse_data("ap:7:n"), Some((7, Answer::Deny)));
-        assert_eq!(parse_data("ap:7:a"), Some((7, Answer::Always)));
+        assert_eq!(
+            parse_data("ap:7:a"),
+            Some((7, Answer::Always(Lasting::UntilRevoked)))
+        );
+        assert_eq!(
+            parse_data("ap:7:h"),
+            Some((7, Answer::Always(Lasting::Hour)))
+        );
+        assert_eq!(
+            parse_data("ap:7:d"),
+            Some((7, Answer::Always(Lasting::Today)))
+        );
         assert_eq!(parse_data("ap:7:maybe"), None);
         assert_eq!(parse_data("xx:7:y"), None);
         assert!(format!("ap:{}:y", u64::MAX).len() <= 64);

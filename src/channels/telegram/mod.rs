@@ -93,6 +93,10 @@ pub struct TelegramSetup<'a> {
     pub untrusted_folders: Vec<String>,
     /// `llm.scheduled_retry_budget_secs`: how long a scheduled job waits out a busy model.
     pub scheduled_patience: Duration,
+    /// Where "Always in this chat" is stored, on whose clock it expires.
+    pub approval_rules: ApprovalRules,
+    /// Where "Always for this host" is stored, on whose clock it expires.
+    pub host_grants: Grants,
 }
 
 /// A connected bot, ready to poll.
@@ -133,10 +137,8 @@ impl TelegramBot {
             tracing::warn!("pruning old updates: {e}");
         }
         let approvals = Arc::new(
-            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1))).with_grants(
-                Grants::new(app.db.clone()),
-                ApprovalRules::new(app.db.clone()),
-            ),
+            Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1)))
+                .with_grants(app.host_grants.clone(), app.approval_rules.clone()),
         );
         let channel = Arc::new(TelegramChannel::new(
             tg.clone(),
@@ -185,8 +187,8 @@ impl TelegramBot {
             log,
             approvals: approvals.clone(),
             standing: standing::Standing {
-                rules: ApprovalRules::new(app.db.clone()),
-                grants: Grants::new(app.db.clone()),
+                rules: app.approval_rules.clone(),
+                grants: app.host_grants.clone(),
             },
             inputs: Inputs {
                 tg: tg.clone(),

@@ -9,6 +9,7 @@ use super::format::escape;
 use crate::egress::Grants;
 use crate::gateway::ChatKey;
 use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::lasting;
 use teloxide::payloads::AnswerCallbackQuerySetters;
 use teloxide::prelude::Requester;
 use teloxide::types::{CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup};
@@ -41,11 +42,11 @@ impl Standing {
                 return ("Sorry, I could not read the stored approvals.".into(), None);
             }
         };
-        let hosts: Vec<String> = match self.grants.list() {
+        let hosts: Vec<(String, Option<String>)> = match self.grants.list() {
             Ok(grants) => grants
                 .into_iter()
                 .filter(|g| g.session == session)
-                .map(|g| g.host)
+                .map(|g| (g.host, g.expires_at))
                 .collect(),
             Err(e) => {
                 tracing::error!("listing egress grants: {e}");
@@ -65,9 +66,10 @@ impl Standing {
             html.push_str("♾ <b>Commands approved “Always in this chat”</b>");
             for rule in &rules {
                 html.push_str(&format!(
-                    "\n#{} <code>{}</code> — by {}, {}",
+                    "\n#{} <code>{}</code> — {}; by {}, {}",
                     rule.id,
                     escape(&rule.shown),
+                    escape(&lasting::describe(rule.expires_at.as_deref())),
                     escape(&rule.granted_by),
                     escape(&rule.created_at)
                 ));
@@ -79,10 +81,11 @@ impl Standing {
                 html.push_str("\n\n");
             }
             html.push_str("♾ <b>Hosts allowed “Always for this host”</b>");
-            for host in &hosts {
+            for (host, expires_at) in &hosts {
                 html.push_str(&format!(
-                    "\n{} (<code>warden egress rm {}</code>)",
+                    "\n{} — {} (<code>warden egress rm {}</code>)",
                     escape(host),
+                    escape(&lasting::describe(expires_at.as_deref())),
                     escape(host)
                 ));
             }

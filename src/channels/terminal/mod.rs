@@ -17,7 +17,9 @@ use crate::agent::{RunOutcome, RunRequest};
 use crate::app::App;
 use crate::audit::AuditDecision;
 use crate::llm::ContentBlock;
+use crate::scheduler::SystemClock;
 use crate::tools::approval::{Approver, NoApprover};
+use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::background::{BackgroundEvent, BackgroundFn};
 use crate::tools::outbox::Nowhere;
 use input::Read;
@@ -280,7 +282,10 @@ pub async fn chat(app: App, options: ChatOptions) -> anyhow::Result<i32> {
         session: DEFAULT_SESSION.to_string(),
     };
     eprintln!("{}", state.banner(options.fresh)?);
-    let approver: Arc<dyn Approver> = Arc::new(approve::TerminalApprover::new(input.clone()));
+    let rules = ApprovalRules::new(state.app.db.clone())
+        .with_clock(Arc::new(SystemClock), state.app.scheduler.tz);
+    let approver: Arc<dyn Approver> =
+        Arc::new(approve::TerminalApprover::new(input.clone()).with_rules(rules));
     let mut interrupted = false;
     loop {
         let line = match input.read("\n> ").await {

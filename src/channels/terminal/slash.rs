@@ -26,7 +26,7 @@ const HELP: &str = "\
 /new               start a new conversation (the old one stays: /sessions)
 /sessions          the terminal's conversations, newest first
 /resume KEY|N      continue a conversation from /sessions
-/approvals         commands approved \"Always in this chat\" (in every chat)
+/approvals         commands approved \"always\" (in every chat), with their expiry
 /trust             what made this conversation untrusted (a page, a file…); trust it again
 /exit, Ctrl-D      quit (Ctrl-C clears the line; twice at an empty prompt quits)
 
@@ -180,12 +180,17 @@ fn list_approvals(state: &State) -> anyhow::Result<()> {
         .list(None)
         .context("reading the approval rules")?;
     if rules.is_empty() {
-        eprintln!("no command is approved for good: every `ask` asks here, y/N");
+        eprintln!("no command is approved for a while or for good: every `ask` asks");
     }
     for rule in &rules {
         eprintln!(
-            "  #{}  {}  {}  (by {}, {})",
-            rule.id, rule.session, rule.shown, rule.granted_by, rule.created_at
+            "  #{}  {}  {}  {}  (by {}, {})",
+            rule.id,
+            rule.session,
+            rule.shown,
+            crate::tools::lasting::describe(rule.expires_at.as_deref()),
+            rule.granted_by,
+            rule.created_at
         );
     }
     if !rules.is_empty() {
