@@ -17,7 +17,7 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub log: super::logging::LogArgs,
+    pub log: LogArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -411,4 +411,18 @@ pub enum CronCommand {
     Run { id: i64 },
     /// A job and its recent runs.
     Status { id: i64 },
+}
+
+/// `-v`/`-q` and `--log-file`, for every subcommand (see [`super::logging`]).
+#[derive(Debug, Default, clap::Args)]
+pub struct LogArgs {
+    /// More log lines: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Only errors in the log.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Append log lines to FILE instead of stderr.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
 }

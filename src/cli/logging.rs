@@ -2,24 +2,11 @@
 //! `RUST_LOG` over both. `warden chat` writes its log to `<data_dir>/logs/warden.log`, not
 //! into the conversation. Every line is redacted ([`crate::redact`]).
 
-use super::args::{Cli, Command};
+use super::args::{Cli, Command, LogArgs};
 use crate::config::{Config, ProcessEnv};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-
-#[derive(Debug, Default, clap::Args)]
-pub struct LogArgs {
-    /// More log lines: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
-    pub verbose: u8,
-    /// Only errors in the log.
-    #[arg(short, long, global = true)]
-    pub quiet: bool,
-    /// Append log lines to FILE instead of stderr.
-    #[arg(long, global = true, value_name = "FILE")]
-    pub log_file: Option<PathBuf>,
-}
 
 impl LogArgs {
     /// The filter `-v`/`-q` ask for.

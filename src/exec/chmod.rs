@@ -11,7 +11,7 @@
 //! sticky bit, whatever the plan says (the policy already refused such modes: this is the
 //! second net).
 
-use super::pipeline::short;
+use super::io_text::short;
 use crate::policy::ir::{ChmodMode, ChmodPlan, ChmodReport};
 use crate::policy::mode::{self, ModeChange, SPECIAL_BITS};
 use crate::policy::PathPolicy;

@@ -6,6 +6,7 @@
 mod capture;
 mod chmod;
 mod flow;
+mod io_text;
 mod open;
 mod output;
 mod pipeline;

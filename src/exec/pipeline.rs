@@ -2,6 +2,7 @@
 //! table computed in warden, every program started through the sandbox, then all of them waited
 //! for — or all killed, when the script's deadline passes or it is cancelled.
 
+use super::io_text::short;
 use super::output::Outputs;
 use super::redirect::FdTable;
 use super::ExecError;
@@ -300,10 +301,4 @@ async fn kill_all(running: &mut [(usize, Box<dyn JailedProcess>)]) {
     for (_, process) in running.iter_mut() {
         process.kill().await;
     }
-}
-
-/// An I/O error without the "(os error N)" suffix, as shells print it.
-pub(super) fn short(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    text.split(" (os error").next().unwrap_or(&text).to_string()
 }

@@ -167,7 +167,7 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
         Ok(outcome) => match outcome.end {
             RunEnd::Aborted if inner.aborting.load(Ordering::SeqCst) => {
                 // Cut short by shutdown, not by the user: told at the next start.
-                let notice = super::recovery::interrupted_notice(&row);
+                let notice = interrupted_notice(&row);
                 if let Err(e) = inner.store.set_interrupted(&[(row.id, notice)]) {
                     tracing::error!(run = row.id, "recording an interrupted run: {e}");
                 }
@@ -310,4 +310,18 @@ async fn deliver(inner: &Inner, row: &RunRow, text: &str) {
         status: RunStatus::parse(row.outcome.as_deref().unwrap_or("answered")),
         text: text.to_string(),
     });
+}
+
+/// What the chat of a run cut off by a restart is told.
+pub(super) fn interrupted_notice(row: &RunRow) -> String {
+    let what = match &row.origin {
+        Origin::Scheduled { .. } => " the scheduled task",
+        Origin::Background { .. } => " the end of a background command",
+        _ => "",
+    };
+    format!(
+        "I was restarted while working on{what}: “{}”. I did not run it again, because it may \
+         have done part of its work already; tap /retry if you still want it.",
+        row.preview
+    )
 }

@@ -11,9 +11,9 @@
 //! part not known to have arrived, prompts that never started run — by the chats' actors, so
 //! a notice is sent exactly like an answer: once, and never for a run already answered.
 
-use super::actor::Queued;
+use super::actor::{interrupted_notice, Queued};
 use super::store::{RunRow, RunState};
-use super::{lock, Gateway, Origin, Recovery};
+use super::{lock, Gateway, Recovery};
 use crate::db::DbError;
 use crate::llm::{Message, Role};
 use crate::memory::sessions::SessionStore;
@@ -58,20 +58,6 @@ impl Gateway {
         }
         Ok(report)
     }
-}
-
-/// What the chat of a run cut off by a restart is told.
-pub(super) fn interrupted_notice(row: &RunRow) -> String {
-    let what = match &row.origin {
-        Origin::Scheduled { .. } => " the scheduled task",
-        Origin::Background { .. } => " the end of a background command",
-        _ => "",
-    };
-    format!(
-        "I was restarted while working on{what}: “{}”. I did not run it again, because it may \
-         have done part of its work already; tap /retry if you still want it.",
-        row.preview
-    )
 }
 
 /// End a transcript cut off mid-run with an assistant note, so the model knows the last

@@ -4,12 +4,12 @@
 //! question the user) — and offers the model only the tools the user granted, exactly as they
 //! were described then.
 
+use super::config::message_cap;
 use super::definition::HttpServer;
 use super::grants::ToolDesc;
 use super::listing::{self, ListError};
 use super::stdio::{JailedServer, StartError, Stopped};
 use crate::sizes::read::{LineCapped, Tripped};
-use crate::sizes::{caps, Cap};
 use crate::skills::settings::SkillSettings;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientInfo, Implementation, RawContent,
@@ -31,11 +31,6 @@ pub struct Connection {
     new: Vec<String>,
     /// The cap that cut the connection, if one did.
     tripped: Tripped,
-}
-
-/// The cap on one message from an MCP server (a stdio line, an HTTP body, an SSE event).
-pub fn message_cap() -> Cap {
-    Cap::new(caps().mcp_message_bytes, "mcp_message_bytes")
 }
 
 /// `failure`, or the cap that caused it when one tripped.

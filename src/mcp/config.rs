@@ -180,6 +180,11 @@ pub fn check(config: &McpConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// The cap on one message from an MCP server (a stdio line, an HTTP body, an SSE event).
+pub fn message_cap() -> crate::sizes::Cap {
+    crate::sizes::Cap::new(crate::sizes::caps().mcp_message_bytes, "mcp_message_bytes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

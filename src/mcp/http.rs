@@ -8,7 +8,7 @@
 //! connect time; the values are registered for log redaction. A JSON answer and each event of
 //! an event stream are read within `caps.mcp_message_bytes`, while they arrive.
 
-use super::client::message_cap;
+use super::config::message_cap;
 use super::definition::HttpServer;
 use crate::sizes::read::{self, BodyError, Tripped};
 use crate::skills::routes::fill_secrets;

@@ -14,6 +14,21 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// One expectation of a `[[tests]]` table (run by `warden policy test`, see
+/// [`super::suite`]).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TestCase {
+    pub cmd: String,
+    pub expect: Decision,
+    /// The reason must contain this text (any decision has a reason).
+    #[serde(default)]
+    pub reason_contains: Option<String>,
+    /// Directory inside the workspace the command is checked in (default: the workspace).
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
 /// A policy file as written. A user file extends the embedded default unless it sets
 /// `extends_default = false`, in which case it replaces it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -35,7 +50,7 @@ pub struct PolicyFile {
     pub fixture: super::fixture::FixtureSpec,
     /// Expectations checked by `warden policy test` (ignored by the checker).
     #[serde(default)]
-    pub tests: Vec<super::suite::TestCase>,
+    pub tests: Vec<TestCase>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -13,24 +13,11 @@
 //! ```
 
 use super::fixture::{Fixture, FixtureSpec};
+pub use super::rules::TestCase;
 use super::{Decision, Policy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// One expectation.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct TestCase {
-    pub cmd: String,
-    pub expect: Decision,
-    /// The reason must contain this text (any decision has a reason).
-    #[serde(default)]
-    pub reason_contains: Option<String>,
-    /// Directory inside the workspace the command is checked in (default: the workspace).
-    #[serde(default)]
-    pub cwd: Option<String>,
-}
 
 /// A file holding only tests: `[fixture]` and `[[tests]]`.
 #[derive(Clone, Debug, Default, Deserialize)]
