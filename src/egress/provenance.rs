@@ -269,25 +269,8 @@ pub fn query_echoes(query: &str) -> Vec<String> {
     tokens
 }
 
-/// Percent-decoding (lossy for invalid UTF-8), for comparing and showing.
-pub fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// Percent-decoding (lossy for invalid UTF-8), for comparing and showing: the echo filter's.
+pub use super::echo::decode_percent as decode;
 
 #[cfg(test)]
 mod tests {
