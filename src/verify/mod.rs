@@ -142,23 +142,39 @@ pub struct Guard {
     state: Mutex<GuardState>,
 }
 
-/// The guards of this process, by their roots.
-fn guards() -> &'static Mutex<HashMap<Vec<PathBuf>, Weak<Guard>>> {
-    static GUARDS: OnceLock<Mutex<HashMap<Vec<PathBuf>, Weak<Guard>>>> = OnceLock::new();
+/// The guards of this process, by their roots: the ones in use, and the last few used, kept
+/// so that their next command reuses what they have seen (listings, watches, hashes).
+#[derive(Default)]
+struct Guards {
+    by_roots: HashMap<Vec<PathBuf>, Weak<Guard>>,
+    recent: Vec<Arc<Guard>>,
+}
+
+/// Idle guards kept alive (a bot serves few workspaces; each keeps one inotify instance).
+const RECENT_GUARDS: usize = 4;
+
+fn guards() -> &'static Mutex<Guards> {
+    static GUARDS: OnceLock<Mutex<Guards>> = OnceLock::new();
     GUARDS.get_or_init(Default::default)
 }
 
 impl Guard {
     fn for_roots(roots: &[PathBuf]) -> Arc<Guard> {
         let mut all = lock(guards());
-        all.retain(|_, g| g.strong_count() > 0);
-        if let Some(guard) = all.get(roots).and_then(Weak::upgrade) {
-            return guard;
-        }
-        let guard = Arc::new(Guard {
-            state: Mutex::new(GuardState::default()),
-        });
-        all.insert(roots.to_vec(), Arc::downgrade(&guard));
+        all.by_roots.retain(|_, g| g.strong_count() > 0);
+        let guard = match all.by_roots.get(roots).and_then(Weak::upgrade) {
+            Some(guard) => guard,
+            None => {
+                let guard = Arc::new(Guard {
+                    state: Mutex::new(GuardState::default()),
+                });
+                all.by_roots.insert(roots.to_vec(), Arc::downgrade(&guard));
+                guard
+            }
+        };
+        all.recent.retain(|g| !Arc::ptr_eq(g, &guard));
+        all.recent.insert(0, guard.clone());
+        all.recent.truncate(RECENT_GUARDS);
         guard
     }
 }

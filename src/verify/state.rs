@@ -12,7 +12,7 @@
 //! creating one is a change.
 
 use super::dir::{Dir, Kind};
-use super::scan::Found;
+use super::scan::{now_ns, Found, RECENT_NS};
 use super::Listed;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 /// Protected files larger than this are compared by hash and cannot be restored.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// Hashes kept by a guard's read cache before it starts afresh.
+const MAX_CACHED_HASHES: usize = 8192;
 /// Entries recorded beneath one protected folder (hooks, `memory/`).
 const MAX_TREE_ENTRIES: usize = 4096;
 
@@ -103,7 +105,10 @@ struct Ident {
     ctime: (i64, i64),
 }
 
-/// Files read before, by identity: an unchanged file is not read again.
+/// Files read before, by identity: an unchanged file is not read again. Only files whose
+/// change time is well before the read are kept: timestamps may be coarse (a clock tick of a
+/// few ms on kernels before 6.13), and a same-length rewrite within the tick of the last change
+/// would keep the identity while changing the bytes.
 #[derive(Debug, Default)]
 pub struct ReadCache {
     hashes: HashMap<Ident, [u8; 32]>,
@@ -137,6 +142,10 @@ pub struct Snapshot {
 impl Snapshot {
     /// Record `scope` as it is now; `found` is the scan of its roots.
     pub fn take(scope: &Scope, found: &Found, cache: &mut ReadCache, keep: &Contents) -> Snapshot {
+        // Every change of a kept file adds an identity; a guard lives as long as its process.
+        if cache.hashes.len() > MAX_CACHED_HASHES {
+            cache.hashes.clear();
+        }
         let mut taker = Taker {
             snap: Snapshot {
                 complete: found.complete,
@@ -145,6 +154,7 @@ impl Snapshot {
             cache,
             keep,
             roots: &scope.roots,
+            settled_before_ns: now_ns() - RECENT_NS,
         };
         for root in &scope.roots {
             taker.record(root, Role::GitConfig, Some(".gitconfig"));
@@ -222,6 +232,8 @@ struct Taker<'a> {
     /// Contents an earlier snapshot holds (reused instead of read again).
     keep: &'a Contents,
     roots: &'a [PathBuf],
+    /// Files changed before this (ns since the epoch) may have their hash kept.
+    settled_before_ns: i128,
 }
 
 impl Taker<'_> {
@@ -267,7 +279,11 @@ impl Taker<'_> {
                     _ => match parent.read_file(name, MAX_FILE_BYTES) {
                         Ok(Some(bytes)) if bytes.len() as u64 == len => {
                             let hash: [u8; 32] = Sha256::digest(&bytes).into();
-                            self.cache.hashes.insert(ident, hash);
+                            let changed_ns = i128::from(stat.st_ctime) * 1_000_000_000
+                                + i128::from(stat.st_ctime_nsec);
+                            if changed_ns < self.settled_before_ns {
+                                self.cache.hashes.insert(ident, hash);
+                            }
                             self.snap.contents.insert(hash, Arc::new(bytes));
                             Some(hash)
                         }
@@ -441,5 +457,29 @@ pub fn describe_len(len: u64) -> String {
         "1 byte".into()
     } else {
         format!("{len} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freshly_changed_file_is_read_again_at_the_next_look() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join(".gitconfig"), "[user]\n").unwrap();
+        let scope = Scope {
+            roots: vec![root.clone()],
+            ..Scope::default()
+        };
+        let mut cache = ReadCache::default();
+        let snap = Snapshot::take(&scope, &Found::default(), &mut cache, &Contents::new());
+        let item = &snap.items[&root.join(".gitconfig")];
+        assert!(matches!(item.state, State::File { hash: Some(_), .. }));
+        assert!(
+            cache.hashes.is_empty(),
+            "a file changed a moment ago may change again in the same clock tick"
+        );
     }
 }

@@ -360,3 +360,24 @@ fn the_report_names_the_command_the_file_and_the_change() {
         "{text}"
     );
 }
+
+/// A file changed again within the same clock tick keeps its change time (timestamps are
+/// coarse), so a change the same length as the text it replaced would look unchanged if the
+/// hash of a freshly changed file were trusted: such files are read again at every look.
+#[test]
+fn a_same_length_rewrite_in_the_same_clock_tick_is_seen() {
+    let ws = workspace();
+    let config = ws.root.join(".git/config");
+    let before = fs::read(&config).unwrap();
+    let mut planted = b"[core]\n\tfsmonitor = ./run.sh\n".to_vec();
+    planted.resize(before.len(), b'#');
+    planted[before.len() - 1] = b'\n';
+    let p = protection(&ws.root, false);
+    for _ in 0..20 {
+        let undone = around(&p, &program(&ws.root, &["awk", "x"]), || {
+            fs::write(&config, &planted).unwrap();
+        });
+        assert_eq!(names(&undone), [".git/config"]);
+        assert_eq!(fs::read(&config).unwrap(), before);
+    }
+}
