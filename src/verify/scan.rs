@@ -39,6 +39,11 @@ pub const RECENT_NS: i128 = 2_000_000_000;
 /// Folders looked at per root, beyond which a look says it is incomplete.
 pub const DEFAULT_LIMIT: usize = 20_000;
 
+/// Watches one index places at most. Watches are a per-user budget the user's editor and
+/// build tools draw on too; a workspace with more folders than this is looked at by change
+/// times beyond it.
+const MAX_WATCHES: usize = 8192;
+
 /// What a watch reports: anything that changes a folder's names or the folder itself.
 fn watch_mask() -> AddWatchFlags {
     AddWatchFlags::IN_CREATE
@@ -182,8 +187,12 @@ impl Watches {
         }
     }
 
-    /// Watch `dir` (before it is listed); `None` when it cannot be watched.
+    /// Watch `dir` (before it is listed); `None` when it cannot be watched, or when this
+    /// index holds [`MAX_WATCHES`] already.
     fn watch(&mut self, dir: &Path) -> Option<WatchDescriptor> {
+        if self.paths.len() >= MAX_WATCHES {
+            return None;
+        }
         let wd = self.inotify()?.add_watch(dir, watch_mask()).ok()?;
         self.paths.insert(wd, dir.to_path_buf());
         Some(wd)
@@ -312,7 +321,9 @@ impl Index {
             roots: roots.to_vec(),
             limit,
             found: found.clone(),
-            all_watched: self.listings.values().all(|l| l.watch.is_some()),
+            // A root that was not there has no watch to say when it appears.
+            all_watched: roots.iter().all(|r| self.listings.contains_key(r))
+                && self.listings.values().all(|l| l.watch.is_some()),
         });
         found
     }
@@ -435,6 +446,18 @@ mod tests {
         std::fs::remove_dir(root.join("a/b/c/.git")).unwrap();
         let removed = index.scan(roots, 100, now_ns());
         assert!(!removed.entries.contains_key(&root.join("a/b/c/.git")));
+    }
+
+    #[test]
+    fn a_root_that_appears_later_is_looked_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap().join("later");
+        let mut index = Index::default();
+        let roots = std::slice::from_ref(&root);
+        assert!(index.scan(roots, 100, now_ns()).entries.is_empty());
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        let found = index.scan(roots, 100, now_ns());
+        assert!(found.entries.contains_key(&root.join(".git")));
     }
 
     #[test]
