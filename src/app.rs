@@ -29,7 +29,7 @@ use crate::tools::memory_search::MemorySearch;
 use crate::tools::process::ProcessTool;
 use crate::tools::send_file::SendFile;
 use crate::tools::skill::SkillTool;
-use crate::tools::web_fetch::{self, Names, WebClient, WebFetch};
+use crate::tools::web_fetch::{Names, WebClient, WebFetch};
 use crate::tools::web_search::{self, WebSearch};
 use crate::tools::{files, ToolSet};
 use crate::voice::{Transcribe, Transcriber};
@@ -218,7 +218,8 @@ impl App {
             .map_err(|e| anyhow::anyhow!("{e} (in the config or the policy file)"))?;
         let gate = Gate::new(rules, db.clone());
         let names = Names {
-            fixed: web_fetch::parse_fixed(&config.egress.resolve).map_err(anyhow::Error::msg)?,
+            fixed: crate::egress::fixed::parse_fixed(&config.egress.resolve)
+                .map_err(anyhow::Error::msg)?,
             ..Names::system()
         };
         let web =

@@ -1,4 +1,5 @@
 //! The Anthropic client against the fake Messages API: streaming, tool calls, what is sent.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -10,14 +10,16 @@ pub mod control;
 pub mod delegate;
 pub mod prompt;
 
+pub use crate::prompt_section::PromptSection;
 pub use control::RunControl;
 pub use delegate::Delegate;
-pub use prompt::{PromptSection, SystemPrompt};
+pub use prompt::SystemPrompt;
 
 use crate::audit::AuditDecision;
 use crate::egress::Provenance;
 use crate::llm::{ChatRequest, ContentBlock, LlmError, Message, Provider, Role, StreamEvent};
-use crate::memory::compaction::{CallSite, Compactor};
+use crate::memory::call_site::{CallResult, CallSite, RunTools};
+use crate::memory::compaction::Compactor;
 use crate::memory::sessions::SessionStore;
 use crate::persistence::{JobState, PromptFiles, Snapshot};
 use crate::taint::Taint;
@@ -344,12 +346,17 @@ impl Agent {
             iterations += 1;
             let system = self.prompt.render(self.now());
             if let Some(compactor) = &self.compactor {
+                let tools = ToolsInRun {
+                    tools: &self.tools,
+                    ctx,
+                };
                 let site = CallSite {
                     session,
                     system: &system,
-                    tools: &self.tools,
+                    tools: &tools,
                     provider: self.provider.as_ref(),
-                    ctx,
+                    cancel: &ctx.cancel,
+                    progress: ctx.progress.as_ref(),
                 };
                 if let Some(compacted) = compactor.before_call(&site).await {
                     history = compacted;
@@ -538,5 +545,26 @@ pub fn summarize(name: &str, input: &serde_json::Value) -> String {
         format!("{short}…")
     } else {
         short
+    }
+}
+
+/// The run's tools in the run's context, as compaction's flush turn calls them.
+struct ToolsInRun<'a> {
+    tools: &'a ToolSet,
+    ctx: &'a ToolContext,
+}
+
+#[async_trait::async_trait]
+impl RunTools for ToolsInRun<'_> {
+    fn specs(&self) -> Vec<crate::llm::ToolSpec> {
+        self.tools.specs()
+    }
+
+    async fn call(&self, name: &str, input: &serde_json::Value) -> CallResult {
+        let output = self.tools.call(name, input, self.ctx).await;
+        CallResult {
+            content: output.content,
+            is_error: output.is_error,
+        }
     }
 }

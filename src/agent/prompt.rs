@@ -2,13 +2,8 @@
 //! and time — plus sections other parts contribute per run (workspace convention files, skills,
 //! memory), rendered fresh each run because the files they read change.
 
+use crate::prompt_section::PromptSection;
 use std::sync::Arc;
-
-/// A part of the system prompt rendered at the start of each run.
-pub trait PromptSection: Send + Sync {
-    /// `None` leaves the section out this run.
-    fn render(&self) -> Option<String>;
-}
 
 #[derive(Clone)]
 pub struct SystemPrompt {

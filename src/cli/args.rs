@@ -238,7 +238,7 @@ pub enum SkillCommand {
         #[arg(long, value_name = "COMMAND")]
         command: Option<String>,
         /// A shorter wall-clock limit than the skill's, in seconds.
-        #[arg(long, value_name = "SECS", value_parser = crate::config::parse_timeout)]
+        #[arg(long, value_name = "SECS", value_parser = crate::durations::parse_timeout)]
         timeout: Option<u64>,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

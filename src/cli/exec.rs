@@ -30,7 +30,7 @@ pub struct ExecArgs {
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Wall-clock limit in seconds, 1 to 30 days (default: the config's `sandbox.timeout_secs`).
-    #[arg(long, value_name = "SECS", value_parser = crate::config::parse_timeout)]
+    #[arg(long, value_name = "SECS", value_parser = crate::durations::parse_timeout)]
     pub timeout: Option<u64>,
     /// Run even if the kernel has no Landlock (much weaker jail; says so loudly).
     #[arg(long)]

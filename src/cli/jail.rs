@@ -24,7 +24,7 @@ pub struct JailArgs {
     #[arg(long = "read", value_name = "PATH")]
     pub read: Vec<PathBuf>,
     /// Wall-clock limit in seconds, 1 to 30 days (default: the config's `sandbox.timeout_secs`).
-    #[arg(long, value_name = "SECS", value_parser = crate::config::parse_timeout)]
+    #[arg(long, value_name = "SECS", value_parser = crate::durations::parse_timeout)]
     pub timeout: Option<u64>,
     /// Run even if the kernel has no Landlock (much weaker jail; says so loudly).
     #[arg(long)]

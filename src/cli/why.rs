@@ -42,13 +42,14 @@ fn ask(verdict: &Verdict, policy: &Policy) -> Why {
     let program = asked
         .and_then(|c| c.argv.first().cloned())
         .unwrap_or_default();
-    let decided_by = match policy.rule(&program) {
-        Some(rule) if rule.decision == Decision::Ask => {
+    let rule = policy.rule(&program);
+    let decided_by = match (rule, rule.and_then(|r| r.analyzer)) {
+        (Some(rule), _) if rule.decision == Decision::Ask => {
             format!("[programs.{program}] decision = \"ask\"")
         }
-        Some(rule) if rule.analyzer.is_some() => format!(
+        (Some(_), Some(analyzer)) => format!(
             "[programs.{program}]'s {} analyzer: {}",
-            format!("{:?}", rule.analyzer.unwrap()).to_lowercase(),
+            format!("{analyzer:?}").to_lowercase(),
             verdict.reason
         ),
         _ => format!("[programs.{program}]: {}", verdict.reason),

@@ -21,6 +21,7 @@
 //!   which stores a per-chat rule ([`grants`]); `warden egress list|rm` shows and revokes them.
 
 pub mod echo;
+pub mod fixed;
 mod gate;
 pub mod grants;
 pub mod links;

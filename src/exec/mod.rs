@@ -199,7 +199,7 @@ pub async fn run_script(
         // Saturate: no timeout may overflow the clock (callers bound them; this is the net).
         deadline: started
             .checked_add(options.timeout)
-            .unwrap_or_else(|| started + Duration::from_secs(crate::config::MAX_SECONDS)),
+            .unwrap_or_else(|| started + Duration::from_secs(crate::durations::MAX_SECONDS)),
         cancel: &cancel,
         cwd: first.cwd.clone(),
         background_killed: 0,

@@ -347,10 +347,10 @@ impl Vocabulary {
                 ],
             ));
         }
-        let (name, flags, subs) = self
-            .programs
-            .choose(rng)
-            .expect("the vocabulary has programs");
+        // The vocabulary always holds the hostile programs, so there is one to choose.
+        let Some((name, flags, subs)) = self.programs.choose(rng) else {
+            return;
+        };
         let name = spell(rng, name);
         out.push(&name);
         if !subs.is_empty() && rng.random_ratio(3, 4) {

@@ -19,7 +19,7 @@
 //! headers = { Authorization = "Bearer {secret:DOCS_TOKEN}" }
 //! ```
 
-use crate::config::MAX_SECONDS;
+use crate::durations::MAX_SECONDS;
 use crate::policy::Decision;
 use crate::sandbox::Backend;
 use serde::Deserialize;
@@ -162,7 +162,7 @@ pub fn check(config: &McpConfig) -> Result<(), String> {
                     ));
                 }
                 for (header, value) in &server.headers {
-                    crate::skills::routes::secret_names(value)
+                    crate::secret::secret_names(value)
                         .map_err(|why| format!("{key}.headers.{header}: {why}"))?;
                 }
                 if !server.args.is_empty()

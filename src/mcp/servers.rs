@@ -211,10 +211,10 @@ impl McpServers {
             if let Err(outcome) = self.ensure_live(slot, &mut state, session, approver).await {
                 return outcome;
             }
-            let live = state
-                .live
-                .as_ref()
-                .expect("ensure_live leaves a live server");
+            // ensure_live leaves a live server, or returned the reason there is none.
+            let Some(live) = state.live.as_ref() else {
+                return CallOutcome::Failed(format!("MCP server {} is not running", slot.name));
+            };
             if !live.connection.offers(tool) {
                 return CallOutcome::Refused(format!(
                     "the MCP server {} has no granted tool {tool:?} (it offers: {}); a tool that \
@@ -258,12 +258,7 @@ impl McpServers {
             }
             Err(_) => {
                 let mut state = slot.state.lock().await;
-                if state
-                    .live
-                    .as_ref()
-                    .is_some_and(|l| l.generation == generation)
-                {
-                    let live = state.live.take().expect("checked");
+                if let Some(live) = state.live.take_if(|l| l.generation == generation) {
                     let detail = format!(
                         "{tool} got no answer within {} s (mcp.call_timeout_secs)",
                         timeout.as_secs()

@@ -12,13 +12,13 @@
 //! heuristic (with a safety margin) for what was added since; only the heuristic when no
 //! answer since the last compaction reported usage.
 
+use super::call_site::CallSite;
 use super::flush;
 use super::index::MemoryIndex;
 use super::sessions::{Compaction, LiveSession, SessionStore, StoredMessage};
 use super::summary::{self, Method, Summarizer};
 use crate::config::MemoryConfig;
-use crate::llm::{ContentBlock, Message, Provider, Role, ToolSpec};
-use crate::tools::{ToolContext, ToolSet};
+use crate::llm::{ContentBlock, Message, Role, ToolSpec};
 use std::sync::Arc;
 
 /// Bytes per token in the heuristic (about right for English; CJK and code are denser, hence
@@ -146,15 +146,6 @@ pub fn split_point(messages: &[StoredMessage], budget: u64) -> usize {
     start
 }
 
-/// What the agent hands over before a model call: the session and what the call would use.
-pub struct CallSite<'a> {
-    pub session: &'a str,
-    pub system: &'a str,
-    pub tools: &'a ToolSet,
-    pub provider: &'a dyn Provider,
-    pub ctx: &'a ToolContext,
-}
-
 pub struct Compactor {
     sessions: SessionStore,
     settings: Settings,
@@ -200,7 +191,7 @@ impl Compactor {
         if self.settings.flush {
             self.flush_once(site, &live).await;
         }
-        if tokens < self.settings.hard_tokens || site.ctx.cancel.is_cancelled() {
+        if tokens < self.settings.hard_tokens || site.cancel.is_cancelled() {
             return None;
         }
         match self.compact(site, live).await {
@@ -229,7 +220,7 @@ impl Compactor {
                 return;
             }
         }
-        (site.ctx.progress)("Saving notes to memory before the conversation is compacted".into());
+        (site.progress)("Saving notes to memory before the conversation is compacted".into());
         let today = chrono::Local::now().date_naive();
         let outcome = match flush::run(site, live.history(), today).await {
             Ok(report) => format!("{} tool calls; {}", report.tool_calls, report.text),
@@ -258,14 +249,14 @@ impl Compactor {
         let Some(through) = older.last() else {
             return Ok(None);
         };
-        (site.ctx.progress)(format!(
+        (site.progress)(format!(
             "Compacting the conversation: summarizing {} older messages",
             older.len()
         ));
         let previous = live.summary.as_ref().map(|c| c.summary.as_str());
         let summarizer = Summarizer {
             provider: site.provider,
-            cancel: &site.ctx.cancel,
+            cancel: site.cancel,
             max_tokens: self.settings.summary_max_tokens,
             chunk_chars: self.chunk_chars(),
         };

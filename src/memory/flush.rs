@@ -4,9 +4,8 @@
 //! audited like any other call. The side turn is not added to the session: the notes it wrote
 //! are what remains of it.
 
-use super::compaction::CallSite;
+use super::call_site::{CallResult, CallSite};
 use crate::llm::{ChatRequest, ContentBlock, LlmError, Message, NoEvents, Role, ToolSpec};
-use crate::tools::ToolOutput;
 
 /// The tools the flush may use: reading and writing files, looking up memory.
 pub const TOOLS: &[&str] = &["read", "write", "edit", "list_dir", "memory_search"];
@@ -66,10 +65,7 @@ pub async fn run(
             model: None,
             patience: None,
         };
-        let response = site
-            .provider
-            .chat(&request, &NoEvents, &site.ctx.cancel)
-            .await?;
+        let response = site.provider.chat(&request, &NoEvents, site.cancel).await?;
         history.push(response.to_message());
         let calls: Vec<(String, String, serde_json::Value)> = response
             .tool_uses()
@@ -85,12 +81,16 @@ pub async fn run(
         for (id, name, input) in &calls {
             tool_calls += 1;
             let output = if TOOLS.contains(&name.as_str()) {
-                site.tools.call(name, input, site.ctx).await
+                site.tools.call(name, input).await
             } else {
-                ToolOutput::error(format!(
-                    "{name} is not available during the memory flush; use {}",
-                    TOOLS.join(", ")
-                ))
+                // Refused here, as the tool set words an error; not a call, so not audited.
+                CallResult {
+                    content: format!(
+                        "Error: {name} is not available during the memory flush; use {}",
+                        TOOLS.join(", ")
+                    ),
+                    is_error: true,
+                }
             };
             results.push(ContentBlock::tool_result(
                 id,

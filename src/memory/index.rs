@@ -17,7 +17,6 @@ use super::workspace::{self, DAILY_DIR};
 use crate::config::MemoryConfig;
 use crate::db::{Database, DbError};
 use crate::policy::PathPolicy;
-use crate::tools::files::WriteHook;
 use rusqlite::params;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -121,8 +120,9 @@ impl MemoryIndex {
         })
     }
 
-    /// The hook for the file tools: a write to a memory file re-syncs the files.
-    pub fn write_hook(self: &Arc<Self>) -> WriteHook {
+    /// The hook for the file tools (their `WriteHook`): a write to a memory file re-syncs the
+    /// files.
+    pub fn write_hook(self: &Arc<Self>) -> Arc<dyn Fn(&Path) + Send + Sync> {
         let index = Arc::downgrade(self);
         Arc::new(move |path: &Path| {
             let Some(index) = index.upgrade() else { return };

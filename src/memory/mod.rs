@@ -8,6 +8,7 @@
 //! - [`index`] and [`search`]: MEMORY.md, memory/*.md and compacted conversations, chunked
 //!   ([`chunk`]) into FTS5 with optional [`embeddings`]; read by the `memory_search` tool.
 
+pub mod call_site;
 pub mod chat_key;
 pub mod chunk;
 pub mod compaction;

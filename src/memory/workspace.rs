@@ -4,9 +4,9 @@
 //! opened beneath the workspace without following symlinks, so a `SOUL.md` that links to
 //! `/etc/shadow` is refused, not shown to the model.
 
-use crate::agent::PromptSection;
 use crate::beneath;
 use crate::policy::{Access, PathPolicy};
+use crate::prompt_section::PromptSection;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;

@@ -43,9 +43,14 @@ pub enum LoginError {
 }
 
 /// The URL the user opens: response type `code`, S256 challenge, state.
-pub fn authorize_url(config: &OAuthConfig, pkce: &Pkce, redirect_uri: &str) -> String {
-    let mut url = url::Url::parse(&config.authorize_url)
-        .unwrap_or_else(|_| url::Url::parse("https://invalid.invalid/").expect("a valid URL"));
+pub fn authorize_url(
+    config: &OAuthConfig,
+    pkce: &Pkce,
+    redirect_uri: &str,
+) -> Result<String, LoginError> {
+    let mut url = url::Url::parse(&config.authorize_url).map_err(|e| {
+        LoginError::Config(format!("authorize_url {:?}: {e}", config.authorize_url))
+    })?;
     {
         let mut query = url.query_pairs_mut();
         query
@@ -59,7 +64,7 @@ pub fn authorize_url(config: &OAuthConfig, pkce: &Pkce, redirect_uri: &str) -> S
             query.append_pair("scope", &config.scopes.join(" "));
         }
     }
-    url.to_string()
+    Ok(url.to_string())
 }
 
 /// Sign in to `provider` and store its tokens. Instructions go to `tell` (stderr); the paste
@@ -83,7 +88,7 @@ pub async fn login(
                      that shows the code); without it use --loopback on a machine with a browser"
                 )));
             }
-            let url = authorize_url(config, &pkce, &config.redirect_uri);
+            let url = authorize_url(config, &pkce, &config.redirect_uri)?;
             let _ = writeln!(
                 tell,
                 "Open this URL in a browser and sign in:\n\n  {url}\n\nThen paste the code it \
@@ -150,7 +155,7 @@ async fn loopback(
         .map_err(|e| LoginError::Io(e.to_string()))?
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-    let url = authorize_url(config, pkce, &redirect_uri);
+    let url = authorize_url(config, pkce, &redirect_uri)?;
     let _ = writeln!(
         tell,
         "Open this URL in your browser and sign in (waiting on 127.0.0.1:{port}):\n\n  {url}\n"
@@ -257,12 +262,9 @@ mod tests {
             ..OAuthConfig::default()
         };
         let pkce = Pkce::new();
-        let url = url::Url::parse(&authorize_url(
-            &config,
-            &pkce,
-            "http://127.0.0.1:5/callback",
-        ))
-        .unwrap();
+        let url =
+            url::Url::parse(&authorize_url(&config, &pkce, "http://127.0.0.1:5/callback").unwrap())
+                .unwrap();
         let pairs: std::collections::HashMap<_, _> = url.query_pairs().into_owned().collect();
         assert_eq!(pairs["audience"], "x");
         assert_eq!(pairs["response_type"], "code");

@@ -57,11 +57,6 @@ impl PromptFiles {
         })
     }
 
-    /// Validate `[trust]` when the config is loaded.
-    pub fn check_config(config: &TrustConfig) -> Result<(), String> {
-        PromptFiles::new(Path::new("/"), config).map(drop)
-    }
-
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }
@@ -285,23 +280,6 @@ mod tests {
             "MEMORY.md feeds every later prompt, and this run read untrusted content from: \
              web_fetch https://page.example/"
         );
-    }
-
-    #[test]
-    fn config_entries_are_checked() {
-        let bad = |key: &str, text: &str| {
-            let mut config = TrustConfig::default();
-            match key {
-                "instruction_files" => config.instruction_files = vec![text.into()],
-                _ => config.memory_files = vec![text.into()],
-            }
-            PromptFiles::check_config(&config).unwrap_err()
-        };
-        assert!(bad("instruction_files", "/etc/AGENTS.md").contains("relative"));
-        assert!(bad("memory_files", "../MEMORY.md").contains("relative"));
-        assert!(bad("memory_files", "notes/*.md").contains("trailing /**"));
-        assert!(bad("memory_files", "").contains("empty"));
-        assert!(PromptFiles::check_config(&TrustConfig::default()).is_ok());
     }
 
     #[test]

@@ -144,6 +144,31 @@ pub struct ProgramRule {
     pub added_args: Vec<String>,
 }
 
+/// What an empty `[programs.NAME]` table means: allowed, every positional a possible path,
+/// unlisted flags booleans (the rule an unknown program gets with `unknown_programs = "ask"`).
+impl Default for ProgramRule {
+    fn default() -> ProgramRule {
+        ProgramRule {
+            decision: allow(),
+            reason: None,
+            args: ArgRole::default(),
+            last_arg: None,
+            flags: BTreeMap::new(),
+            copies: false,
+            unknown_flags: UnknownFlags::default(),
+            options: OptionSyntax::default(),
+            max_args: None,
+            subcommands: BTreeMap::new(),
+            analyzer: None,
+            scripts: None,
+            runs: None,
+            no_code: Vec::new(),
+            needs_args: None,
+            added_args: Vec::new(),
+        }
+    }
+}
+
 /// How a program that runs the project's code is given it (`analyzer = "runner"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -767,6 +792,15 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_rule_is_what_an_empty_table_parses_to() {
+        let parsed: ProgramRule = toml::from_str("").unwrap();
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", ProgramRule::default())
+        );
+    }
 
     fn rule(toml_text: &str) -> ProgramRule {
         toml::from_str(toml_text).unwrap()

@@ -42,8 +42,15 @@ impl CommandShape {
 
     /// The identity of the shape, for storing and comparing (stable JSON of every part).
     pub fn key(&self) -> String {
-        serde_json::to_string(&(&self.cwd, &self.words, &self.reasons))
-            .expect("strings and paths serialize")
+        use serde_json::Value;
+        let strings = |list: &[String]| Value::from(list.to_vec());
+        // The JSON of (cwd, words, reasons); a folder name that is not UTF-8 is kept as its
+        // bytes, so two such folders never share a key.
+        let cwd = match self.cwd.to_str() {
+            Some(text) => Value::from(text),
+            None => Value::from(self.cwd.as_os_str().as_encoded_bytes().to_vec()),
+        };
+        Value::Array(vec![cwd, strings(&self.words), strings(&self.reasons)]).to_string()
     }
 
     /// For people: `git commit`, with `(in sub/dir/)` when it does not run in `workspace`

@@ -29,12 +29,13 @@
 //!
 //! Every decision is recorded as an [`EgressEvent`] for the run's report and audit row.
 
-use crate::skills::manifest::{parse_domain, Domain};
+use crate::egress::fixed::HostTarget;
+use crate::skills::domain::Domain;
 use crate::skills::routes::{HttpRules, Route};
 use crate::tools::web_fetch::forbidden_reason;
 use base64::Engine;
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -46,53 +47,6 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections handled at once.
 const MAX_CONNECTIONS: usize = 64;
-
-/// A fixed address for a declared name (`[skills] hosts`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostTarget {
-    /// Always this address and port.
-    Addr(SocketAddr),
-    /// This address, on the port the client asked for.
-    Ip(IpAddr),
-}
-
-impl HostTarget {
-    pub fn parse(text: &str) -> Result<HostTarget, String> {
-        if let Ok(addr) = text.parse::<SocketAddr>() {
-            return Ok(HostTarget::Addr(addr));
-        }
-        text.parse::<IpAddr>()
-            .map(HostTarget::Ip)
-            .map_err(|_| format!("{text:?} is not an address (1.2.3.4, 1.2.3.4:8080, [::1]:80)"))
-    }
-
-    fn addr(self, port: u16) -> SocketAddr {
-        match self {
-            HostTarget::Addr(addr) => addr,
-            HostTarget::Ip(ip) => SocketAddr::new(ip, port),
-        }
-    }
-}
-
-/// Check `[skills] hosts`: every key a domain name, every value an address.
-pub fn parse_hosts(
-    hosts: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, HostTarget>, String> {
-    hosts
-        .iter()
-        .map(|(name, value)| {
-            let domain = parse_domain(name).map_err(|e| format!("skills.hosts: {e}"))?;
-            if domain.port.is_some() {
-                return Err(format!(
-                    "skills.hosts: {name:?}: map the name without a port"
-                ));
-            }
-            let target =
-                HostTarget::parse(value).map_err(|e| format!("skills.hosts.{name}: {e}"))?;
-            Ok((domain.name, target))
-        })
-        .collect()
-}
 
 /// What the proxy lets through.
 #[derive(Clone, Debug, Default)]
@@ -835,6 +789,7 @@ async fn respond(client: &mut TcpStream, status: u16, why: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::skills::domain::parse_domain;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// An upstream that counts connections and answers each with the request line it got.
@@ -1128,26 +1083,5 @@ mod tests {
             .unwrap_err()
             .contains("link-local"));
         assert!(check_resolved("a.test", &[]).is_err());
-    }
-
-    #[test]
-    fn hosts_config_is_checked() {
-        let ok = BTreeMap::from([
-            ("a.example.test".to_string(), "127.0.0.1:80".to_string()),
-            ("b.example.test".to_string(), "10.1.2.3".to_string()),
-        ]);
-        let parsed = parse_hosts(&ok).unwrap();
-        assert_eq!(
-            parsed["b.example.test"].addr(443),
-            "10.1.2.3:443".parse::<SocketAddr>().unwrap()
-        );
-        for (name, value) in [
-            ("a.example.test", "x"),
-            ("*.test", "1.1.1.1"),
-            ("a.test:80", "1.1.1.1"),
-        ] {
-            let bad = BTreeMap::from([(name.to_string(), value.to_string())]);
-            assert!(parse_hosts(&bad).is_err(), "{name} = {value}");
-        }
     }
 }

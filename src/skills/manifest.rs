@@ -27,6 +27,7 @@
 //! workspace paths, no network. Validation refuses anything outside the skill's folder and the
 //! workspace, anything above the global limits, and rules that would hand out a shell.
 
+use super::domain::{parse_domain, Domain};
 use super::routes::{HttpRules, RouteSpec};
 use crate::policy::rules::{AnalyzerKind, ProgramRule};
 use crate::sandbox::Limits;
@@ -186,14 +187,6 @@ pub struct Bounds {
 pub struct Effective {
     pub timeout_secs: u64,
     pub limits: Limits,
-}
-
-/// One allowed destination of the egress proxy.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Domain {
-    pub name: String,
-    /// `None`: ports 80 and 443.
-    pub port: Option<u16>,
 }
 
 impl Manifest {
@@ -394,59 +387,6 @@ fn check_writable(path: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// `api.example.com` or `api.example.com:8443`: lowercase DNS names with a dot.
-pub fn parse_domain(text: &str) -> Result<Domain, String> {
-    let bad = |why: &str| Err(format!("network domain {text:?}: {why}"));
-    let (name, port) = match text.rsplit_once(':') {
-        Some((name, port)) => match port.parse::<u16>() {
-            Ok(p) if p > 0 => (name, Some(p)),
-            _ => return bad("the port must be 1-65535"),
-        },
-        None => (text, None),
-    };
-    if name.parse::<std::net::IpAddr>().is_ok() || name.starts_with('[') {
-        return bad("addresses are not allowed; name the domain");
-    }
-    if name.contains('*') {
-        return bad("wildcards are not allowed; list each name");
-    }
-    let labels_ok = name.split('.').all(|label| {
-        !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    });
-    if !labels_ok || name.len() > 253 || !name.contains('.') {
-        return bad("use a lowercase DNS name with at least one dot (api.example.com)");
-    }
-    Ok(Domain {
-        name: name.to_string(),
-        port,
-    })
-}
-
-impl std::fmt::Display for Domain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.port {
-            Some(port) => write!(f, "{}:{port}", self.name),
-            None => f.write_str(&self.name),
-        }
-    }
-}
-
-impl Domain {
-    /// Whether a connection to `port` of this domain is allowed.
-    pub fn allows_port(&self, port: u16) -> bool {
-        match self.port {
-            Some(p) => p == port,
-            None => port == 80 || port == 443,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 pub mod bundled;
 pub mod describe;
 pub mod discovery;
+pub mod domain;
 pub mod egress;
 pub mod frontmatter;
 pub mod grants;

@@ -9,8 +9,8 @@ use super::discovery::discover;
 use super::grants::Grants;
 use super::settings::SkillSettings;
 use super::SKILL_FILE;
-use crate::agent::PromptSection;
 use crate::db::Database;
+use crate::prompt_section::PromptSection;
 use std::sync::Arc;
 
 pub struct SkillsPrompt {

@@ -18,8 +18,8 @@
 //! Secrets come from warden's config (`[skills.secrets]`) or its environment
 //! (`WARDEN_SECRET_NAME`), only when the run starts, and stay in warden's process.
 
-use super::manifest::{parse_domain, Domain};
-use crate::config::Secret;
+use super::domain::{parse_domain, Domain};
+use crate::secret::{secret_names, Secret};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -364,31 +364,6 @@ pub fn fill_secrets(
         value = value.replace(&format!("{{secret:{secret}}}"), found.expose());
     }
     Ok(Secret::new(value))
-}
-
-/// The names inside `{secret:NAME}` placeholders; a malformed placeholder is an error.
-pub fn secret_names(template: &str) -> Result<Vec<String>, String> {
-    let mut names = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{secret:") {
-        let after = &rest[start + "{secret:".len()..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("{template:?}: an unclosed {{secret:"))?;
-        let name = &after[..end];
-        let ok = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-        if !ok {
-            return Err(format!(
-                "{template:?}: secret names are upper-case letters, digits and _"
-            ));
-        }
-        names.push(name.to_string());
-        rest = &after[end + 1..];
-    }
-    Ok(names)
 }
 
 #[cfg(test)]

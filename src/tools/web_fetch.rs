@@ -12,10 +12,10 @@
 
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
+use crate::egress::fixed::HostTarget;
 use crate::egress::rules::normalize_host;
 use crate::egress::{Gate, PageKind};
 use crate::llm::ToolSpec;
-use crate::skills::egress::HostTarget;
 use async_trait::async_trait;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{json, Value};
@@ -146,28 +146,6 @@ impl Resolve for SystemLookup {
             Ok(addrs)
         })
     }
-}
-
-/// Check `[egress.resolve]`: every key a host name, every value an address.
-pub fn parse_fixed(
-    entries: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, HostTarget>, String> {
-    entries
-        .iter()
-        .map(|(name, value)| {
-            let host = match url::Host::parse(name) {
-                Ok(url::Host::Domain(d)) if !d.is_empty() => normalize_host(&d),
-                _ => {
-                    return Err(format!(
-                        "egress.resolve.{name:?}: not a host name (map a name, without a port)"
-                    ))
-                }
-            };
-            let target =
-                HostTarget::parse(value).map_err(|e| format!("egress.resolve.{name:?}: {e}"))?;
-            Ok((host, target))
-        })
-        .collect()
 }
 
 /// Resolves names and refuses any answer that contains a forbidden address (a fixed

@@ -49,9 +49,13 @@ impl Settings {
                                 environment"
                         .into());
                 }
-                let default = || Url::parse(BRAVE_API).expect("a valid constant");
+                let base = match base {
+                    Some(base) => base,
+                    None => Url::parse(BRAVE_API)
+                        .map_err(|e| format!("Brave's address {BRAVE_API:?}: {e}"))?,
+                };
                 Provider::Brave {
-                    base: base.unwrap_or_else(default),
+                    base,
                     key: config.api_key.clone(),
                 }
             }

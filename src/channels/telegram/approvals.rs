@@ -17,6 +17,7 @@ use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -164,10 +165,10 @@ impl Approvals {
                     None => ChatKey::from(m.chat().id.0),
                 });
                 let mut pending = lock(&self.pending);
-                match pending.get(&id) {
-                    Some(p) if Some(p.chat) == chat => {
+                match pending.entry(id) {
+                    Entry::Occupied(entry) if Some(entry.get().chat) == chat => {
                         let by = query.from.first_name.clone();
-                        let p = pending.remove(&id).expect("checked above");
+                        let p = entry.remove();
                         let (decision, reply) = match answer {
                             Answer::Approve => (Decision::Approved { by }, "Approved."),
                             Answer::Always(lasting) => (
@@ -183,8 +184,8 @@ impl Approvals {
                         let _ = p.answer.send(decision);
                         reply
                     }
-                    Some(_) => "This request belongs to another chat or topic.",
-                    None => "This request is no longer waiting.",
+                    Entry::Occupied(_) => "This request belongs to another chat or topic.",
+                    Entry::Vacant(_) => "This request is no longer waiting.",
                 }
             }
         };

@@ -336,7 +336,13 @@ async fn spawn(command: &WorkerCommand) -> Result<(Arc<Connection>, Replies, Chi
     let (tx, mut outgoing) = mpsc::unbounded_channel::<ToWorker>();
     tokio::spawn(async move {
         while let Some(message) = outgoing.recv().await {
-            let line = encode(&message);
+            let line = match encode(&message) {
+                Ok(line) => line,
+                Err(e) => {
+                    tracing::error!("agent worker: a message to it cannot be written: {e}");
+                    return;
+                }
+            };
             if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
                 return;
             }

@@ -94,11 +94,12 @@ pub enum FromWorker {
     },
 }
 
-/// One message as a line (JSON escapes every newline inside strings).
-pub fn encode<T: Serialize>(message: &T) -> String {
-    let mut line = serde_json::to_string(message).expect("protocol messages always serialize");
+/// One message as a line (JSON escapes every newline inside strings). A message that cannot
+/// be written as JSON is an error for the writer, which then ends like a broken pipe.
+pub fn encode<T: Serialize>(message: &T) -> Result<String, serde_json::Error> {
+    let mut line = serde_json::to_string(message)?;
     line.push('\n');
-    line
+    Ok(line)
 }
 
 pub fn decode<T: DeserializeOwned>(line: &str) -> Result<T, String> {
@@ -145,7 +146,7 @@ mod tests {
             },
         ];
         for message in to {
-            let line = encode(&message);
+            let line = encode(&message).unwrap();
             assert_eq!(line.matches('\n').count(), 1, "{line}");
             assert_eq!(decode::<ToWorker>(&line).unwrap(), message);
         }
@@ -223,10 +224,10 @@ mod tests {
             },
         ];
         for message in from {
-            let line = encode(&message);
+            let line = encode(&message).unwrap();
             assert_eq!(line.matches('\n').count(), 1, "{line}");
             let back: FromWorker = decode(&line).unwrap();
-            assert_eq!(encode(&back), line);
+            assert_eq!(encode(&back).unwrap(), line);
         }
     }
 

@@ -203,7 +203,13 @@ async fn write_lines(
     mut output: impl AsyncWrite + Unpin,
 ) {
     while let Some(message) = outgoing.recv().await {
-        let line = encode(&message);
+        let line = match encode(&message) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::error!("agent worker: a message to the bot cannot be written: {e}");
+                return;
+            }
+        };
         if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
             // The bot is gone; the reader sees the end of its input too.
             return;

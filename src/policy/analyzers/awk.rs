@@ -8,6 +8,7 @@
 //! contents are not visible at run time); operands are input files, except `name=value`
 //! assignments. Anything the lexer does not understand is refused.
 
+use super::options::{refuse_text_naming_a_file, Operands, Options, Word};
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
 use crate::policy::Denial;
@@ -22,37 +23,28 @@ pub fn analyze(
     let generic = rule.analyze(program, args)?;
     let mut sources: Vec<String> = Vec::new();
     let mut operands: Vec<String> = Vec::new();
-    let mut i = 0;
-    let mut options_ended = false;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        if options_ended || arg == "-" || !arg.starts_with('-') {
-            // awk stops reading options at its first operand (gawk's getopt string starts
-            // with '+'): `awk prog --lint=x` reads a file named `--lint=x`.
-            options_ended = true;
-            operands.push(arg.clone());
-            continue;
-        }
-        if arg == "--" {
-            options_ended = true;
-            continue;
-        }
-        if let Some((name, value)) = arg.strip_prefix("--").and_then(|l| l.split_once('=')) {
-            if matches!(name, "source") {
-                sources.push(value.to_string());
-            }
-            continue;
-        }
-        match arg.as_str() {
-            "-e" | "--source" => {
-                let text = args.get(i).ok_or_else(|| {
+    let mut options = Options::new(args, Operands::EndOptions);
+    while let Some(word) = options.next_word() {
+        match word {
+            Word::Operand(operand) => operands.push(operand.to_string()),
+            Word::Long {
+                name: "source",
+                value: Some(value),
+            } => sources.push(value.to_string()),
+            // Any other `--name=value` carries its value with it.
+            Word::Long { value: Some(_), .. } => {}
+            Word::Short("e")
+            | Word::Long {
+                name: "source",
+                value: None,
+            } => {
+                let arg = options.current();
+                let text = options.value().ok_or_else(|| {
                     Denial::new(format!("{program} {arg}: missing the program text"))
                 })?;
-                sources.push(text.clone());
-                i += 1;
+                sources.push(text.to_string());
             }
-            _ if rule.flag_consumes_next(arg) => i += 1,
+            _ if rule.flag_consumes_next(options.current()) => options.skip(),
             _ => {}
         }
     }
@@ -62,17 +54,8 @@ pub fn analyze(
         }
         sources.push(operands.remove(0));
     }
-    // `awk keys/id_rsa` runs the path as a program (a division): a program text that is also
-    // the name of an existing file is a mistake whose meaning nobody intended.
-    if let Some(text) = sources
-        .iter()
-        .find(|s| !s.is_empty() && cwd.join(s.as_str()).symlink_metadata().is_ok())
-    {
-        return Err(Denial::new(format!(
-            "{program}: the program {text:?} is the name of an existing file; give the program \
-             first (or with -e) and the files after it"
-        )));
-    }
+    // `awk keys/id_rsa` runs the path as a program (a division).
+    refuse_text_naming_a_file(program, "program", &sources, cwd, |s| !s.is_empty())?;
     let mut analysis = Analysis {
         ask: generic.ask,
         path_flags: generic.path_flags,

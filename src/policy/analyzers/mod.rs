@@ -16,6 +16,7 @@ mod git_objects;
 mod git_repo;
 mod git_trees;
 mod interpreter;
+mod options;
 mod runner;
 mod sed;
 mod tar;

@@ -3,6 +3,7 @@
 //! commands); `r`/`R` file names are read paths, `w`/`W`/`s///w` file names write paths; with
 //! `-i` the input files are written. Anything the parser does not recognise is denied.
 
+use super::options::{refuse_text_naming_a_file, Operands, Options, Word};
 use super::AnalyzerContext;
 use crate::policy::paths::Access;
 use crate::policy::rules::{Analysis, ProgramRule};
@@ -14,7 +15,6 @@ pub fn analyze(
     args: &[String],
     ctx: &AnalyzerContext,
 ) -> Result<Analysis, Denial> {
-    let cwd = ctx.cwd;
     // Let the generic analysis check flags (deny lists, strictness) and collect positionals
     // as read paths; then reinterpret them with sed's own rules.
     let generic = rule.analyze(program, args)?;
@@ -25,71 +25,58 @@ pub fn analyze(
     // `-i[SUFFIX]`: the backup name; `*` in it stands for the file's name.
     let mut suffix = String::new();
     let mut positionals: Vec<String> = Vec::new();
-    let mut i = 0;
-    let mut options_ended = false;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        if options_ended || arg == "-" || !arg.starts_with('-') {
-            positionals.push(arg.clone());
-            continue;
-        }
-        if arg == "--" {
-            options_ended = true;
-            continue;
-        }
-        if let Some(long) = arg.strip_prefix("--") {
-            let (name, inline) = long
-                .split_once('=')
-                .map_or((long, None), |(n, v)| (n, Some(v)));
-            if !name.is_empty() && "expression".starts_with(name) {
-                scripts.push(match inline {
-                    Some(v) => v.to_string(),
-                    None => take(args, &mut i)?,
-                });
-            } else if !name.is_empty() && "file".starts_with(name) {
-                script_files.push(match inline {
-                    Some(v) => v.to_string(),
-                    None => take(args, &mut i)?,
-                });
-            } else if !name.is_empty() && "in-place".starts_with(name) {
-                in_place = true;
-                suffix = inline.unwrap_or_default().to_string();
-            } else if !name.is_empty() && "line-length".starts_with(name) && inline.is_none() {
-                i += 1;
+    let mut options = Options::new(args, Operands::Anywhere);
+    while let Some(word) = options.next_word() {
+        match word {
+            Word::Operand(operand) => positionals.push(operand.to_string()),
+            // Long options, abbreviated as GNU getopt allows.
+            Word::Long { name, value } if abbreviates(name, "expression") => {
+                scripts.push(attached_or_next(value, &mut options)?);
             }
-            continue;
-        }
-        let cluster: Vec<char> = arg[1..].chars().collect();
-        for (j, c) in cluster.iter().enumerate() {
-            let rest: String = cluster[j + 1..].iter().collect();
-            match c {
-                'e' | 'f' => {
-                    let value = if rest.is_empty() {
-                        take(args, &mut i)?
-                    } else {
-                        rest
-                    };
-                    if *c == 'e' {
-                        scripts.push(value);
-                    } else {
-                        script_files.push(value);
+            Word::Long { name, value } if abbreviates(name, "file") => {
+                script_files.push(attached_or_next(value, &mut options)?);
+            }
+            Word::Long { name, value } if abbreviates(name, "in-place") => {
+                in_place = true;
+                suffix = value.unwrap_or_default().to_string();
+            }
+            Word::Long { name, value: None } if abbreviates(name, "line-length") => {
+                options.skip();
+            }
+            Word::Long { .. } => {}
+            Word::Short(letters) => {
+                let cluster: Vec<char> = letters.chars().collect();
+                for (j, c) in cluster.iter().enumerate() {
+                    let rest: String = cluster[j + 1..].iter().collect();
+                    match c {
+                        'e' | 'f' => {
+                            let value = if rest.is_empty() {
+                                attached_or_next(None, &mut options)?
+                            } else {
+                                rest
+                            };
+                            if *c == 'e' {
+                                scripts.push(value);
+                            } else {
+                                script_files.push(value);
+                            }
+                            break;
+                        }
+                        // -i takes an optional attached suffix: `-ie` is suffix "e", not -i -e.
+                        'i' => {
+                            in_place = true;
+                            suffix = rest;
+                            break;
+                        }
+                        'l' => {
+                            if rest.is_empty() {
+                                options.skip();
+                            }
+                            break;
+                        }
+                        _ => {}
                     }
-                    break;
                 }
-                // -i takes an optional attached suffix: `-ie` is suffix "e", not -i -e.
-                'i' => {
-                    in_place = true;
-                    suffix = rest;
-                    break;
-                }
-                'l' => {
-                    if rest.is_empty() {
-                        i += 1;
-                    }
-                    break;
-                }
-                _ => {}
             }
         }
     }
@@ -116,17 +103,8 @@ pub fn analyze(
         scripts.push(positionals.remove(0));
     }
     // `sed ~/.ssh/id_rsa` reads the path as a script (`/home/` an address, `w` a command
-    // writing a file named by the rest): a script that is also the name of an existing file
-    // is a mistake whose meaning nobody intended.
-    if let Some(script) = scripts
-        .iter()
-        .find(|s| s.contains('/') && cwd.join(s.as_str()).symlink_metadata().is_ok())
-    {
-        return Err(Denial::new(format!(
-            "{program}: the script {script:?} is the name of an existing file; give the script \
-             first (or with -e) and the files after it"
-        )));
-    }
+    // writing a file named by the rest). A script without a `/` is no such mistake.
+    refuse_text_naming_a_file(program, "script", &scripts, ctx.cwd, |s| s.contains('/'))?;
     let mut analysis = Analysis {
         ask: generic.ask,
         paths: file_paths,
@@ -182,6 +160,22 @@ fn backup_names(file: &str, suffix: &str) -> Vec<String> {
     names
 }
 
+/// `--exp` for `--expression`: GNU getopt takes any unambiguous prefix of a long option.
+fn abbreviates(name: &str, option: &str) -> bool {
+    !name.is_empty() && option.starts_with(name)
+}
+
+/// An option's value: attached (`--expression=p`), else the next word.
+fn attached_or_next(attached: Option<&str>, options: &mut Options) -> Result<String, Denial> {
+    match attached {
+        Some(value) => Ok(value.to_string()),
+        None => options
+            .value()
+            .map(str::to_string)
+            .ok_or_else(|| Denial::new("sed -e: missing the script")),
+    }
+}
+
 /// A script file's text (at most 64 KiB, UTF-8), read beneath the roots.
 fn read_script_file(file: &str, ctx: &AnalyzerContext) -> Result<String, String> {
     use std::io::Read;
@@ -201,14 +195,6 @@ fn read_script_file(file: &str, ctx: &AnalyzerContext) -> Result<String, String>
         return Err(format!("is larger than {MAX} bytes; too large to check"));
     }
     String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string())
-}
-
-fn take(args: &[String], i: &mut usize) -> Result<String, Denial> {
-    let v = args
-        .get(*i)
-        .ok_or_else(|| Denial::new("sed -e: missing the script"))?;
-    *i += 1;
-    Ok(v.clone())
 }
 
 /// Parse a sed script; returns the files it reads (`r`, `R`) and writes (`w`, `W`, `s///w`:
