@@ -2,7 +2,6 @@
 //! what is measured is warden's own work per turn — the system prompt, the session load and
 //! appends in SQLite, tool dispatch and the audit row. Target ≤ 5 ms per turn.
 //! Run: `cargo bench --bench agent`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap fails the bench
 
 use async_trait::async_trait;
 use criterion::{criterion_group, criterion_main, Criterion};

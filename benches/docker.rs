@@ -10,7 +10,6 @@
 //!
 //! `cargo bench --bench docker` (needs a daemon and warden-sandbox:minimal; `.ci/docker-up`).
 //! Prints medians; WARDEN_BENCH_RUNS sets the warm sample count (default 50).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap fails the bench
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -4,7 +4,6 @@
 //!
 //! Besides criterion's numbers it prints the one-off cost of indexing the whole corpus and
 //! the median / p95 of 500 individually timed searches.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap fails the bench
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::rngs::StdRng;

@@ -1,6 +1,5 @@
 //! Median check time of typical commands (target ≤ 20 µs each on a 2-core machine).
 //! Run: `cargo bench --bench policy`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap fails the bench
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;

@@ -14,7 +14,6 @@
 //! `cargo bench --bench telegram_bot` (release build). `WARDEN_BENCH_MESSAGES` sets the count,
 //! `WARDEN_BENCH_WORKER_IDLE` the worker's idle seconds (default 3), `WARDEN_BENCH_IDLE_SECS`
 //! how long the idle bot is watched (default 60).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap fails the bench
 
 #[path = "../tests/support/mod.rs"]
 mod support;

@@ -4,7 +4,6 @@
 //! workspace of 5,000 folders. The first command of a process lists every folder; later ones
 //! reuse the listings of folders unchanged since. Prints the median and p99 per command.
 //! Run: `cargo bench --bench verify`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap fails the bench
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

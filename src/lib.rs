@@ -3,6 +3,11 @@
 //! The data path, top to bottom: channels and the scheduler feed the gateway, the agent asks
 //! an LLM, every tool call passes the command [`policy`] and runs in a [`sandbox`].
 
+// Outside tests a failure is a `?` with a reason, or a pattern that cannot fail: a panic in
+// warden is a dead bot or a lost run. Tests may unwrap (clippy.toml); the few places that may
+// otherwise carry `#[expect(clippy::..., reason = "...")]`.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod agent;
 pub mod app;
 pub mod audit;

@@ -2,6 +2,11 @@
 //! binary that links only the jail; `warden bot` replaces this process with `warden-bot`,
 //! every other command with `warden-full` (see `cli::front`).
 
+// Outside tests a failure is a `?` with a reason, or a pattern that cannot fail: a panic in
+// warden is a dead bot or a lost run. Tests may unwrap (clippy.toml); the few places that may
+// otherwise carry `#[expect(clippy::..., reason = "...")]`.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,7 +3,6 @@
 //! file tools refusing planted symlinks, web_fetch refusing local and metadata addresses,
 //! the audit log, the session transcript, and a sub-agent refused a tool (bash) its parent
 //! does not have.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -6,7 +6,6 @@
 //! with a command it does not cover. It never turns a policy deny into a run, nor answers an
 //! ask about what a line writes (an instruction file). `warden approvals list|rm` and
 //! `/approvals` (with its Revoke buttons) show and revoke the rules; revoked, it asks again.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -5,7 +5,6 @@
 //! refuses the next command with its reason; the worker is not retired while one runs, and a
 //! worker that dies under one leaves the chat a notice; SIGTERM to the bot kills every one of
 //! them (checked from outside, through /proc).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

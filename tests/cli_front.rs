@@ -1,7 +1,6 @@
 //! The `warden` front binary: `warden jail` on the host backend runs in it; `warden bot` is
 //! handed to `warden-bot`, everything else to `warden-full` beside it (same PID, arguments and
 //! environment).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! `warden run` through the real binary, configured only by environment variables pointing at
 //! a fake LLM on 127.0.0.1, as a user would configure it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! chat, naming the sub-agent; approved, its fetch runs under the sub-agent's session and
 //! taints the parent; `/stop` of the parent stops the sub-agent's model call. A search whose
 //! host has no rule asks in the chat with the query decoded; approved, it runs.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! answer reaches the parent; its tool calls are audited under its own session, which begins
 //! with the parent's; it gets only tools the parent has (never `delegate`), and one it was not
 //! given fails; it stops at its own budget, which never exceeds the configured ones.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,6 +1,5 @@
 //! The Docker backend through the real CLI: `warden jail --backend docker`, escape probes, the
 //! timeout, and a crashed warden's container removed by the next warden.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "support/docker.rs"]
 mod support;

@@ -1,6 +1,5 @@
 //! Escape probes against the Docker backend, through the library: what a fooled policy would
 //! let a command try, and the container refusing it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "support/docker.rs"]
 mod support;

@@ -1,6 +1,5 @@
 //! The session container's life: created on first use, verified, removed when idle, on
 //! shutdown, on drop, and by the next warden when its owner crashed.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "support/docker.rs"]
 mod support;

@@ -1,6 +1,5 @@
 //! Real work through the Docker backend: files in /workspace, pipes between execs,
 //! redirections, stdin, exit codes; all visible on the host afterwards.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "support/docker.rs"]
 mod support;

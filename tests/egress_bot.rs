@@ -4,7 +4,6 @@
 //! denied it is not fetched (no connection), approved it is fetched once and audited, "Always"
 //! stores a rule for the chat that later runs use without asking, until `warden egress rm`.
 //! A run that read a page says so in its approval.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

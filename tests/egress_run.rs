@@ -4,7 +4,6 @@
 //! composed — a canary in its query, its path or a subdomain label — is refused with no lookup
 //! and no connection, the refusal naming the config key; an allowed host redirecting to an
 //! unlisted one is refused at the redirect. Every decision is in the audit log.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

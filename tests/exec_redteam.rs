@@ -2,7 +2,6 @@
 //! host backend, with only commands the default policy claims to allow. Each chain must stop
 //! at the step that opens the door, and the effect (a program run by git, a write through a
 //! hard link, a setuid file) must never happen.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 mod support;

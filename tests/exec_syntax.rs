@@ -1,7 +1,6 @@
 //! Compound commands, brace expansion, `$?` and assignments run by warden's own executor
 //! through `warden exec`, on the host jail and (when a daemon answers) the Docker backend:
 //! the output must be what bash prints for the same string.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "support/docker.rs"]
 mod docker;

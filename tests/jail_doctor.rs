@@ -1,6 +1,5 @@
 //! `warden doctor`: reports what this kernel supports and which backend warden will use, and
 //! checks the rest of the setup, each failure with the fix it names.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 mod support;

@@ -1,7 +1,6 @@
 //! The executor over the real host jail: warden itself evaluates `&& || ;`, wires pipes, applies
 //! redirections (never following symlinks out of the roots), tracks `cd`, caps output and
 //! enforces the timeout. Scripts are built as checked IR, as the policy would hand them over.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

@@ -1,6 +1,5 @@
 //! `warden exec`: the policy decides, the checked IR runs in the jail; denials and unanswerable
 //! approvals exit 126 with the reason on stderr.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

@@ -1,6 +1,5 @@
 //! Files: the jail writes only inside the workspace, reads nothing secret outside it, follows no
 //! planted symlink out of it, and executes nothing from it. Each check looks from outside.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

@@ -1,7 +1,6 @@
 //! Process lifetime and resources: nothing a command starts outlives it — background jobs,
 //! `setsid` attempts, double forks — a timeout ends everything within a second, a fork bomb hits
 //! the process limit, and memory is capped.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

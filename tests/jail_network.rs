@@ -1,6 +1,5 @@
 //! Network: no TCP, no unix-socket connections to anything outside; with an egress proxy, only
 //! the proxy, in the jail's own network namespace. Every listener is the test's own, checked from outside for connections.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

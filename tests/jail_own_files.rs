@@ -2,7 +2,6 @@
 //! config file (keys, token) stay unreadable, the policy unwritable. Landlock cannot carve a
 //! file out of a root, so warden refuses such roots before anything runs — for `jail`, `exec`
 //! and the agent alike.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 

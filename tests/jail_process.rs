@@ -1,7 +1,6 @@
 //! The jailed process itself: scrubbed environment, only fds 0-2, no_new_privs, seccomp, no
 //! capabilities, and no view of other processes' /proc entries (warden's environment holds the
 //! API keys).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

@@ -1,7 +1,6 @@
 //! System calls the seccomp filter and Landlock scopes deny, tried for real: signals and ptrace
 //! against a process outside, user namespaces (unshare, clone flags, clone3), io_uring, TIOCSTI,
 //! directory notifications, leases, `flock` and pidfds of processes outside.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

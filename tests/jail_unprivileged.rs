@@ -3,7 +3,6 @@
 //! account. Here no pids cgroup is writable, so RLIMIT_NPROC limits processes, and plain file
 //! permissions would allow much of what Landlock must still deny (the "outside" directory is
 //! owned by the same user).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

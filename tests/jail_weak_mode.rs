@@ -2,7 +2,6 @@
 //! caller opted into weak mode, which then runs with a loud warning. The missing Landlock is
 //! simulated with a seccomp filter on warden that makes `landlock_create_ruleset` fail with
 //! ENOSYS, as on a kernel built without it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

@@ -1,5 +1,4 @@
 //! The Anthropic client against the fake Messages API: streaming, tool calls, what is sent.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,5 +1,4 @@
 //! Failover between real clients, and building providers from the config as `warden` does.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,7 +1,6 @@
 //! The fake LLM server's own contract, which later suites (agent, Telegram, memory) rely on:
 //! answers chosen by a callback from what the client sent, plain-JSON answers when the
 //! client does not stream, and loud failures for unscripted or misrouted requests.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! refused), then `warden run` against the fake LLM: the bearer token goes first, an expiring
 //! one is refreshed before the request, two processes refresh once, a revoked sign-in is one
 //! clear line, and the token reaches neither the logs nor a sandbox.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,5 +1,4 @@
 //! The OpenAI-compatible client against the fake chat completions API.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

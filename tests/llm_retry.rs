@@ -3,7 +3,6 @@
 //! announced once, and that nothing is retried once the answer has begun to stream. Then
 //! through the real `warden bot`: an 8 s overload is waited out and every message answered,
 //! and a run that still fails is run again with `/retry`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,6 +1,5 @@
 //! Time limits and cancellation through the real client: a server that does not answer, a
 //! stream that stalls, and a caller that gives up mid-stream.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

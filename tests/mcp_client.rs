@@ -7,7 +7,6 @@
 //! process running is stopped, each with the reason in the audit log; a hung call kills the
 //! server; a server whose code changed after the grant is not started, and a tool whose
 //! description changed is not offered.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

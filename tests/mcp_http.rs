@@ -2,7 +2,6 @@
 //! the wire format (JSON-RPC over POST, `Mcp-Session-Id`, 202 for notifications, 405 for the
 //! optional GET stream) behind `warden mcp grant` and `warden run`. The header's secret comes
 //! from warden's environment and reaches the server only; a redirect is not followed.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! An allowed command runs in the jail; a denied one returns the policy's reason; an `ask` is
 //! refused when the client cannot ask its user (no elicitation) and put to the user through
 //! elicitation when it can.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientInfo, CreateElicitationRequestParams,

@@ -4,7 +4,6 @@
 //! summary; originals stay in the database and become searchable; a failing model yields the
 //! statistical summary; large transcripts are summarized in chunks and merged; every request
 //! sent is a well-formed tool-call history.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

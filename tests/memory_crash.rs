@@ -3,7 +3,6 @@
 //! message already sent is in the database, and the next run continues from them. A crash
 //! between storing a tool call and its result leaves a history the provider would reject;
 //! the next run sends it repaired.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -2,7 +2,6 @@
 //! vector half finds a passage that shares no word with the query; when the endpoint fails or
 //! cannot be reached, search falls back to keywords (and leaves the endpoint alone for a
 //! while rather than waiting on it at every search).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

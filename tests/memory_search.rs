@@ -4,7 +4,6 @@
 //! re-indexed;
 //! daily notes lose weight with age while MEMORY.md does not; symlinks are not followed; query
 //! text is never FTS5 syntax.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

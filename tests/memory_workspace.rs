@@ -1,7 +1,6 @@
 //! The workspace convention files through the real App: seeded on first run without
 //! overwriting the user's own, sent to the model in the system prompt each run (re-read, so
 //! edits show at once), capped when oversized, and never read through a symlink.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! posted for approval (with the diff, or the job's prompt, and why); denied, nothing changes;
 //! approved, it happens, is audited, and the answer ends with a summary of what changed. Every
 //! message and edit the bot sends has link previews off.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -4,7 +4,6 @@
 //! attachment — is refused with the reason, audited, and leaves nothing behind. A clean run
 //! that edits memory, fetches the user's URL and follows a link on it is never stopped, and its
 //! summary of what changed is printed on stderr (stdout keeps the answer alone).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! The fixture workspace has ordinary files, a symlink planted to a secret outside, a symlink to
 //! /etc, a benign `.git`, and a repository whose config sets `core.fsmonitor`; `~` is a fake
 //! home outside the workspace holding `.ssh/id_rsa`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

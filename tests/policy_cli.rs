@@ -1,5 +1,4 @@
 //! `warden policy check` through the real binary: exit codes, --json, --batch, errors.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,6 @@
 //! `warden policy fuzz` through the binary: planted holes are found and minimized into
 //! `[[tests]]` entries, the default policy stays clean, and the bash differential reports a
 //! checker whose IR differs from what bash runs.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

@@ -3,7 +3,6 @@
 //! never make the checker panic, and every allowed verdict passes the independent invariant
 //! (`warden::policy::invariant::verify`): listed programs only, every path inside the roots,
 //! no argument reaching a secret. The same invariant runs in the cargo-fuzz target.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 use proptest::prelude::*;
 use std::path::PathBuf;

@@ -6,7 +6,6 @@
 //! it; options of programs that do not use getopt; abbreviations of listed flags; file lists
 //! whose names were never checked; `sed -i` backup suffixes that are paths; remote tar archives;
 //! extraction restoring setuid modes; `cd` through a symlink and `..`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

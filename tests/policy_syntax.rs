@@ -2,7 +2,6 @@
 //! `!`, brace expansion, `$?`, reading `$PATH`-style variables, harmless assignments — each
 //! with the attacks it opens: brace expansion reaching outside, a subshell's `cd`, a loop or
 //! branch that changes directory, assignments that load code, `[[` pattern matching.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 use std::path::PathBuf;
 use std::sync::Arc;

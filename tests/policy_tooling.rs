@@ -1,6 +1,5 @@
 //! A team's policy tooling, through the binary: `warden policy test`, `explain`, `diff`, the
 //! Claude Code hook with recorded hook inputs, and the CI templates' commands.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod common;
 use common::*;

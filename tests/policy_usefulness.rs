@@ -8,7 +8,6 @@
 //! subcommand allowed (but for command substitution, which is refused whatever it runs), no
 //! risky example allowed. The rates and every benign example still refused are printed, with
 //! the rate that counts only allowed examples beside it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,6 +1,5 @@
 //! unzip through the policy: extraction reads the archive's central directory and checks every
 //! member as a write; listing and printing read only the archive. Real zip bytes, built here.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,6 +1,5 @@
 //! The commented example config in README.md is parsed by the real config parser, so the
 //! documentation cannot drift from the code (unknown keys are errors).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[test]
 fn the_readme_example_config_parses() {

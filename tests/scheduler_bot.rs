@@ -1,7 +1,6 @@
 //! The scheduler end to end: the real `warden bot` binary against the fake Bot API and the fake
 //! LLM. The agent sets a reminder two seconds ahead with the `cron` tool; the reminder arrives
 //! in the chat — after the user's run that was going on when it came due.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,6 +1,5 @@
 //! `warden cron` through the real binary, and the agent's `cron` tool in `warden run` against
 //! the fake LLM: one store, one set of checks.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -2,7 +2,6 @@
 //! recording channel): a scheduled run waits for the user's run in the same chat and does not
 //! wait for other chats; fresh-session jobs and the heartbeat stay out of the chat's history;
 //! `HEARTBEAT_OK` never reaches the chat.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

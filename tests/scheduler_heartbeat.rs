@@ -1,7 +1,6 @@
 //! The heartbeat against a test clock and a scripted deliverer: active hours (including a
 //! window across midnight), the empty-checklist skip, `HEARTBEAT_OK` suppression, the 24-hour
 //! repeat rule, the prompt's date and time, a planted symlink, and the rhythm across restarts.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -2,7 +2,6 @@
 //! scripted deliverer: cron slots across DST changes, missed runs after downtime, backoff,
 //! one-shot jobs, a restart with the store reopened, a crash between delivering and recording,
 //! and the timer loop (armed for the soonest job, re-armed on changes, idle when idle).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

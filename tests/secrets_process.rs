@@ -1,6 +1,5 @@
 //! warden keeps secrets in its own process only: it marks itself non-dumpable, so another
 //! process of the same (unprivileged) user cannot read its environment through /proc.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

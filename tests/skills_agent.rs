@@ -1,7 +1,6 @@
 //! The agent's `skill` tool through the real `warden run` binary and a fake LLM: the system
 //! prompt lists only runnable skills, the model reads a SKILL.md with `read`, runs skills, and
 //! gets every refusal back with its reason — which is also in the audit log.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,7 +1,6 @@
 //! Malicious skills (`tests/fixtures/skills/`) through the real `warden skill run`: each is
 //! stopped, checked from outside the jail, and the reason is in the CLI output and in the
 //! audit log. (The network ones are in `skills_cli.rs`; the agent's tool in `skills_agent.rs`.)
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -2,7 +2,6 @@
 //! skill, installing with and without confirmation, provenance and grants in `list`, invalid
 //! skills, the egress proxy (a declared domain reaches a local server through it and nothing
 //! else does), and the Docker backend's refusal of skills that need a network.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

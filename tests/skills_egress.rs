@@ -1,7 +1,6 @@
 //! The egress proxy cannot be bypassed, and keys never enter the sandbox — through the real
 //! `warden skill run` on the host backend, with fake upstreams on 127.0.0.1 under the fixtures'
 //! names (`[skills] hosts`).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

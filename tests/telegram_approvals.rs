@@ -2,7 +2,6 @@
 //! the approver for every call (and leaves a marker file when it runs), against the fake Bot
 //! API and the fake LLM. Approve runs it; Deny, a timeout or /stop do not; a stranger's press
 //! does not count; the request message is edited to show the outcome.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

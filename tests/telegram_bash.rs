@@ -1,7 +1,6 @@
 //! The `bash` tool through the real `warden bot`: `rm -r DIR` is an `ask` decision, so the
 //! command is posted with Approve / Deny buttons; approved it runs in the sandbox, denied it
 //! does not (checked from outside, on the workspace). `/stop` kills a running `sleep 30`.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,7 +1,6 @@
 //! `warden bot` end to end: the real binary against a fake Bot API and a fake LLM on
 //! 127.0.0.1. Answers, access control, long answers, inputs, commands, groups, start-up
 //! refusals, and the token never reaching the log.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

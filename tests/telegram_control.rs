@@ -1,7 +1,6 @@
 //! Controlling runs from the chat through the real `warden bot`: `/stop` aborts a long call
 //! promptly, a full queue answers "busy", `/steer` reaches the running task, `/status` shows
 //! the queue.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -1,7 +1,6 @@
 //! Durability of `warden bot`: after `kill -9` mid-run and a restart no update is lost and
 //! none is answered twice; the interrupted run is reported, not silently dropped (and not run
 //! again). SIGTERM lets a short run finish and records a long one as interrupted.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -4,7 +4,6 @@
 //! workspace, a symlink out of it and a file over `telegram.max_send_bytes` are refused with
 //! the reason, nothing is uploaded, and every call is in the audit log. In the terminal there
 //! is no chat, and the tool says so.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

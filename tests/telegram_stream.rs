@@ -4,7 +4,6 @@
 //! part, later parts follow as messages. Flood control on an edit is waited out. After a
 //! `kill -9` — mid-stream, or while the answer replaces its draft — the restarted bot turns
 //! the streamed message into the notice or the answer, never a second copy.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

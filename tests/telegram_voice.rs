@@ -4,7 +4,6 @@
 //! model is asked with the transcript, marked as the user's voice message. An audio file's
 //! transcript is marked as a file's content. Without an endpoint, over the caps, or when the
 //! endpoint fails, the user is told why and no run starts.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -4,7 +4,6 @@
 //! after `worker_idle_secs`, a crashed worker fails only its run (the chat is told in plain
 //! words, the log has the details), and a `kill -9` of the bot
 //! takes the worker and its sandboxed command down with it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

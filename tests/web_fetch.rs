@@ -9,7 +9,6 @@
 //! Deeply nested HTML, through the real `warden run` and `warden bot`: read in seconds with
 //! bounded memory; made slow on purpose (its nesting cap raised), Ctrl-C and `/stop` still
 //! interrupt the conversion within a second.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

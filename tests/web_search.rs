@@ -6,7 +6,6 @@
 //! request passes the egress gate like a composed `web_fetch`: without an `allow` rule it is
 //! refused before any lookup or connection. Brave's key goes only into its header: never to
 //! the model, the log or the database; without a key warden refuses to start, naming it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 mod support;
 

@@ -3,6 +3,11 @@
 //! `warden::gateway::worker`). Anything but a plain `warden [--config FILE] bot` — `--help`, a
 //! typo — goes to `warden-full`, which owns the command line's help and errors.
 
+// Outside tests a failure is a `?` with a reason, or a pattern that cannot fail: a panic in
+// warden is a dead bot or a lost run. Tests may unwrap (clippy.toml); the few places that may
+// otherwise carry `#[expect(clippy::..., reason = "...")]`.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::ExitCode;
 use warden::cli;
 

@@ -1,5 +1,10 @@
 //! The `warden` command line: parses arguments and calls into the library.
 
+// Outside tests a failure is a `?` with a reason, or a pattern that cannot fail: a panic in
+// warden is a dead bot or a lost run. Tests may unwrap (clippy.toml); the few places that may
+// otherwise carry `#[expect(clippy::..., reason = "...")]`.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use clap::Parser;
 use std::process::ExitCode;
 use warden::cli;

@@ -3,7 +3,6 @@
 //! hid what it approved, is tried three ways — nobody answers the approval (it times out:
 //! refused, nothing left), the person denies it (the same), the person approves it (it
 //! happens, and the audit log says it was approved).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -3,7 +3,6 @@
 //! plants git hooks, git config, attributes or instruction files; warden undoes it, refuses
 //! the command naming the file, and the user's own git, run afterwards on the host, runs
 //! nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a failing unwrap is the test failing
 
 #[path = "../common/mod.rs"]
 mod common;
