@@ -275,3 +275,40 @@ fn variables_set_earlier_in_the_line_are_known() {
         assert_eq!(r.status, 126, "{command}: {r:?}");
     }
 }
+
+#[test]
+fn tilde_and_home_are_the_workspace_as_in_the_jail() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "mine\n").unwrap();
+    // warden's own HOME is elsewhere: `~` still means the workspace, as HOME does in the jail.
+    let home = env.outside("home");
+    std::fs::write(home.join("notes.txt"), "the real home's\n").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["exec", "--workspace"])
+        .arg(&env.ws)
+        .args([
+            "--",
+            "ls ~ && cat ~/notes.txt \"$HOME/notes.txt\" && cd && pwd && echo \"$HOME\"",
+        ])
+        .env("WARDEN_CONFIG", &env.config)
+        .env("HOME", &home)
+        .stdin(std::process::Stdio::null());
+    let r = run(cmd);
+    let ws = env.ws.display();
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        format!("notes.txt\nmine\nmine\n{ws}\n{ws}\n"),
+        "{r:?}"
+    );
+    // Out of the workspace through `~`: refused, and the reason says what `~` is here.
+    for command in ["cat ~/../home/notes.txt", "ls $HOME/..", "echo x > ~/../x"] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(
+            r.stderr.contains("~ and $HOME are the workspace"),
+            "{command}: {r:?}"
+        );
+    }
+    assert!(!env.dir.path().join("x").exists());
+}

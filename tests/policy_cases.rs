@@ -120,11 +120,25 @@ fn fixture() -> Fixture {
     }
 }
 
+/// The checker `warden exec` and the agent use: `~` is the workspace, as in the jail.
 fn checker(fx: &Fixture) -> Checker {
-    let home = fx.workspace.parent().unwrap().join("home");
     Arc::new(Policy::embedded_default())
-        .checker(&fx.workspace, &[], &home)
+        .checker(&fx.workspace, &[], &fx.workspace)
         .unwrap()
+}
+
+/// The user's own home beside the workspace (holding `.ssh/id_rsa`).
+fn real_home(fx: &Fixture) -> PathBuf {
+    fx.workspace.parent().unwrap().join("home")
+}
+
+/// The Claude Code hook's checker: its commands run in the user's own shell, where `~` is the
+/// user's real home.
+fn real_shell_checker(fx: &Fixture) -> Checker {
+    Arc::new(Policy::embedded_default())
+        .checker(&fx.workspace, &[], &real_home(fx))
+        .unwrap()
+        .for_a_real_shell()
 }
 
 /// (command, decision, a substring the reason must contain)
@@ -248,19 +262,26 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("cat ../../../../etc/passwd", Deny, "outside the workspace"),
     ("cat src/../../secret", Deny, "outside the workspace"),
     ("ls /root", Deny, "outside the workspace"),
+    // `~` and $HOME are the workspace (in the jail HOME is the workspace); the user's own home
+    // stays out of reach (REAL_SHELL_HOME_CASES: where `~` is the real home).
+    ("cat ~/.ssh/id_rsa", Allow, "allowed: cat"),
+    ("cat $HOME/.ssh/id_rsa", Allow, "allowed: cat"),
+    ("cat \"$HOME/notes.txt\"", Allow, "allowed: cat"),
+    ("cat ${HOME}/notes.txt", Allow, "allowed: cat"),
+    ("ls ~", Allow, "allowed: ls"),
     (
-        "cat ~/.ssh/id_rsa",
+        "cat ~/../home/.ssh/id_rsa",
         Deny,
-        ".ssh/id_rsa is outside the workspace",
+        "~ and $HOME are the workspace",
     ),
     (
-        "cat $HOME/.ssh/id_rsa",
+        "cat $HOME/../secret",
         Deny,
-        ".ssh/id_rsa is outside the workspace",
+        "../secret is outside the workspace",
     ),
-    ("cat \"$HOME/.ssh/id_rsa\"", Deny, "outside the workspace"),
-    ("cat ${HOME}/.ssh/id_rsa", Deny, "outside the workspace"),
-    ("ls ~", Deny, "outside the workspace"),
+    ("ls ~/..", Deny, "in the jail HOME is the workspace"),
+    ("echo x > ~/../x", Deny, "~ and $HOME are the workspace"),
+    ("cat ../home/.ssh/id_rsa", Deny, "outside the workspace"),
     ("cat ~root/.bashrc", Deny, "~user"),
     ("cat ~+/x", Deny, "~user"),
     ("cat link_secret", Deny, "resolves to"),
@@ -297,7 +318,8 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "writing /etc/cron.d/x is not allowed",
     ),
-    ("echo x >> ~/.bashrc", Deny, "writing"),
+    ("echo x >> ~/.bashrc", Allow, "allowed: echo"),
+    ("echo x > ~/.gitconfig", Deny, "global config"),
     ("cat < /etc/shadow", Deny, "outside the workspace"),
     (
         "grep -f /etc/shadow notes.txt",
@@ -323,12 +345,14 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("ls /e*", Deny, "glob"),
     ("cat ../*", Deny, "glob"),
-    ("ls ~/*", Deny, "glob"),
+    ("ls ~/*", Deny, "escape is outside the workspace"),
+    ("ls ~/src/*", Allow, "allowed: ls"),
+    ("ls ~/../*", Deny, "glob"),
     ("echo {a,b}", Allow, "allowed: echo"),
     ("cp notes.txt{,.bak}", Allow, "allowed: cp"),
     ("echo {1..3}", Allow, "allowed: echo"),
     ("cat {notes,../secret}.txt", Deny, "outside"),
-    ("cat ~/{.ssh/id_rsa,x}", Deny, "outside"),
+    ("cat ~/{notes.txt,../secret}", Deny, "outside"),
     // ---- sort / output flags --------------------------------------------------------------------
     (
         "sort -o /etc/x notes.txt",
@@ -867,7 +891,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     // ---- cd --------------------------------------------------------------------------------------------------------
     ("cd /etc && cat shadow", Deny, "cd: /etc is outside"),
     ("cd .. && cat secret", Deny, "cd: .. is outside"),
-    ("cd", Deny, "cd needs a directory"),
+    ("cd", Allow, "allowed: cd"),
     ("cd -", Deny, "cd - is not supported"),
     ("cd src | ls", Deny, "cd inside a pipeline"),
     ("cd notes.txt", Deny, "not a directory"),
@@ -985,6 +1009,51 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("crontab -l", Deny, "crontab: installs persistent jobs"),
 ];
+
+/// The refusals of the user's real home, where `~` means it: the Claude Code hook, whose
+/// commands run in the user's own shell.
+const REAL_SHELL_HOME_CASES: &[(&str, Decision, &str)] = &[
+    (
+        "cat ~/.ssh/id_rsa",
+        Deny,
+        ".ssh/id_rsa is outside the workspace",
+    ),
+    (
+        "cat $HOME/.ssh/id_rsa",
+        Deny,
+        ".ssh/id_rsa is outside the workspace",
+    ),
+    ("cat \"$HOME/.ssh/id_rsa\"", Deny, "outside the workspace"),
+    ("cat ${HOME}/.ssh/id_rsa", Deny, "outside the workspace"),
+    ("ls ~", Deny, "outside the workspace"),
+    ("echo x >> ~/.bashrc", Deny, "writing"),
+    ("ls ~/*", Deny, "glob"),
+    ("cat ~/{.ssh/id_rsa,x}", Deny, "outside"),
+    ("cat ~root/.bashrc", Deny, "~user"),
+    ("cd", Deny, "cd needs a directory"),
+    ("cat notes.txt", Allow, "allowed: cat"),
+];
+
+#[test]
+fn the_real_home_stays_refused_where_tilde_means_it() {
+    let fx = fixture();
+    let mut checker = real_shell_checker(&fx);
+    for (command, want, reason_part) in REAL_SHELL_HOME_CASES {
+        let verdict = checker.check(command);
+        assert_eq!(verdict.decision, *want, "{command}: {}", verdict.reason);
+        assert!(
+            verdict.reason.contains(reason_part),
+            "{command}: {}",
+            verdict.reason
+        );
+        // The note about `~` is for the jail only: here it is the user's home.
+        assert!(
+            !verdict.reason.contains("HOME is the workspace"),
+            "{command}: {}",
+            verdict.reason
+        );
+    }
+}
 
 #[test]
 fn policy_cases_check_decision_and_reason() {
@@ -1158,8 +1227,9 @@ fn user_policy_can_ask_or_allow_more() {
         "test",
     )
     .unwrap();
-    let home = fx.workspace.parent().unwrap().join("home");
-    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    let mut c = Arc::new(policy)
+        .checker(&fx.workspace, &[], &fx.workspace)
+        .unwrap();
     let v = c.check("python3 script.py");
     assert_eq!(v.decision, Ask);
     assert!(v.reason.contains("python3: runs code"), "{}", v.reason);
@@ -1183,8 +1253,9 @@ fn derived_names_hold_for_a_users_own_rules() {
         "test",
     )
     .unwrap();
-    let home = fx.workspace.parent().unwrap().join("home");
-    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    let mut c = Arc::new(policy)
+        .checker(&fx.workspace, &[], &fx.workspace)
+        .unwrap();
     for (command, want, why) in [
         ("ln -b -S g notes.txt .gitconfi", Deny, "writing .gitconfig"),
         ("ln -b notes.txt other.txt", Allow, "allowed: ln"),
@@ -1327,8 +1398,6 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
     git(&["stash", "-q"]);
     let evil = git(&["rev-parse", "evil"]);
     let policy = Arc::new(Policy::embedded_default());
-    let home = root.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
     let cases: Vec<(String, Decision, &str)> = vec![
         (
             "git checkout evil".into(),
@@ -1451,7 +1520,7 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
         ),
     ];
     let run = |label: &str| {
-        let mut c = policy.checker(&ws, &[], &home).unwrap();
+        let mut c = policy.checker(&ws, &[], &ws).unwrap();
         let mut failures = Vec::new();
         for (command, want, why) in &cases {
             let v = c.check(command);
@@ -1472,7 +1541,7 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
     // Objects borrowed from elsewhere are not read: what needs a tree is refused, saying why;
     // what needs none is as before.
     std::fs::write(ws.join(".git/objects/info/alternates"), "/elsewhere\n").unwrap();
-    let mut c = policy.checker(&ws, &[], &home).unwrap();
+    let mut c = policy.checker(&ws, &[], &ws).unwrap();
     let v = c.check("git checkout safe");
     assert_eq!(v.decision, Deny, "{}", v.reason);
     assert!(v.reason.contains("alternates"), "{}", v.reason);

@@ -312,12 +312,24 @@ impl Checker {
             max_glob_matches: self.policy.settings().max_glob_matches,
             vars: &walk.vars,
             unknown_variables: self.unknown_variables,
+            home_used: Default::default(),
         }
     }
 
     /// A simple command: its assignments, words (with `$?` where allowed) and redirections.
     fn command(&self, raw: &RawCommand, walk: &Walk, in_pipeline: bool) -> Result<Checked, Denial> {
         let expander = self.expander(walk);
+        self.expanded_command(raw, walk, in_pipeline, &expander)
+            .map_err(|denial| expander.explain_home(denial))
+    }
+
+    fn expanded_command(
+        &self,
+        raw: &RawCommand,
+        walk: &Walk,
+        in_pipeline: bool,
+        expander: &Expander,
+    ) -> Result<Checked, Denial> {
         let mut argv: Vec<String> = Vec::new();
         let mut status_args: Vec<StatusArg> = Vec::new();
         for (i, word) in raw.words.iter().enumerate() {
@@ -356,7 +368,7 @@ impl Checker {
             )));
         }
         let (redirects, redirect_writes) =
-            self.redirects(&raw.redirects, raw.stderr_to_pipe, &expander, &walk.cwd)?;
+            self.redirects(&raw.redirects, raw.stderr_to_pipe, expander, &walk.cwd)?;
         if name == "cd" {
             if !env.is_empty() {
                 return Err(Denial::new(
@@ -566,8 +578,11 @@ impl Checker {
             .iter()
             .filter(|a| !matches!(a.as_str(), "-P" | "-L" | "--"))
             .collect();
+        let home = self.paths.home().to_string_lossy();
         let dir = match dirs.as_slice() {
             [dir] if dir.as_str() != "-" => dir.as_str(),
+            // Where HOME is the workspace (the jail), `cd` alone goes there.
+            [] if self.paths.home_note().is_some() => home.as_ref(),
             [] => {
                 return Err(Denial::new(
                     "cd needs a directory (cd alone would go to $HOME)",

@@ -10,6 +10,7 @@ use super::assignments;
 use super::paths::{Access, PathPolicy};
 use super::words::{Part, RawWord};
 use super::Denial;
+use std::cell::Cell;
 use std::path::Path;
 
 /// Words one word may brace-expand into.
@@ -23,6 +24,8 @@ pub struct Expander<'a> {
     /// `None`: set by a loop that has ended (its value depends on what ran).
     pub vars: &'a [(String, Option<String>)],
     pub unknown_variables: UnknownVariables,
+    /// Set when a word used `~` or `$HOME`: a refusal then says what they meant.
+    pub home_used: Cell<bool>,
 }
 
 /// How a variable the policy has no value for expands.
@@ -119,6 +122,17 @@ impl Expander<'_> {
             )));
         }
         Ok(args.into_iter().map(|a| a.text).collect())
+    }
+
+    /// A refusal of a command whose words used `~` or `$HOME`, with what they meant there
+    /// (the workspace, for commands warden runs in its jail).
+    pub fn explain_home(&self, denial: Denial) -> Denial {
+        match self.paths.home_note() {
+            Some(note) if self.home_used.get() => {
+                Denial::new(format!("{} ({note})", denial.reason))
+            }
+            _ => denial,
+        }
     }
 
     /// Like [`Expander::expand`], keeping where `$?` stands.
@@ -228,6 +242,7 @@ impl Expander<'_> {
                     word.display()
                 )));
             }
+            self.home_used.set(true);
             out.extend(path_chars(self.paths.home()).map(|c| Item::Lit { c, quoted: true }));
             i = end;
         }
@@ -281,7 +296,10 @@ impl Expander<'_> {
             });
         }
         match name {
-            "HOME" => Ok(path_chars(self.paths.home()).collect()),
+            "HOME" => {
+                self.home_used.set(true);
+                Ok(path_chars(self.paths.home()).collect())
+            }
             "PWD" => Ok(path_chars(self.cwd).collect()),
             other => match assignments::readable(other) {
                 Some(value) => Ok(value),
