@@ -11,6 +11,7 @@ mod open;
 mod output;
 mod pipeline;
 mod redirect;
+mod substitute;
 mod tail;
 
 use crate::policy::ir::Script;

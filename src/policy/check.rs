@@ -11,15 +11,17 @@ use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
-    StatusArg, Step,
+    StatusArg, Step, Substitution,
 };
 use super::line_links::{self, LineLinks, Made};
 use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
+use super::substitution;
 use super::syntax::{self, RawRedirect, RawTarget, RedirectOp};
 use super::words::RawWord;
 use super::{Decision, Denial, Policy, Verdict};
+use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,8 +39,12 @@ const SYSTEM_BIN_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/s
 pub struct Checker {
     policy: Arc<Policy>,
     paths: PathPolicy,
-    parser: tree_sitter::Parser,
+    /// In a cell: a command substitution's source is parsed while its command is checked.
+    parser: RefCell<tree_sitter::Parser>,
     unknown_variables: UnknownVariables,
+    /// Whether warden's executor runs the commands (it runs command substitutions itself);
+    /// `false` for a real shell, which would run them unchecked.
+    substitutions: bool,
 }
 
 /// What one command contributes besides its IR.
@@ -72,9 +78,19 @@ pub(super) struct Walk {
     pub made_dirs: Vec<PathBuf>,
     /// How many groups, loops or ifs enclose the command being checked.
     pub nesting: usize,
+    /// Checking the command of a command substitution (which may hold no other).
+    pub in_substitution: bool,
+    /// A command since the start (of the line, or of a substitution's command) writes.
+    pub wrote: bool,
 }
 
 impl Walk {
+    /// Record whether a command writes (analyzers after it must not trust the disk).
+    pub fn note_writes(&mut self, writes: bool) {
+        self.earlier_writes |= writes;
+        self.wrote |= writes;
+    }
+
     pub fn ask(&mut self, reasons: Vec<String>) {
         for reason in reasons {
             if !self.asks.contains(&reason) {
@@ -94,8 +110,9 @@ impl Checker {
         Checker {
             policy,
             paths,
-            parser,
+            parser: RefCell::new(parser),
             unknown_variables: UnknownVariables::Empty,
+            substitutions: true,
         }
     }
 
@@ -103,6 +120,7 @@ impl Checker {
     /// variable the policy has no value for may be set there, so it is refused.
     pub fn for_a_real_shell(mut self) -> Checker {
         self.unknown_variables = UnknownVariables::Refused;
+        self.substitutions = false;
         self
     }
 
@@ -188,6 +206,8 @@ impl Checker {
             links: LineLinks::default(),
             made_dirs: Vec::new(),
             nesting: 0,
+            in_substitution: false,
+            wrote: false,
         };
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
@@ -239,7 +259,7 @@ impl Checker {
                                     .map(|p| p.path.clone()),
                             );
                         }
-                        walk.earlier_writes |= checked.writes;
+                        walk.note_writes(checked.writes);
                         walk.links.extend(checked.links);
                         walk.ask(checked.asks);
                         checked.command
@@ -269,7 +289,7 @@ impl Checker {
         Ok(())
     }
 
-    fn parse(&mut self, source: &str) -> Result<grammar::RawScript, Denial> {
+    pub(super) fn parse(&self, source: &str) -> Result<grammar::RawScript, Denial> {
         let deadline = Instant::now() + self.policy.settings().parse_budget;
         let mut progress = |_: &tree_sitter::ParseState| {
             if Instant::now() > deadline {
@@ -292,9 +312,9 @@ impl Checker {
         // resumes that parse instead of starting this one (and decided the next command with
         // the old command's tree, or panicked). Reset before every parse, not only after a
         // cancel, so no earlier state can ever leak into a decision.
-        self.parser.reset();
-        let tree = self
-            .parser
+        let mut parser = self.parser.borrow_mut();
+        parser.reset();
+        let tree = parser
             .parse_with_options(
                 &mut |offset, _| &shadow[offset.min(shadow.len())..],
                 None,
@@ -303,6 +323,32 @@ impl Checker {
             .ok_or_else(|| Denial::new("parsing the command took too long"))?;
         let tokens = syntax::tokens(tree.root_node(), source)?;
         grammar::parse(tokens)
+    }
+
+    /// The command of a command substitution, checked where it stands: allowed, and read-only
+    /// (no writes, nothing to ask, no code the policy cannot read), or refused.
+    fn substitution(&self, source: &str, walk: &Walk) -> Result<Script, Denial> {
+        if !self.substitutions {
+            return Err(Denial::new(format!(
+                "command substitution is not allowed ($({source})): the shell running this \
+                 command would run it unchecked"
+            )));
+        }
+        if walk.in_substitution {
+            return Err(Denial::new(format!(
+                "a command substitution inside another one is not allowed ($({source}))"
+            )));
+        }
+        let in_it = |d: Denial| Denial::new(format!("in $({source}): {}", d.reason));
+        let raw = self.parse(source).map_err(in_it)?;
+        let mut inner = walk.clone();
+        inner.asks.clear();
+        inner.in_substitution = true;
+        inner.wrote = false;
+        let mut script = Script::default();
+        self.list(&raw, &mut inner, &mut script).map_err(in_it)?;
+        substitution::judge_script(source, &script, &inner.asks, inner.wrote)?;
+        Ok(script)
     }
 
     pub(super) fn expander<'a>(&'a self, walk: &'a Walk) -> Expander<'a> {
@@ -332,8 +378,10 @@ impl Checker {
     ) -> Result<Checked, Denial> {
         let mut argv: Vec<String> = Vec::new();
         let mut status_args: Vec<StatusArg> = Vec::new();
+        let mut substitutions: Vec<Substitution> = Vec::new();
         for (i, word) in raw.words.iter().enumerate() {
-            let args = expander.expand_args(word)?;
+            let sources = word.substitutions();
+            let args = expander.expand_args_with_substitutions(word)?;
             // bash would run the next word as the program: the name must be written out.
             if i == 0 && args.is_empty() {
                 return Err(Denial::new(format!(
@@ -341,11 +389,23 @@ impl Checker {
                     word.display()
                 )));
             }
+            // Each substitution's command is checked on its own before its place is judged.
+            let scripts = sources
+                .iter()
+                .map(|source| self.substitution(source, walk))
+                .collect::<Result<Vec<_>, _>>()?;
             for arg in args {
                 for offset in arg.status_at {
                     status_args.push(StatusArg {
                         arg: argv.len(),
                         offset,
+                    });
+                }
+                for (offset, n) in arg.substitutions_at {
+                    substitutions.push(Substitution {
+                        arg: argv.len(),
+                        offset,
+                        script: scripts[n].clone(),
                     });
                 }
                 argv.push(arg.text);
@@ -360,12 +420,25 @@ impl Checker {
         if argv.is_empty() {
             return Err(Denial::new("the command expands to nothing"));
         }
+        if substitutions.iter().any(|s| s.arg == 0) {
+            substitution::judge_places("", &argv, &[0])?;
+        }
         let name = program_name(&argv[0])?;
         if !status_args.is_empty() && !STATUS_READERS.contains(&name.as_str()) {
             return Err(Denial::new(format!(
                 "$? may only be an argument of {} (it could name a file elsewhere)",
                 STATUS_READERS.join(", ")
             )));
+        }
+        if !substitutions.is_empty() {
+            if !status_args.is_empty() {
+                return Err(Denial::new(
+                    "$? and a command substitution in one command are not supported (the \
+                     substitution would change $?)",
+                ));
+            }
+            let places: Vec<usize> = substitutions.iter().map(|s| s.arg).collect();
+            substitution::judge_places(&name, &argv, &places)?;
         }
         let (redirects, redirect_writes) =
             self.redirects(&raw.redirects, raw.stderr_to_pipe, expander, &walk.cwd)?;
@@ -383,10 +456,19 @@ impl Checker {
             }
             return Ok(checked);
         }
+        let checked_argv = (!substitutions.is_empty()).then(|| argv.clone());
         let mut checked = self.program(argv, &name, redirects, walk)?;
+        if checked_argv.is_some_and(|argv| argv != checked.command.argv) {
+            // The offsets are into the argv as written.
+            return Err(Denial::new(format!(
+                "a command substitution in {name}, whose arguments the policy rewrites, is not \
+                 supported"
+            )));
+        }
         checked.writes |= redirect_writes;
         checked.command.env = env;
         checked.command.status_args = status_args;
+        checked.command.substitutions = substitutions;
         Ok(checked)
     }
 

@@ -24,6 +24,7 @@ pub mod paths;
 pub mod rules;
 pub mod shape;
 mod shell_vars;
+mod substitution;
 pub mod suite;
 mod syntax;
 mod words;
