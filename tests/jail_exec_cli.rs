@@ -312,3 +312,59 @@ fn tilde_and_home_are_the_workspace_as_in_the_jail() {
     }
     assert!(!env.dir.path().join("x").exists());
 }
+
+#[test]
+fn command_substitution_runs_first_in_the_jail_and_is_one_argument() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("sub")).unwrap();
+    // A hostile file: its text becomes an argument of printf, never a word of a command.
+    std::fs::write(env.ws.join("evil.txt"), "-rf /; $(id) `id` *\n\n").unwrap();
+    let r = exec(
+        &env,
+        &[],
+        "printf '[%s]\\n' \"$(cat evil.txt)\" \"x $(cd sub && pwd) y\" \"$(printf 'a\\n\\n')\" && pwd \
+         && [ -n \"$(ls sub)\" ] || echo sub-is-empty",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        format!(
+            "[-rf /; $(id) `id` *]\n[x {} y]\n[a]\n{}\nsub-is-empty\n",
+            env.ws.join("sub").display(),
+            env.ws.display()
+        ),
+        "{r:?}"
+    );
+    // It runs in the jail: the inner command sees the jail's environment, not warden's.
+    let r = exec(&env, &[], "echo \"key=$(printenv ANTHROPIC_API_KEY)\"");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "key=\n"), "{r:?}");
+    // Too much output: the command does not run with a value cut short.
+    let r = exec(&env, &[], "echo \"$(seq 1 20000)\" && echo ran");
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.stderr.contains("more than 65536 bytes"), "{r:?}");
+    assert!(!r.stdout.contains("ran"), "{r:?}");
+}
+
+#[test]
+fn command_substitution_stays_refused_where_its_output_could_be_a_path_or_option() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    for (command, why) in [
+        ("cat \"$(echo notes.txt)\"", "it could be a path"),
+        ("rm \"$(echo notes.txt)\"", "argument 1 of rm"),
+        ("ls -la \"$(echo -R)\"", "argument 2 of ls"),
+        ("echo x > \"$(echo notes.txt)\"", "not allowed here"),
+        ("\"$(echo rm)\" notes.txt", "the command name"),
+        ("echo \"$(rm notes.txt)\"", "writes files"),
+        ("echo \"$(cat ../x)\"", "outside the workspace"),
+        ("echo $(ls)", "quote it"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("notes.txt")).unwrap(),
+        "n\n"
+    );
+}

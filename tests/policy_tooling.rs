@@ -295,6 +295,10 @@ fn the_claude_code_hook_answers_allow_deny_and_ask_in_its_format() {
             "{command}: {reason}"
         );
     }
+    // A real shell would run a command substitution itself, unchecked.
+    let (verdict, reason) = decision(&hook_bash(&env, "echo \"$(date)\""));
+    assert_eq!(verdict, "deny", "{reason}");
+    assert!(reason.contains("would run it unchecked"), "{reason}");
 
     // make is not in the default allowlist; a team's policy asks for it.
     let policy = write(

@@ -191,12 +191,13 @@ fn resolve_double_quoted(node: Node, src: &str, word: &mut RawWord) -> Result<()
                 pos = child.end_byte();
             }
             "command_substitution" => {
-                word.push_text(
-                    &unescape_double_quoted(&src[pos..child.start_byte()])?,
-                    true,
-                );
+                // tree-sitter may start the node at spaces before `$(` (after `$?`): inside
+                // quotes they are text.
+                let node_text = &src[child.byte_range()];
+                let start = child.start_byte() + (node_text.len() - node_text.trim_start().len());
+                word.push_text(&unescape_double_quoted(&src[pos..start])?, true);
                 word.parts.push(Part::Subst {
-                    source: substitution_source(&src[child.byte_range()])?,
+                    source: substitution_source(&src[start..child.end_byte()])?,
                     quoted: true,
                 });
                 pos = child.end_byte();
