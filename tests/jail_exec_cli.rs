@@ -368,3 +368,53 @@ fn command_substitution_stays_refused_where_its_output_could_be_a_path_or_option
         "n\n"
     );
 }
+
+#[test]
+fn a_checksum_list_on_stdin_has_its_names_checked_before_the_program_reads_it() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    let outside = env.outside("outside");
+    std::fs::write(outside.join("secret"), "s\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), env.ws.join("link")).unwrap();
+    let sum = "d3b07384d113edec49eaa6238ad5ff00"; // md5 of "foo\n": not the file's
+    let r = exec(
+        &env,
+        &[],
+        &format!("printf '%s  notes.txt\\n' {sum} | md5sum -c; echo status $?"),
+    );
+    assert_eq!(r.stdout, "notes.txt: FAILED\nstatus 1\n", "{r:?}");
+    // The list's text is what md5sum gets: the tagged form and escapes are read alike.
+    let r = exec(
+        &env,
+        &[],
+        "md5sum notes.txt > sums.md5 && md5sum --tag notes.txt >> sums.md5 && md5sum -c < sums.md5",
+    );
+    assert_eq!(
+        (r.status, r.stdout.as_str()),
+        (0, "notes.txt: OK\nnotes.txt: OK\n"),
+        "{r:?}"
+    );
+    // A name outside the roots, directly or through a link: the line stops before md5sum runs.
+    for list in [
+        format!("{sum}  ../outside/secret"),
+        format!("{sum}  link"),
+        format!("MD5 (/etc/shadow) = {sum}"),
+    ] {
+        let command = format!("echo '{list}' | md5sum -c; echo after");
+        let r = exec(&env, &[], &command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("named in the file list on standard input"),
+            "{command}: {r:?}"
+        );
+        assert!(
+            !r.stdout.contains("after") && !r.stdout.contains("OK"),
+            "{r:?}"
+        );
+    }
+    // A line the policy cannot read as a checksum is refused rather than guessed at.
+    let r = exec(&env, &[], "echo 'garbage' | sha256sum -c");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("cannot read as a checksum"), "{r:?}");
+}

@@ -1035,7 +1035,9 @@ const CASES: &[(&str, Decision, &str)] = &[
         "named in the file list bad.md5",
     ),
     ("sha1sum -c odd.sha1", Deny, "cannot read as a checksum"),
-    ("sha256sum -c < sums.sha256", Deny, "standard input"),
+    // A list on stdin: warden's executor checks its names when it reads them.
+    ("sha256sum -c < sums.sha256", Allow, "allowed: sha256sum"),
+    ("cat sums.sha256 | md5sum -c", Allow, "allowed: cat, md5sum"),
     ("less notes.txt", Deny, "less: an interactive pager"),
     ("vim notes.txt", Deny, "vim: an interactive editor"),
     (
@@ -1067,6 +1069,8 @@ const REAL_SHELL_HOME_CASES: &[(&str, Decision, &str)] = &[
     ("cat ~/{.ssh/id_rsa,x}", Deny, "outside"),
     ("cat ~root/.bashrc", Deny, "~user"),
     ("cd", Deny, "cd needs a directory"),
+    // A real shell's md5sum reads the list unchecked.
+    ("md5sum -c < notes.txt", Deny, "standard input"),
     ("cat notes.txt", Allow, "allowed: cat"),
 ];
 

@@ -2,6 +2,7 @@
 //! table computed in warden, every program started through the sandbox, then all of them waited
 //! for — or all killed, when the script's deadline passes or it is cancelled.
 
+use super::checksums::{self, Fed};
 use super::io_text::short;
 use super::output::Outputs;
 use super::redirect::FdTable;
@@ -99,6 +100,34 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
             ctx.outputs.message(&message);
             statuses[index] = 1;
             continue;
+        }
+        if command.checksums_on_stdin {
+            let name = command.argv[0].clone();
+            let fed = tokio::select! {
+                fed = checksums::feed(&mut table, ctx.outputs.null(), ctx.paths, &ctx.cwd, &name) => Some(fed),
+                _ = tokio::time::sleep_until(ctx.deadline) => None,
+                _ = ctx.cancel.cancelled() => None,
+            };
+            match fed {
+                Some(Ok(Fed::Checked(writer))) => writers.push(writer),
+                Some(Ok(Fed::Refused(reason))) => {
+                    kill_all(&mut running).await;
+                    return Err(ExecError::Refused(reason));
+                }
+                Some(Err(e)) => {
+                    kill_all(&mut running).await;
+                    return Err(ExecError::Io(e));
+                }
+                None => {
+                    let timed_out = !ctx.cancel.is_cancelled();
+                    kill_all(&mut running).await;
+                    return Ok(if timed_out {
+                        Outcome::TimedOut
+                    } else {
+                        Outcome::Cancelled
+                    });
+                }
+            }
         }
         match &command.builtin {
             Some(Builtin::Cd(target)) => {

@@ -564,7 +564,15 @@ impl Checker {
             )?;
             links.extend(walk.links.carried(&paths));
         }
+        let mut checksums_on_stdin = false;
         for list in &analysis.lists {
+            // A checksum list on stdin exists only when the command runs: warden's executor
+            // checks its names then, before the program starts (a real shell could not).
+            if list.path == "-" && list.format == lists::ListFormat::Checksums && self.substitutions
+            {
+                checksums_on_stdin = true;
+                continue;
+            }
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
             {
                 writes |= access != Access::Read;
@@ -611,6 +619,7 @@ impl Checker {
         command.redirects = redirects;
         command.paths = paths;
         command.runs_code = analysis.runs_code.is_some();
+        command.checksums_on_stdin = checksums_on_stdin;
         command.ask = ask;
         Ok(Checked {
             command,

@@ -81,6 +81,10 @@ pub struct Command {
     /// it stood (see [`Substitution`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub substitutions: Vec<Substitution>,
+    /// The program reads a checksum list (`md5sum -c`) on stdin: the executor reads the list
+    /// first, checks every name it holds as a read, and only then feeds it to the program.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub checksums_on_stdin: bool,
     /// The program runs code the policy cannot read (`python3 tool.py`, `make`): the executor
     /// runs it only in a sandbox that confines code.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -354,6 +358,7 @@ impl Command {
             env: Vec::new(),
             status_args: Vec::new(),
             substitutions: Vec::new(),
+            checksums_on_stdin: false,
             runs_code: false,
             ask: None,
         }

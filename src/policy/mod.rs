@@ -18,7 +18,7 @@ mod grammar;
 pub mod invariant;
 pub mod ir;
 mod line_links;
-mod lists;
+pub mod lists;
 pub mod mode;
 pub mod paths;
 pub mod rules;
