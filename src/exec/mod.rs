@@ -14,6 +14,7 @@ mod pipeline;
 mod redirect;
 mod substitute;
 mod tail;
+mod xargs;
 
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;

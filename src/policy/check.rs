@@ -10,8 +10,8 @@ use super::derived;
 use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
-    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
-    StatusArg, Step, Substitution,
+    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, PolicyRef, Redirect, RedirectTarget,
+    Script, StatusArg, Step, Substitution, XargsPlan,
 };
 use super::line_links::{self, LineLinks, Made};
 use super::lists;
@@ -85,6 +85,23 @@ pub(super) struct Walk {
 }
 
 impl Walk {
+    /// The start of a line in `cwd` (checked, physical).
+    pub fn at(cwd: PathBuf) -> Walk {
+        Walk {
+            logical_cwd: cwd.clone(),
+            cwd,
+            earlier_writes: false,
+            asks: Vec::new(),
+            vars: Vec::new(),
+            commands: 0,
+            links: LineLinks::default(),
+            made_dirs: Vec::new(),
+            nesting: 0,
+            in_substitution: false,
+            wrote: false,
+        }
+    }
+
     /// Record whether a command writes (analyzers after it must not trust the disk).
     pub fn note_writes(&mut self, writes: bool) {
         self.earlier_writes |= writes;
@@ -196,19 +213,8 @@ impl Checker {
             ))
         })?;
         let raw = self.parse(source)?;
-        let mut walk = Walk {
-            cwd,
-            logical_cwd,
-            earlier_writes: false,
-            asks: Vec::new(),
-            vars: Vec::new(),
-            commands: 0,
-            links: LineLinks::default(),
-            made_dirs: Vec::new(),
-            nesting: 0,
-            in_substitution: false,
-            wrote: false,
-        };
+        let mut walk = Walk::at(cwd);
+        walk.logical_cwd = logical_cwd;
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
     }
@@ -614,6 +620,7 @@ impl Checker {
         let mut command = Command::program(argv, cwd.to_path_buf());
         command.builtin = match analysis.builtin {
             Some(Builtin::Chmod(plan)) => Some(Builtin::Chmod(plan.with_checked(&paths))),
+            Some(Builtin::Xargs(plan)) => Some(Builtin::Xargs(self.xargs(plan, cwd)?)),
             other => other,
         };
         command.redirects = redirects;
@@ -646,6 +653,56 @@ impl Checker {
             return analyzers::analyze(kind, rule, name, args, &ctx);
         }
         rule.analyze_command(name, args)
+    }
+
+    /// xargs' fixed command, checked alone (each batch is checked again when it exists), and
+    /// the policy that will check the batches.
+    fn xargs(&self, mut plan: XargsPlan, cwd: &Path) -> Result<XargsPlan, Denial> {
+        if !self.substitutions {
+            return Err(Denial::new(
+                "xargs is not allowed here: the shell running this command would run every \
+                 batch unchecked",
+            ));
+        }
+        self.plain_program(plan.command.clone(), cwd)?;
+        plan.policy = Some(PolicyRef(Arc::clone(&self.policy)));
+        Ok(plan)
+    }
+
+    /// One program with its final argv in `cwd`, as xargs runs a batch: allowed as it is, and
+    /// read-only (warden's xargs runs nothing that writes, asks or runs unreadable code).
+    /// Returns the command that runs.
+    pub fn plain_program(&self, argv: Vec<String>, cwd: &Path) -> Result<Command, Denial> {
+        let deny = |why: String| Denial::new(format!("xargs: {why}"));
+        let first = argv.first().ok_or_else(|| deny("no command".into()))?;
+        let name = program_name(first)?;
+        let cwd = self
+            .paths
+            .check(cwd, ".", Access::Read)
+            .map_err(|d| deny(d.reason))?;
+        let walk = Walk::at(cwd);
+        let shown = shell_words::join(&argv);
+        let checked = self
+            .program(argv, &name, Vec::new(), &walk)
+            .map_err(|d| deny(d.reason))?;
+        if !checked.asks.is_empty() {
+            return Err(deny(format!(
+                "`{shown}` needs approval ({}); xargs runs only commands the policy allows as \
+                 they are",
+                checked.asks.join("; ")
+            )));
+        }
+        if checked.writes || !checked.links.links.is_empty() || !checked.links.trees.is_empty() {
+            return Err(deny(format!(
+                "`{shown}` writes files; warden's xargs runs only read-only commands"
+            )));
+        }
+        if checked.command.builtin.is_some() || checked.command.runs_code {
+            return Err(deny(format!(
+                "`{shown}` is not a plain program whose every effect the policy knows"
+            )));
+        }
+        Ok(checked.command)
     }
 
     /// `cd DIR`: evaluated by the executor; the target must be a readable directory.

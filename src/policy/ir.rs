@@ -140,6 +140,41 @@ pub enum Builtin {
     /// `chmod`, read exactly; on the host backend warden applies it itself (the jail's chmod
     /// calls do nothing), elsewhere the program runs. `argv` stays the command that was checked.
     Chmod(ChmodPlan),
+    /// `xargs`, run by warden itself: each batch it builds is checked before it runs (see
+    /// `policy::xargs`). `argv` stays the xargs command that was checked.
+    Xargs(XargsPlan),
+}
+
+/// What warden's xargs does: split stdin (`-0`: at NUL bytes), batch it (`-n`), append each
+/// batch to `command` and check that argv with `policy` before running it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct XargsPlan {
+    pub command: Vec<String>,
+    pub null: bool,
+    pub max_args: Option<usize>,
+    /// `-r`: nothing runs on empty input (else the command runs once with no extra argument).
+    pub no_run_if_empty: bool,
+    /// The policy that checked the line, which checks every batch; set by the checker.
+    #[serde(skip)]
+    pub policy: Option<PolicyRef>,
+}
+
+/// A policy inside the IR (equal when it is the same policy).
+#[derive(Clone)]
+pub struct PolicyRef(pub std::sync::Arc<super::Policy>);
+
+impl PartialEq for PolicyRef {
+    fn eq(&self, other: &PolicyRef) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PolicyRef {}
+
+impl std::fmt::Debug for PolicyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PolicyRef")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -28,6 +28,7 @@ mod substitution;
 pub mod suite;
 mod syntax;
 mod words;
+pub mod xargs;
 
 use rules::{PolicyFile, ProgramRule, Settings};
 use serde::{Deserialize, Serialize};
