@@ -418,3 +418,97 @@ fn a_checksum_list_on_stdin_has_its_names_checked_before_the_program_reads_it() 
     assert_eq!(r.status, 126, "{r:?}");
     assert!(r.stderr.contains("cannot read as a checksum"), "{r:?}");
 }
+
+#[test]
+fn xargs_checks_every_batch_it_builds_before_running_it() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("docs")).unwrap();
+    std::fs::write(env.ws.join("docs/a.txt"), "hi a\n").unwrap();
+    std::fs::write(env.ws.join("docs/b c.txt"), "no\n").unwrap();
+    std::fs::write(env.ws.join("docs/d.txt"), "hi d\n").unwrap();
+    let r = exec(
+        &env,
+        &[],
+        "find docs -name '*.txt' -print0 | sort -z | xargs -0 grep -l hi",
+    );
+    assert_eq!(
+        (r.status, r.stdout.as_str()),
+        (0, "docs/a.txt\ndocs/d.txt\n"),
+        "{r:?}"
+    );
+    // Batches of -n, quotes and backslashes read as GNU xargs reads them; a batch that fails
+    // makes the status 123 and the next still runs.
+    let r = exec(
+        &env,
+        &[],
+        "printf '%s\\n' \"'docs/b c.txt'\" docs/a.txt nope docs/d\\\\.txt | xargs -n 2 cat; echo $?",
+    );
+    assert_eq!(r.stdout, "no\nhi a\nhi d\n123\n", "{r:?}");
+    // Empty input: the command runs once, unless -r.
+    let r = exec(
+        &env,
+        &[],
+        "true | xargs echo once; true | xargs -r echo never",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "once\n"), "{r:?}");
+}
+
+#[test]
+fn xargs_input_cannot_smuggle_paths_options_or_writes_and_refused_forms_stay_refused() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    // Names and options from the input are checked where they land; the first refused batch
+    // stops the line before it runs, and nothing after it runs.
+    for (command, why) in [
+        (
+            "echo notes.txt /etc/passwd | xargs cat; echo after",
+            "/etc/passwd is outside",
+        ),
+        (
+            "echo -exec rm {} + | xargs find . -name x; echo after",
+            "find -exec",
+        ),
+        (
+            "echo --files0-from=/etc/shadow | xargs wc; echo after",
+            "/etc/shadow",
+        ),
+        (
+            "echo notes.txt | xargs -n 1 rm; echo after",
+            "writes the files its arguments",
+        ),
+        // An option from the input that makes the batch write.
+        (
+            "echo -o out.txt | xargs sort notes.txt; echo after",
+            "writes files",
+        ),
+        (
+            "echo notes.txt | xargs sort -o out.txt; echo after",
+            "writes files",
+        ),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        assert!(!r.stdout.contains("after"), "{command}: {r:?}");
+    }
+    assert!(env.ws.join("notes.txt").exists());
+    assert!(!env.ws.join("out.txt").exists());
+    // A name like an option stays a name after --, and is an option without it (checked).
+    let r = exec(&env, &[], "echo -- -rf | xargs ls; echo $?");
+    assert!(r.stdout.ends_with("123\n"), "{r:?}");
+    // Refused when checked: a refused command, options warden's xargs does not model.
+    for (command, why) in [
+        ("echo x | xargs sh -c id", "shell"),
+        ("echo x | xargs python3 -c 1", "python3"),
+        ("echo x | xargs -I{} cat {}", "-I{}"),
+        ("echo x | xargs -P 4 cat", "-P"),
+        ("echo x | xargs -a notes.txt cat", "-a"),
+        ("echo x | xargs git log", "xargs git"),
+        ("echo x | xargs", "needs the command"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        assert!(r.stdout.is_empty(), "{command}: {r:?}");
+    }
+}

@@ -490,7 +490,31 @@ const CASES: &[(&str, Decision, &str)] = &[
     // ---- wrappers -------------------------------------------------------------------------------------
     ("env ls", Deny, "env: a wrapper"),
     ("env LD_PRELOAD=/tmp/x.so ls", Deny, "env: a wrapper"),
-    ("xargs rm < notes.txt", Deny, "xargs: builds commands"),
+    (
+        "xargs rm < notes.txt",
+        Deny,
+        "writes the files its arguments name",
+    ),
+    (
+        "find . -name '*.rs' | xargs grep -n TODO",
+        Allow,
+        "allowed: find, xargs",
+    ),
+    (
+        "find . -print0 | xargs -0 -n 5 -r wc -l",
+        Allow,
+        "allowed: find, xargs",
+    ),
+    ("ls | xargs sh -c id", Deny, "shell"),
+    (
+        "ls | xargs -I{} cat {}",
+        Deny,
+        "not one warden's xargs does",
+    ),
+    ("ls | xargs -P4 cat", Deny, "not one warden's xargs does"),
+    ("ls | xargs git log", Deny, "xargs git is not allowed"),
+    ("ls | xargs cp -t build", Deny, "writes"),
+    ("ls | xargs cat /etc/shadow", Deny, "outside the workspace"),
     ("nice ls", Deny, "nice: a wrapper"),
     ("nohup ls", Deny, "nohup: a wrapper"),
     ("timeout 5 ls", Deny, "timeout: a wrapper"),
@@ -1069,8 +1093,9 @@ const REAL_SHELL_HOME_CASES: &[(&str, Decision, &str)] = &[
     ("cat ~/{.ssh/id_rsa,x}", Deny, "outside"),
     ("cat ~root/.bashrc", Deny, "~user"),
     ("cd", Deny, "cd needs a directory"),
-    // A real shell's md5sum reads the list unchecked.
+    // A real shell's md5sum reads the list unchecked, and its xargs runs batches unchecked.
     ("md5sum -c < notes.txt", Deny, "standard input"),
+    ("ls | xargs cat", Deny, "every batch unchecked"),
     ("cat notes.txt", Allow, "allowed: cat"),
 ];
 

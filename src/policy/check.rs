@@ -665,8 +665,29 @@ impl Checker {
             ));
         }
         self.plain_program(plan.command.clone(), cwd)?;
+        // A command that writes what its arguments name (`xargs rm`) would write whatever the
+        // input names: refused now, not batch by batch.
+        let mut probe = plan.command.clone();
+        probe.push("file".into());
+        if let Ok(checked) = self.program_in(probe, cwd) {
+            if checked.writes {
+                return Err(Denial::new(format!(
+                    "xargs: `{}` writes the files its arguments name; warden's xargs runs only \
+                     read-only commands",
+                    shell_words::join(&plan.command)
+                )));
+            }
+        }
         plan.policy = Some(PolicyRef(Arc::clone(&self.policy)));
         Ok(plan)
+    }
+
+    /// A program with its final argv checked in `cwd` at the start of a line.
+    fn program_in(&self, argv: Vec<String>, cwd: &Path) -> Result<Checked, Denial> {
+        let first = argv.first().ok_or_else(|| Denial::new("no command"))?;
+        let name = program_name(first)?;
+        let cwd = self.paths.check(cwd, ".", Access::Read)?;
+        self.program(argv, &name, Vec::new(), &Walk::at(cwd))
     }
 
     /// One program with its final argv in `cwd`, as xargs runs a batch: allowed as it is, and
@@ -674,17 +695,8 @@ impl Checker {
     /// Returns the command that runs.
     pub fn plain_program(&self, argv: Vec<String>, cwd: &Path) -> Result<Command, Denial> {
         let deny = |why: String| Denial::new(format!("xargs: {why}"));
-        let first = argv.first().ok_or_else(|| deny("no command".into()))?;
-        let name = program_name(first)?;
-        let cwd = self
-            .paths
-            .check(cwd, ".", Access::Read)
-            .map_err(|d| deny(d.reason))?;
-        let walk = Walk::at(cwd);
         let shown = shell_words::join(&argv);
-        let checked = self
-            .program(argv, &name, Vec::new(), &walk)
-            .map_err(|d| deny(d.reason))?;
+        let checked = self.program_in(argv, cwd).map_err(|d| deny(d.reason))?;
         if !checked.asks.is_empty() {
             return Err(deny(format!(
                 "`{shown}` needs approval ({}); xargs runs only commands the policy allows as \
