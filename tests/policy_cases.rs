@@ -513,6 +513,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("ls | xargs -P4 cat", Deny, "not one warden's xargs does"),
     ("ls | xargs git log", Deny, "xargs git is not allowed"),
+    ("ls | LANG=C xargs sort", Deny, "an assignment before xargs"),
     ("ls | xargs cp -t build", Deny, "writes"),
     ("ls | xargs cat /etc/shadow", Deny, "outside the workspace"),
     ("nice ls", Deny, "nice: a wrapper"),

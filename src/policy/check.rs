@@ -472,6 +472,13 @@ impl Checker {
             )));
         }
         checked.writes |= redirect_writes;
+        if matches!(checked.command.builtin, Some(Builtin::Xargs(_))) && !env.is_empty() {
+            // warden's xargs starts each batch itself: the assignment would not reach it.
+            return Err(Denial::new(
+                "an assignment before xargs is not supported: warden starts each batch itself, \
+                 and the assignment would not reach it",
+            ));
+        }
         checked.command.env = env;
         checked.command.status_args = status_args;
         checked.command.substitutions = substitutions;
