@@ -10,8 +10,8 @@ use super::derived;
 use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
-    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, PolicyRef, Redirect, RedirectTarget,
-    Script, StatusArg, Step, Substitution, XargsPlan,
+    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
+    StatusArg, Step, Substitution,
 };
 use super::line_links::{self, LineLinks, Made};
 use super::lists;
@@ -139,6 +139,16 @@ impl Checker {
         self.unknown_variables = UnknownVariables::Refused;
         self.substitutions = false;
         self
+    }
+
+    /// Whether warden's executor runs what this checker allows (it runs command
+    /// substitutions, xargs batches and checksum lists itself); `false` for a real shell.
+    pub(super) fn runs_in_warden(&self) -> bool {
+        self.substitutions
+    }
+
+    pub(super) fn policy_arc(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     pub fn paths(&self) -> &PathPolicy {
@@ -329,32 +339,6 @@ impl Checker {
             .ok_or_else(|| Denial::new("parsing the command took too long"))?;
         let tokens = syntax::tokens(tree.root_node(), source)?;
         grammar::parse(tokens)
-    }
-
-    /// The command of a command substitution, checked where it stands: allowed, and read-only
-    /// (no writes, nothing to ask, no code the policy cannot read), or refused.
-    fn substitution(&self, source: &str, walk: &Walk) -> Result<Script, Denial> {
-        if !self.substitutions {
-            return Err(Denial::new(format!(
-                "command substitution is not allowed ($({source})): the shell running this \
-                 command would run it unchecked"
-            )));
-        }
-        if walk.in_substitution {
-            return Err(Denial::new(format!(
-                "a command substitution inside another one is not allowed ($({source}))"
-            )));
-        }
-        let in_it = |d: Denial| Denial::new(format!("in $({source}): {}", d.reason));
-        let raw = self.parse(source).map_err(in_it)?;
-        let mut inner = walk.clone();
-        inner.asks.clear();
-        inner.in_substitution = true;
-        inner.wrote = false;
-        let mut script = Script::default();
-        self.list(&raw, &mut inner, &mut script).map_err(in_it)?;
-        substitution::judge_script(source, &script, &inner.asks, inner.wrote)?;
-        Ok(script)
     }
 
     pub(super) fn expander<'a>(&'a self, walk: &'a Walk) -> Expander<'a> {
@@ -662,68 +646,6 @@ impl Checker {
         rule.analyze_command(name, args)
     }
 
-    /// xargs' fixed command, checked alone (each batch is checked again when it exists), and
-    /// the policy that will check the batches.
-    fn xargs(&self, mut plan: XargsPlan, cwd: &Path) -> Result<XargsPlan, Denial> {
-        if !self.substitutions {
-            return Err(Denial::new(
-                "xargs is not allowed here: the shell running this command would run every \
-                 batch unchecked",
-            ));
-        }
-        self.plain_program(plan.command.clone(), cwd)?;
-        // A command that writes what its arguments name (`xargs rm`) would write whatever the
-        // input names: refused now, not batch by batch.
-        let mut probe = plan.command.clone();
-        probe.push("file".into());
-        if let Ok(checked) = self.program_in(probe, cwd) {
-            if checked.writes {
-                return Err(Denial::new(format!(
-                    "xargs: `{}` writes the files its arguments name; warden's xargs runs only \
-                     read-only commands",
-                    shell_words::join(&plan.command)
-                )));
-            }
-        }
-        plan.policy = Some(PolicyRef(Arc::clone(&self.policy)));
-        Ok(plan)
-    }
-
-    /// A program with its final argv checked in `cwd` at the start of a line.
-    fn program_in(&self, argv: Vec<String>, cwd: &Path) -> Result<Checked, Denial> {
-        let first = argv.first().ok_or_else(|| Denial::new("no command"))?;
-        let name = program_name(first)?;
-        let cwd = self.paths.check(cwd, ".", Access::Read)?;
-        self.program(argv, &name, Vec::new(), &Walk::at(cwd))
-    }
-
-    /// One program with its final argv in `cwd`, as xargs runs a batch: allowed as it is, and
-    /// read-only (warden's xargs runs nothing that writes, asks or runs unreadable code).
-    /// Returns the command that runs.
-    pub fn plain_program(&self, argv: Vec<String>, cwd: &Path) -> Result<Command, Denial> {
-        let deny = |why: String| Denial::new(format!("xargs: {why}"));
-        let shown = shell_words::join(&argv);
-        let checked = self.program_in(argv, cwd).map_err(|d| deny(d.reason))?;
-        if !checked.asks.is_empty() {
-            return Err(deny(format!(
-                "`{shown}` needs approval ({}); xargs runs only commands the policy allows as \
-                 they are",
-                checked.asks.join("; ")
-            )));
-        }
-        if checked.writes || !checked.links.links.is_empty() || !checked.links.trees.is_empty() {
-            return Err(deny(format!(
-                "`{shown}` writes files; warden's xargs runs only read-only commands"
-            )));
-        }
-        if checked.command.builtin.is_some() || checked.command.runs_code {
-            return Err(deny(format!(
-                "`{shown}` is not a plain program whose every effect the policy knows"
-            )));
-        }
-        Ok(checked.command)
-    }
-
     /// `cd DIR`: evaluated by the executor; the target must be a readable directory.
     fn cd(
         &self,
@@ -954,7 +876,7 @@ fn single_word(expander: &Expander, word: &RawWord) -> Result<String, Denial> {
 }
 
 /// The rule name for argv[0]: a bare name, or an absolute path in a system bin directory.
-fn program_name(arg0: &str) -> Result<String, Denial> {
+pub(super) fn program_name(arg0: &str) -> Result<String, Denial> {
     if arg0.is_empty() {
         return Err(Denial::new("an empty command name"));
     }

@@ -10,8 +10,9 @@
 //! The inner command runs first, in the same sandbox, and must be allowed as it is and
 //! read-only: nothing to ask, no writes, no code the policy cannot read.
 
+use super::check::Walk;
 use super::ir::Script;
-use super::Denial;
+use super::{Checker, Denial};
 
 /// Programs that print their arguments and nothing else.
 const PRINTERS: &[&str] = &["echo", "printf"];
@@ -81,13 +82,36 @@ fn free_text(name: &str, argv: &[String], places: &[usize], place: usize) -> boo
     }
 }
 
+impl Checker {
+    /// The command of a command substitution, checked where it stands: allowed, and read-only
+    /// (no writes, nothing to ask, no code the policy cannot read), or refused.
+    pub(super) fn substitution(&self, source: &str, walk: &Walk) -> Result<Script, Denial> {
+        if !self.runs_in_warden() {
+            return Err(Denial::new(format!(
+                "command substitution is not allowed ($({source})): the shell running this \
+                 command would run it unchecked"
+            )));
+        }
+        if walk.in_substitution {
+            return Err(Denial::new(format!(
+                "a command substitution inside another one is not allowed ($({source}))"
+            )));
+        }
+        let in_it = |d: Denial| Denial::new(format!("in $({source}): {}", d.reason));
+        let raw = self.parse(source).map_err(in_it)?;
+        let mut inner = walk.clone();
+        inner.asks.clear();
+        inner.in_substitution = true;
+        inner.wrote = false;
+        let mut script = Script::default();
+        self.list(&raw, &mut inner, &mut script).map_err(in_it)?;
+        judge_script(source, &script, &inner.asks, inner.wrote)?;
+        Ok(script)
+    }
+}
+
 /// The inner command, checked: refused unless allowed as it is and read-only.
-pub(super) fn judge_script(
-    source: &str,
-    script: &Script,
-    asks: &[String],
-    wrote: bool,
-) -> Result<(), Denial> {
+fn judge_script(source: &str, script: &Script, asks: &[String], wrote: bool) -> Result<(), Denial> {
     if !asks.is_empty() {
         return Err(Denial::new(format!(
             "the command of $({source}) needs approval ({}); a command substitution runs only \
