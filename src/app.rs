@@ -4,7 +4,7 @@
 //! exactly one place.
 
 use crate::agent::{Agent, Delegate, JobsFn, Persistence, SystemPrompt};
-use crate::config::{home_dir, Config};
+use crate::config::Config;
 use crate::db::Database;
 use crate::egress::{Gate, HostRules};
 use crate::llm::Provider;
@@ -105,7 +105,8 @@ impl Core {
             read_roots.extend(skill_settings.bundled_dir.iter().cloned());
         }
         let paths = Arc::new(
-            PathPolicy::new(&workspace, policy.write_roots(), &read_roots, &home_dir())
+            // `~` is the workspace: in the jail HOME is the workspace.
+            PathPolicy::new(&workspace, policy.write_roots(), &read_roots, &workspace)
                 .context("setting up the path validator")?,
         );
         paths

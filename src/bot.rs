@@ -11,7 +11,7 @@ use crate::db::Database;
 use crate::egress::Grants;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
-use crate::policy::paths::{home_dir, PathPolicy};
+use crate::policy::paths::PathPolicy;
 use crate::scheduler::daemon::{Daemon, DaemonSetup};
 use crate::scheduler::{JobManager, Settings, SystemClock};
 use crate::tools::approval_rules::ApprovalRules;
@@ -53,7 +53,7 @@ impl BotApp {
         let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
         let paths = Arc::new(
-            PathPolicy::new(&workspace, &[], &[], &home_dir())
+            PathPolicy::new(&workspace, &[], &[], &workspace)
                 .context("setting up the path validator")?,
         );
         let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;

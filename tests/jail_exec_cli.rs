@@ -275,3 +275,240 @@ fn variables_set_earlier_in_the_line_are_known() {
         assert_eq!(r.status, 126, "{command}: {r:?}");
     }
 }
+
+#[test]
+fn tilde_and_home_are_the_workspace_as_in_the_jail() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "mine\n").unwrap();
+    // warden's own HOME is elsewhere: `~` still means the workspace, as HOME does in the jail.
+    let home = env.outside("home");
+    std::fs::write(home.join("notes.txt"), "the real home's\n").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["exec", "--workspace"])
+        .arg(&env.ws)
+        .args([
+            "--",
+            "ls ~ && cat ~/notes.txt \"$HOME/notes.txt\" && cd && pwd && echo \"$HOME\"",
+        ])
+        .env("WARDEN_CONFIG", &env.config)
+        .env("HOME", &home)
+        .stdin(std::process::Stdio::null());
+    let r = run(cmd);
+    let ws = env.ws.display();
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        format!("notes.txt\nmine\nmine\n{ws}\n{ws}\n"),
+        "{r:?}"
+    );
+    // Out of the workspace through `~`: refused, and the reason says what `~` is here.
+    for command in ["cat ~/../home/notes.txt", "ls $HOME/..", "echo x > ~/../x"] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(
+            r.stderr.contains("~ and $HOME are the workspace"),
+            "{command}: {r:?}"
+        );
+    }
+    assert!(!env.dir.path().join("x").exists());
+}
+
+#[test]
+fn command_substitution_runs_first_in_the_jail_and_is_one_argument() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("sub")).unwrap();
+    // A hostile file: its text becomes an argument of printf, never a word of a command.
+    std::fs::write(env.ws.join("evil.txt"), "-rf /; $(id) `id` *\n\n").unwrap();
+    let r = exec(
+        &env,
+        &[],
+        "printf '[%s]\\n' \"$(cat evil.txt)\" \"x $(cd sub && pwd) y\" \"$(printf 'a\\n\\n')\" && pwd \
+         && [ -n \"$(ls sub)\" ] || echo sub-is-empty",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        format!(
+            "[-rf /; $(id) `id` *]\n[x {} y]\n[a]\n{}\nsub-is-empty\n",
+            env.ws.join("sub").display(),
+            env.ws.display()
+        ),
+        "{r:?}"
+    );
+    // It runs in the jail: the inner command sees the jail's environment, not warden's.
+    let r = exec(&env, &[], "echo \"key=$(printenv ANTHROPIC_API_KEY)\"");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "key=\n"), "{r:?}");
+    // Too much output: the command does not run with a value cut short.
+    let r = exec(&env, &[], "echo \"$(seq 1 20000)\" && echo ran");
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.stderr.contains("more than 65536 bytes"), "{r:?}");
+    assert!(!r.stdout.contains("ran"), "{r:?}");
+}
+
+#[test]
+fn command_substitution_stays_refused_where_its_output_could_be_a_path_or_option() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    for (command, why) in [
+        ("cat \"$(echo notes.txt)\"", "it could be a path"),
+        ("rm \"$(echo notes.txt)\"", "argument 1 of rm"),
+        ("ls -la \"$(echo -R)\"", "argument 2 of ls"),
+        ("echo x > \"$(echo notes.txt)\"", "not allowed here"),
+        ("\"$(echo rm)\" notes.txt", "the command name"),
+        ("echo \"$(rm notes.txt)\"", "writes files"),
+        ("echo \"$(cat ../x)\"", "outside the workspace"),
+        ("echo $(ls)", "quote it"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("notes.txt")).unwrap(),
+        "n\n"
+    );
+}
+
+#[test]
+fn a_checksum_list_on_stdin_has_its_names_checked_before_the_program_reads_it() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    let outside = env.outside("outside");
+    std::fs::write(outside.join("secret"), "s\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), env.ws.join("link")).unwrap();
+    let sum = "d3b07384d113edec49eaa6238ad5ff00"; // md5 of "foo\n": not the file's
+    let r = exec(
+        &env,
+        &[],
+        &format!("printf '%s  notes.txt\\n' {sum} | md5sum -c; echo status $?"),
+    );
+    assert_eq!(r.stdout, "notes.txt: FAILED\nstatus 1\n", "{r:?}");
+    // The list's text is what md5sum gets: the tagged form and escapes are read alike.
+    let r = exec(
+        &env,
+        &[],
+        "md5sum notes.txt > sums.md5 && md5sum --tag notes.txt >> sums.md5 && md5sum -c < sums.md5",
+    );
+    assert_eq!(
+        (r.status, r.stdout.as_str()),
+        (0, "notes.txt: OK\nnotes.txt: OK\n"),
+        "{r:?}"
+    );
+    // A name outside the roots, directly or through a link: the line stops before md5sum runs.
+    for list in [
+        format!("{sum}  ../outside/secret"),
+        format!("{sum}  link"),
+        format!("MD5 (/etc/shadow) = {sum}"),
+    ] {
+        let command = format!("echo '{list}' | md5sum -c; echo after");
+        let r = exec(&env, &[], &command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("named in the file list on standard input"),
+            "{command}: {r:?}"
+        );
+        assert!(
+            !r.stdout.contains("after") && !r.stdout.contains("OK"),
+            "{r:?}"
+        );
+    }
+    // A line the policy cannot read as a checksum is refused rather than guessed at.
+    let r = exec(&env, &[], "echo 'garbage' | sha256sum -c");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("cannot read as a checksum"), "{r:?}");
+}
+
+#[test]
+fn xargs_checks_every_batch_it_builds_before_running_it() {
+    let env = Env::new();
+    std::fs::create_dir(env.ws.join("docs")).unwrap();
+    std::fs::write(env.ws.join("docs/a.txt"), "hi a\n").unwrap();
+    std::fs::write(env.ws.join("docs/b c.txt"), "no\n").unwrap();
+    std::fs::write(env.ws.join("docs/d.txt"), "hi d\n").unwrap();
+    let r = exec(
+        &env,
+        &[],
+        "find docs -name '*.txt' -print0 | sort -z | xargs -0 grep -l hi",
+    );
+    assert_eq!(
+        (r.status, r.stdout.as_str()),
+        (0, "docs/a.txt\ndocs/d.txt\n"),
+        "{r:?}"
+    );
+    // Batches of -n, quotes and backslashes read as GNU xargs reads them; a batch that fails
+    // makes the status 123 and the next still runs.
+    let r = exec(
+        &env,
+        &[],
+        "printf '%s\\n' \"'docs/b c.txt'\" docs/a.txt nope docs/d\\\\.txt | xargs -n 2 cat; echo $?",
+    );
+    assert_eq!(r.stdout, "no\nhi a\nhi d\n123\n", "{r:?}");
+    // Empty input: the command runs once, unless -r.
+    let r = exec(
+        &env,
+        &[],
+        "true | xargs echo once; true | xargs -r echo never",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "once\n"), "{r:?}");
+}
+
+#[test]
+fn xargs_input_cannot_smuggle_paths_options_or_writes_and_refused_forms_stay_refused() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    // Names and options from the input are checked where they land; the first refused batch
+    // stops the line before it runs, and nothing after it runs.
+    for (command, why) in [
+        (
+            "echo notes.txt /etc/passwd | xargs cat; echo after",
+            "/etc/passwd is outside",
+        ),
+        (
+            "echo -exec rm {} + | xargs find . -name x; echo after",
+            "find -exec",
+        ),
+        (
+            "echo --files0-from=/etc/shadow | xargs wc; echo after",
+            "/etc/shadow",
+        ),
+        (
+            "echo notes.txt | xargs -n 1 rm; echo after",
+            "writes the files its arguments",
+        ),
+        // An option from the input that makes the batch write.
+        (
+            "echo -o out.txt | xargs sort notes.txt; echo after",
+            "writes files",
+        ),
+        (
+            "echo notes.txt | xargs sort -o out.txt; echo after",
+            "writes files",
+        ),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        assert!(!r.stdout.contains("after"), "{command}: {r:?}");
+    }
+    assert!(env.ws.join("notes.txt").exists());
+    assert!(!env.ws.join("out.txt").exists());
+    // A name like an option stays a name after --, and is an option without it (checked).
+    let r = exec(&env, &[], "echo -- -rf | xargs ls; echo $?");
+    assert!(r.stdout.ends_with("123\n"), "{r:?}");
+    // Refused when checked: a refused command, options warden's xargs does not model.
+    for (command, why) in [
+        ("echo x | xargs sh -c id", "shell"),
+        ("echo x | xargs python3 -c 1", "python3"),
+        ("echo x | xargs -I{} cat {}", "-I{}"),
+        ("echo x | xargs -P 4 cat", "-P"),
+        ("echo x | xargs -a notes.txt cat", "-a"),
+        ("echo x | xargs git log", "xargs git"),
+        ("echo x | xargs", "needs the command"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        assert!(r.stdout.is_empty(), "{command}: {r:?}");
+    }
+}

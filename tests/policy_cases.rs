@@ -120,11 +120,25 @@ fn fixture() -> Fixture {
     }
 }
 
+/// The checker `warden exec` and the agent use: `~` is the workspace, as in the jail.
 fn checker(fx: &Fixture) -> Checker {
-    let home = fx.workspace.parent().unwrap().join("home");
     Arc::new(Policy::embedded_default())
-        .checker(&fx.workspace, &[], &home)
+        .checker(&fx.workspace, &[], &fx.workspace)
         .unwrap()
+}
+
+/// The user's own home beside the workspace (holding `.ssh/id_rsa`).
+fn real_home(fx: &Fixture) -> PathBuf {
+    fx.workspace.parent().unwrap().join("home")
+}
+
+/// The Claude Code hook's checker: its commands run in the user's own shell, where `~` is the
+/// user's real home.
+fn real_shell_checker(fx: &Fixture) -> Checker {
+    Arc::new(Policy::embedded_default())
+        .checker(&fx.workspace, &[], &real_home(fx))
+        .unwrap()
+        .for_a_real_shell()
 }
 
 /// (command, decision, a substring the reason must contain)
@@ -248,19 +262,26 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("cat ../../../../etc/passwd", Deny, "outside the workspace"),
     ("cat src/../../secret", Deny, "outside the workspace"),
     ("ls /root", Deny, "outside the workspace"),
+    // `~` and $HOME are the workspace (in the jail HOME is the workspace); the user's own home
+    // stays out of reach (REAL_SHELL_HOME_CASES: where `~` is the real home).
+    ("cat ~/.ssh/id_rsa", Allow, "allowed: cat"),
+    ("cat $HOME/.ssh/id_rsa", Allow, "allowed: cat"),
+    ("cat \"$HOME/notes.txt\"", Allow, "allowed: cat"),
+    ("cat ${HOME}/notes.txt", Allow, "allowed: cat"),
+    ("ls ~", Allow, "allowed: ls"),
     (
-        "cat ~/.ssh/id_rsa",
+        "cat ~/../home/.ssh/id_rsa",
         Deny,
-        ".ssh/id_rsa is outside the workspace",
+        "~ and $HOME are the workspace",
     ),
     (
-        "cat $HOME/.ssh/id_rsa",
+        "cat $HOME/../secret",
         Deny,
-        ".ssh/id_rsa is outside the workspace",
+        "../secret is outside the workspace",
     ),
-    ("cat \"$HOME/.ssh/id_rsa\"", Deny, "outside the workspace"),
-    ("cat ${HOME}/.ssh/id_rsa", Deny, "outside the workspace"),
-    ("ls ~", Deny, "outside the workspace"),
+    ("ls ~/..", Deny, "in the jail HOME is the workspace"),
+    ("echo x > ~/../x", Deny, "~ and $HOME are the workspace"),
+    ("cat ../home/.ssh/id_rsa", Deny, "outside the workspace"),
     ("cat ~root/.bashrc", Deny, "~user"),
     ("cat ~+/x", Deny, "~user"),
     ("cat link_secret", Deny, "resolves to"),
@@ -297,7 +318,8 @@ const CASES: &[(&str, Decision, &str)] = &[
         Deny,
         "writing /etc/cron.d/x is not allowed",
     ),
-    ("echo x >> ~/.bashrc", Deny, "writing"),
+    ("echo x >> ~/.bashrc", Allow, "allowed: echo"),
+    ("echo x > ~/.gitconfig", Deny, "global config"),
     ("cat < /etc/shadow", Deny, "outside the workspace"),
     (
         "grep -f /etc/shadow notes.txt",
@@ -323,12 +345,14 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("ls /e*", Deny, "glob"),
     ("cat ../*", Deny, "glob"),
-    ("ls ~/*", Deny, "glob"),
+    ("ls ~/*", Deny, "escape is outside the workspace"),
+    ("ls ~/src/*", Allow, "allowed: ls"),
+    ("ls ~/../*", Deny, "glob"),
     ("echo {a,b}", Allow, "allowed: echo"),
     ("cp notes.txt{,.bak}", Allow, "allowed: cp"),
     ("echo {1..3}", Allow, "allowed: echo"),
     ("cat {notes,../secret}.txt", Deny, "outside"),
-    ("cat ~/{.ssh/id_rsa,x}", Deny, "outside"),
+    ("cat ~/{notes.txt,../secret}", Deny, "outside"),
     // ---- sort / output flags --------------------------------------------------------------------
     (
         "sort -o /etc/x notes.txt",
@@ -466,7 +490,32 @@ const CASES: &[(&str, Decision, &str)] = &[
     // ---- wrappers -------------------------------------------------------------------------------------
     ("env ls", Deny, "env: a wrapper"),
     ("env LD_PRELOAD=/tmp/x.so ls", Deny, "env: a wrapper"),
-    ("xargs rm < notes.txt", Deny, "xargs: builds commands"),
+    (
+        "xargs rm < notes.txt",
+        Deny,
+        "writes the files its arguments name",
+    ),
+    (
+        "find . -name '*.rs' | xargs grep -n TODO",
+        Allow,
+        "allowed: find, xargs",
+    ),
+    (
+        "find . -print0 | xargs -0 -n 5 -r wc -l",
+        Allow,
+        "allowed: find, xargs",
+    ),
+    ("ls | xargs sh -c id", Deny, "shell"),
+    (
+        "ls | xargs -I{} cat {}",
+        Deny,
+        "not one warden's xargs does",
+    ),
+    ("ls | xargs -P4 cat", Deny, "not one warden's xargs does"),
+    ("ls | xargs git log", Deny, "xargs git is not allowed"),
+    ("ls | LANG=C xargs sort", Deny, "an assignment before xargs"),
+    ("ls | xargs cp -t build", Deny, "writes"),
+    ("ls | xargs cat /etc/shadow", Deny, "outside the workspace"),
     ("nice ls", Deny, "nice: a wrapper"),
     ("nohup ls", Deny, "nohup: a wrapper"),
     ("timeout 5 ls", Deny, "timeout: a wrapper"),
@@ -501,11 +550,47 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("x=1", Allow, "allowed"),
     ("export FOO=1", Deny, "setting shell variables"),
-    ("echo $(id)", Deny, "command substitution"),
-    ("echo `id`", Deny, "command substitution"),
-    ("echo \"$(id)\"", Deny, "command substitution"),
+    // Command substitution: an allowed read-only command, quoted, where any text is harmless.
+    ("echo \"$(id)\"", Allow, "allowed: id, echo"),
+    ("echo \"today is `date +%F`\"", Allow, "allowed: date, echo"),
+    (
+        "printf '%s\\n' \"$(wc -l < notes.txt)\"",
+        Allow,
+        "allowed: wc, printf",
+    ),
+    (
+        "[ -n \"$(ls src)\" ] && echo y",
+        Allow,
+        "allowed: ls, [, echo",
+    ),
+    (
+        "test \"$(cat notes.txt)\" != x",
+        Allow,
+        "allowed: cat, test",
+    ),
+    ("echo $(id)", Deny, "quote it"),
+    ("echo `id`", Deny, "quote it"),
+    ("ls \"$(echo /)\"", Deny, "argument 1 of ls is not allowed"),
+    ("cat \"$(echo /etc/passwd)\"", Deny, "it could be a path"),
+    ("rm \"$(echo notes.txt)\"", Deny, "argument 1 of rm"),
+    ("[ -f \"$(echo x)\" ]", Deny, "argument 2 of ["),
+    ("test x \"$(echo =)\" y", Deny, "argument 2 of test"),
+    ("\"$(echo ls)\" src", Deny, "the command name"),
+    ("echo hi > \"$(echo out.txt)\"", Deny, "not allowed here"),
+    ("x=\"$(date)\"; echo $x", Deny, "not allowed here"),
+    (
+        "for f in \"$(ls)\"; do echo $f; done",
+        Deny,
+        "not allowed here",
+    ),
+    ("echo \"$(rm notes.txt)\"", Deny, "writes files"),
+    ("echo \"$(ls > out.txt)\"", Deny, "writes files"),
+    ("echo \"$(rm -r src)\"", Deny, "needs approval"),
+    ("echo \"$(cat /etc/shadow)\"", Deny, "outside the workspace"),
+    ("echo \"$(echo \"$(id)\")\"", Deny, "inside another one"),
+    ("echo {a,b}\"$(id)\"", Deny, "must stay one argument"),
+    ("echo \"$? $(id)\"", Deny, "$? and a command substitution"),
     ("cat <(ls)", Deny, "process substitution"),
-    ("ls $(echo /)", Deny, "command substitution"),
     ("echo $((1+2))", Deny, "arithmetic expansion"),
     // The sandbox has no secrets: warden expands a variable it does not set to nothing, as bash
     // expands an unset one (the hook, where a real shell runs, refuses them: cli_hook).
@@ -867,7 +952,7 @@ const CASES: &[(&str, Decision, &str)] = &[
     // ---- cd --------------------------------------------------------------------------------------------------------
     ("cd /etc && cat shadow", Deny, "cd: /etc is outside"),
     ("cd .. && cat secret", Deny, "cd: .. is outside"),
-    ("cd", Deny, "cd needs a directory"),
+    ("cd", Allow, "allowed: cd"),
     ("cd -", Deny, "cd - is not supported"),
     ("cd src | ls", Deny, "cd inside a pipeline"),
     ("cd notes.txt", Deny, "not a directory"),
@@ -975,7 +1060,9 @@ const CASES: &[(&str, Decision, &str)] = &[
         "named in the file list bad.md5",
     ),
     ("sha1sum -c odd.sha1", Deny, "cannot read as a checksum"),
-    ("sha256sum -c < sums.sha256", Deny, "standard input"),
+    // A list on stdin: warden's executor checks its names when it reads them.
+    ("sha256sum -c < sums.sha256", Allow, "allowed: sha256sum"),
+    ("cat sums.sha256 | md5sum -c", Allow, "allowed: cat, md5sum"),
     ("less notes.txt", Deny, "less: an interactive pager"),
     ("vim notes.txt", Deny, "vim: an interactive editor"),
     (
@@ -985,6 +1072,54 @@ const CASES: &[(&str, Decision, &str)] = &[
     ),
     ("crontab -l", Deny, "crontab: installs persistent jobs"),
 ];
+
+/// The refusals of the user's real home, where `~` means it: the Claude Code hook, whose
+/// commands run in the user's own shell.
+const REAL_SHELL_HOME_CASES: &[(&str, Decision, &str)] = &[
+    (
+        "cat ~/.ssh/id_rsa",
+        Deny,
+        ".ssh/id_rsa is outside the workspace",
+    ),
+    (
+        "cat $HOME/.ssh/id_rsa",
+        Deny,
+        ".ssh/id_rsa is outside the workspace",
+    ),
+    ("cat \"$HOME/.ssh/id_rsa\"", Deny, "outside the workspace"),
+    ("cat ${HOME}/.ssh/id_rsa", Deny, "outside the workspace"),
+    ("ls ~", Deny, "outside the workspace"),
+    ("echo x >> ~/.bashrc", Deny, "writing"),
+    ("ls ~/*", Deny, "glob"),
+    ("cat ~/{.ssh/id_rsa,x}", Deny, "outside"),
+    ("cat ~root/.bashrc", Deny, "~user"),
+    ("cd", Deny, "cd needs a directory"),
+    // A real shell's md5sum reads the list unchecked, and its xargs runs batches unchecked.
+    ("md5sum -c < notes.txt", Deny, "standard input"),
+    ("ls | xargs cat", Deny, "every batch unchecked"),
+    ("cat notes.txt", Allow, "allowed: cat"),
+];
+
+#[test]
+fn the_real_home_stays_refused_where_tilde_means_it() {
+    let fx = fixture();
+    let mut checker = real_shell_checker(&fx);
+    for (command, want, reason_part) in REAL_SHELL_HOME_CASES {
+        let verdict = checker.check(command);
+        assert_eq!(verdict.decision, *want, "{command}: {}", verdict.reason);
+        assert!(
+            verdict.reason.contains(reason_part),
+            "{command}: {}",
+            verdict.reason
+        );
+        // The note about `~` is for the jail only: here it is the user's home.
+        assert!(
+            !verdict.reason.contains("HOME is the workspace"),
+            "{command}: {}",
+            verdict.reason
+        );
+    }
+}
 
 #[test]
 fn policy_cases_check_decision_and_reason() {
@@ -1158,8 +1293,9 @@ fn user_policy_can_ask_or_allow_more() {
         "test",
     )
     .unwrap();
-    let home = fx.workspace.parent().unwrap().join("home");
-    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    let mut c = Arc::new(policy)
+        .checker(&fx.workspace, &[], &fx.workspace)
+        .unwrap();
     let v = c.check("python3 script.py");
     assert_eq!(v.decision, Ask);
     assert!(v.reason.contains("python3: runs code"), "{}", v.reason);
@@ -1183,8 +1319,9 @@ fn derived_names_hold_for_a_users_own_rules() {
         "test",
     )
     .unwrap();
-    let home = fx.workspace.parent().unwrap().join("home");
-    let mut c = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    let mut c = Arc::new(policy)
+        .checker(&fx.workspace, &[], &fx.workspace)
+        .unwrap();
     for (command, want, why) in [
         ("ln -b -S g notes.txt .gitconfi", Deny, "writing .gitconfig"),
         ("ln -b notes.txt other.txt", Allow, "allowed: ln"),
@@ -1327,8 +1464,6 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
     git(&["stash", "-q"]);
     let evil = git(&["rev-parse", "evil"]);
     let policy = Arc::new(Policy::embedded_default());
-    let home = root.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
     let cases: Vec<(String, Decision, &str)> = vec![
         (
             "git checkout evil".into(),
@@ -1451,7 +1586,7 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
         ),
     ];
     let run = |label: &str| {
-        let mut c = policy.checker(&ws, &[], &home).unwrap();
+        let mut c = policy.checker(&ws, &[], &ws).unwrap();
         let mut failures = Vec::new();
         for (command, want, why) in &cases {
             let v = c.check(command);
@@ -1472,7 +1607,7 @@ fn git_tree_switches_are_checked_against_the_tree_they_write() {
     // Objects borrowed from elsewhere are not read: what needs a tree is refused, saying why;
     // what needs none is as before.
     std::fs::write(ws.join(".git/objects/info/alternates"), "/elsewhere\n").unwrap();
-    let mut c = policy.checker(&ws, &[], &home).unwrap();
+    let mut c = policy.checker(&ws, &[], &ws).unwrap();
     let v = c.check("git checkout safe");
     assert_eq!(v.decision, Deny, "{}", v.reason);
     assert!(v.reason.contains("alternates"), "{}", v.reason);

@@ -121,12 +121,11 @@ fn the_bash_differential_reports_a_checker_whose_ir_differs() {
     let ws = &env.ws;
     std::fs::create_dir_all(ws.join("src")).unwrap();
     std::fs::write(ws.join("notes.txt"), "n").unwrap();
-    std::fs::create_dir_all(root.join("home")).unwrap();
     let bash = warden::fuzzing::Bash {
         warden: env!("CARGO_BIN_EXE_warden").into(),
     };
     let policy = std::sync::Arc::new(warden::policy::Policy::embedded_default());
-    let mut checker = policy.checker(ws, &[], &root.join("home")).unwrap();
+    let mut checker = policy.checker(ws, &[], ws).unwrap();
     let names: BTreeSet<String> = ["ls", "cat", "echo", "wc"].map(String::from).into();
     let command = "ls src && cat 'notes.txt' | wc -l; echo a\\ b";
     // Recording runs bash under strace in the jail; on a loaded machine a run can come back

@@ -124,10 +124,8 @@ fn fixture() -> Fixture {
 }
 
 fn checker(fx: &Fixture) -> Checker {
-    let home = fx.workspace.parent().unwrap().join("home");
-    std::fs::create_dir_all(&home).unwrap();
     Arc::new(Policy::embedded_default())
-        .checker(&fx.workspace, &[], &home)
+        .checker(&fx.workspace, &[], &fx.workspace)
         .unwrap()
 }
 
@@ -335,8 +333,9 @@ fn one_checker_decides_each_command_on_its_own_after_a_parse_given_up() {
         "test",
     )
     .unwrap();
-    let home = fx.workspace.parent().unwrap().join("home");
-    let mut checker = Arc::new(policy).checker(&fx.workspace, &[], &home).unwrap();
+    let mut checker = Arc::new(policy)
+        .checker(&fx.workspace, &[], &fx.workspace)
+        .unwrap();
     let long = format!("echo {}", "'a' \"b\" ".repeat(300_000));
     for _ in 0..3 {
         let verdict = checker.check(&long);

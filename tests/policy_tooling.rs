@@ -230,6 +230,20 @@ fn hook(env: &Env, recorded: &str, policy: Option<&Path>) -> Run {
     run_with_stdin(cmd, &input)
 }
 
+/// The hook asked about one Bash command, with HOME a directory beside the workspace.
+fn hook_bash(env: &Env, command: &str) -> Run {
+    let input = serde_json::json!({
+        "session_id": "s", "cwd": env.ws, "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_input": {"command": command},
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(["hook", "claude-code"])
+        .env("WARDEN_CONFIG", &env.config)
+        .env("HOME", env.outside("home"))
+        .env_remove("CDPATH");
+    run_with_stdin(cmd, &input.to_string())
+}
+
 fn decision(r: &Run) -> (String, String) {
     let json: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
     let out = &json["hookSpecificOutput"];
@@ -261,6 +275,30 @@ fn the_claude_code_hook_answers_allow_deny_and_ask_in_its_format() {
     let (verdict, reason) = decision(&r);
     assert_eq!(verdict, "deny", "{r:?}");
     assert!(reason.starts_with("warden (policy only"), "{reason}");
+
+    // Claude Code runs the command in the user's own shell: there `~` is the real home, and
+    // its secrets stay refused (in warden's jail `~` is the workspace instead).
+    for command in [
+        "cat ~/.ssh/id_ed25519",
+        "ls ~",
+        "cat \"$HOME/.aws/credentials\"",
+    ] {
+        let r = hook_bash(&env, command);
+        let (verdict, reason) = decision(&r);
+        assert_eq!(verdict, "deny", "{command}: {r:?}");
+        assert!(
+            reason.contains("outside the workspace"),
+            "{command}: {reason}"
+        );
+        assert!(
+            !reason.contains("HOME is the workspace"),
+            "{command}: {reason}"
+        );
+    }
+    // A real shell would run a command substitution itself, unchecked.
+    let (verdict, reason) = decision(&hook_bash(&env, "echo \"$(date)\""));
+    assert_eq!(verdict, "deny", "{reason}");
+    assert!(reason.contains("would run it unchecked"), "{reason}");
 
     // make is not in the default allowlist; a team's policy asks for it.
     let policy = write(

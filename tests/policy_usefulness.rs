@@ -5,8 +5,8 @@
 //! 90% counting them allowed (those that run
 //! the project's code asked, and those the policy asks about by design: discarding uncommitted
 //! work, deleting a tree, redirecting a remote), every benign example of a read-only git
-//! subcommand allowed (but for command substitution, which is refused whatever it runs), no
-//! risky example allowed. The rates and every benign example still refused are printed, with
+//! subcommand allowed (but for command substitution where its output would be a path, which is
+//! refused), no risky example allowed. The rates and every benign example still refused are printed, with
 //! the rate that counts only allowed examples beside it.
 
 mod support;

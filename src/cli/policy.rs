@@ -2,7 +2,6 @@
 //! without running them, check a policy's expectations, show how a decision was reached, and
 //! compare two policies.
 
-use crate::config::home_dir;
 use crate::policy::{compare, suite, Checker, Policy, Verdict};
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -47,7 +46,8 @@ pub fn checker(
     read_roots: &[PathBuf],
 ) -> anyhow::Result<Checker> {
     let policy = Arc::new(Policy::load(policy)?);
-    Ok(policy.checker(workspace, read_roots, &home_dir())?)
+    // `~` is the workspace: in the jail HOME is the workspace.
+    Ok(policy.checker(workspace, read_roots, workspace)?)
 }
 
 /// Runs the check and returns the process exit code.
@@ -319,9 +319,8 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<i32> {
         .map(|s| &s.fixture)
         .find(|f| **f != crate::policy::fixture::FixtureSpec::default())
         .unwrap_or(&default_suite.fixture);
-    let home = home_dir();
     let place = match &args.workspace {
-        Some(dir) => compare::Place::Workspace { dir, home: &home },
+        Some(dir) => compare::Place::Workspace { dir },
         None => compare::Place::Fixture(spec),
     };
     let changes = compare::compare(&old, &new, &corpus, place).map_err(anyhow::Error::msg)?;

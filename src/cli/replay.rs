@@ -6,7 +6,7 @@
 
 use super::policy::print_changes;
 use crate::audit::{self, CommandRow};
-use crate::config::{home_dir, Config};
+use crate::config::Config;
 use crate::policy::{compare, Decision, Policy};
 use anyhow::Context;
 use std::collections::{BTreeMap, HashMap};
@@ -85,9 +85,9 @@ pub fn replay(
     workspace: &Path,
     read: &[PathBuf],
 ) -> anyhow::Result<(Vec<compare::Change>, HashMap<Decision, usize>)> {
-    let home = home_dir();
-    let mut current = current.checker(workspace, read, &home)?;
-    let mut new = new.checker(workspace, read, &home)?;
+    // `~` is the workspace, as in the jail where the commands ran.
+    let mut current = current.checker(workspace, read, workspace)?;
+    let mut new = new.checker(workspace, read, workspace)?;
     let mut totals: HashMap<Decision, usize> = HashMap::new();
     let mut changes = Vec::new();
     for (command, _) in commands {

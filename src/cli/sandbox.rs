@@ -2,7 +2,7 @@
 //! roots the path checks use, so Landlock and the executor's own opens agree with the policy.
 
 use super::EXIT_SETUP;
-use crate::config::{home_dir, Config};
+use crate::config::Config;
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::{PathPolicy, Script};
 use crate::sandbox::host::{HostOptions, HostSandbox};
@@ -24,7 +24,7 @@ pub fn plain_paths(
     let workspace = super::workspace_or_cwd(workspace)
         .map_err(|e| SandboxError::Setup(format!("cannot determine the workspace: {e}")))?;
     let read: Vec<PathBuf> = config.sandbox.read.iter().chain(read).cloned().collect();
-    let paths = PathPolicy::new(&workspace, &[], &read, &home_dir()).map_err(|e| {
+    let paths = PathPolicy::new(&workspace, &[], &read, &workspace).map_err(|e| {
         SandboxError::Setup(format!("cannot use the workspace or a readable root: {e}"))
     })?;
     paths

@@ -10,7 +10,7 @@
 use super::policy::print_changes;
 use super::replay::{distinct, load_named, replay, workspace};
 use crate::audit::{self, CommandRow};
-use crate::config::{home_dir, Config};
+use crate::config::Config;
 use crate::policy::{Decision, Policy};
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -237,7 +237,7 @@ pub fn run(config: &Config, args: SuggestArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let rows = audit::bash_commands(&db, Some(&since))?;
     let read = config.sandbox.read.clone();
-    let checker_for = |policy: &Arc<Policy>| Ok(policy.checker(&workspace, &read, &home_dir())?);
+    let checker_for = |policy: &Arc<Policy>| Ok(policy.checker(&workspace, &read, &workspace)?);
     let mut checker = checker_for(&current)?;
     let mut groups: Vec<Approved> = approved(&mut checker, &rows)
         .into_values()

@@ -210,10 +210,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().canonicalize().unwrap();
         let policy = std::sync::Arc::new(Policy::embedded_default());
-        let mut checker = policy
-            .clone()
-            .checker(&ws, &[], &crate::config::home_dir())
-            .unwrap();
+        let mut checker = policy.clone().checker(&ws, &[], &ws).unwrap();
         let verdict = checker.check(command);
         assert_eq!(verdict.decision, Decision::Deny, "{verdict:?}");
         why(&verdict, &policy, &ws, &[]).unwrap()

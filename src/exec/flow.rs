@@ -1,10 +1,12 @@
 //! Evaluating lists and compound commands as bash does: `&&`, `||`, `;` by the last status,
 //! `!` inverting it, `{ }` groups, `( )` subshells (their `cd` does not outlive them), `if`
 //! branches and `while`/`until` loops, with a compound's redirections applied to everything
-//! inside it. Pipelines of programs are `pipeline.rs`'s.
+//! inside it; command substitutions run before the pipeline that holds them. Pipelines of
+//! programs are `pipeline.rs`'s.
 
 use super::pipeline::{self, Context, Outcome};
 use super::redirect::FdTable;
+use super::substitute::Capture;
 use super::ExecError;
 use crate::policy::ir::{Builtin, Command, Compound, Pipeline, Script};
 use futures::future::BoxFuture;
@@ -46,7 +48,81 @@ async fn run_pipeline(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outc
             return run_compound(ctx, command, compound).await;
         }
     }
+    if pipeline
+        .commands
+        .iter()
+        .any(|c| !c.substitutions.is_empty())
+    {
+        return match substituted(ctx, pipeline).await? {
+            Captured::Filled(filled) => pipeline::run(ctx, &filled).await,
+            Captured::Failed(message) => {
+                ctx.outputs.message(&message);
+                Ok(Outcome::Finished(1))
+            }
+            Captured::Ended(outcome) => Ok(outcome),
+        };
+    }
     pipeline::run(ctx, pipeline).await
+}
+
+/// What running a pipeline's command substitutions gave.
+enum Captured<T> {
+    Filled(T),
+    /// The output cannot be an argument (too long, a NUL byte, not UTF-8).
+    Failed(String),
+    /// Timed out or cancelled.
+    Ended(Outcome),
+}
+
+/// The pipeline with every command substitution's output in its place in argv. Each inner
+/// script runs first, in order, as bash's subshell would: its `cd` and status do not outlive
+/// it, it reads nothing, its stderr is the command's.
+async fn substituted(
+    ctx: &mut Context<'_>,
+    pipeline: &Pipeline,
+) -> Result<Captured<Pipeline>, ExecError> {
+    let mut filled = pipeline.clone();
+    for command in &mut filled.commands {
+        let mut outputs = Vec::with_capacity(command.substitutions.len());
+        for substitution in &command.substitutions {
+            match capture(ctx, &substitution.script).await? {
+                Captured::Filled(text) => outputs.push(text),
+                Captured::Failed(message) => return Ok(Captured::Failed(message)),
+                Captured::Ended(outcome) => return Ok(Captured::Ended(outcome)),
+            }
+        }
+        if !outputs.is_empty() {
+            command.argv = command.argv_with_substitutions(&outputs);
+            command.substitutions.clear();
+        }
+    }
+    Ok(Captured::Filled(filled))
+}
+
+async fn capture(ctx: &mut Context<'_>, script: &Script) -> Result<Captured<String>, ExecError> {
+    let capture = Capture::start()?;
+    let (saved_streams, saved_cwd, saved_status) =
+        (ctx.streams.clone(), ctx.cwd.clone(), ctx.last_status);
+    let [_, _, stderr] = ctx.stream_fds();
+    ctx.streams = Some([ctx.outputs.null(), capture.stdout.clone(), stderr]);
+    let outcome = run_list(ctx, script).await;
+    ctx.streams = saved_streams;
+    ctx.cwd = saved_cwd;
+    ctx.last_status = saved_status;
+    match outcome? {
+        Outcome::Finished(_) => {}
+        other => return Ok(Captured::Ended(other)),
+    }
+    // The output ends when every holder of the pipe is gone; a process that escaped the
+    // kill could keep it open, so the script's deadline bounds the wait.
+    Ok(tokio::select! {
+        value = capture.finish() => match value {
+            Ok(text) => Captured::Filled(text),
+            Err(message) => Captured::Failed(message),
+        },
+        _ = tokio::time::sleep_until(ctx.deadline) => Captured::Ended(Outcome::TimedOut),
+        _ = ctx.cancel.cancelled() => Captured::Ended(Outcome::Cancelled),
+    })
 }
 
 async fn run_compound(

@@ -4,6 +4,7 @@
 //! Works over any backend (`&dyn Sandbox`).
 
 mod capture;
+mod checksums;
 mod chmod;
 mod flow;
 mod io_text;
@@ -11,7 +12,9 @@ mod open;
 mod output;
 mod pipeline;
 mod redirect;
+mod substitute;
 mod tail;
+mod xargs;
 
 use crate::policy::ir::Script;
 use crate::policy::PathPolicy;
@@ -144,6 +147,10 @@ pub enum ExecError {
     /// The script changed protected files nobody approved; warden undid it (as far as it could).
     #[error(transparent)]
     Protected(Refusal),
+    /// A check that could only be made as the script ran refused it (a name in a checksum list
+    /// read from stdin); nothing after it ran.
+    #[error("denied: {0}")]
+    Refused(String),
     #[error("executor I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -154,7 +161,8 @@ impl ExecError {
         match self {
             ExecError::CwdMismatch { .. }
             | ExecError::CodeNotConfined { .. }
-            | ExecError::Protected(_) => 126,
+            | ExecError::Protected(_)
+            | ExecError::Refused(_) => 126,
             ExecError::Sandbox(_) | ExecError::Io(_) => 125,
         }
     }

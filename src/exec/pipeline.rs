@@ -2,13 +2,16 @@
 //! table computed in warden, every program started through the sandbox, then all of them waited
 //! for — or all killed, when the script's deadline passes or it is cancelled.
 
+use super::checksums::{self, Fed};
 use super::io_text::short;
 use super::output::Outputs;
 use super::redirect::FdTable;
+use super::xargs;
 use super::ExecError;
 use crate::policy::ir::{Builtin, ChmodPlan, Command, Pipeline};
 use crate::policy::PathPolicy;
 use crate::sandbox::{JailedProcess, Sandbox, SandboxError};
+use futures::future::BoxFuture;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,6 +68,9 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
     let mut next_stdin: Option<Arc<OwnedFd>> = None;
     // What warden's own chmod prints, still being written when the programs end.
     let mut writers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    // warden's own xargs runs, and the batch each is running (killed on a timeout).
+    let mut xargs_runs: Vec<(usize, BoxFuture<'_, Result<i32, ExecError>>)> = Vec::new();
+    let mut xargs_batches: Vec<xargs::Running> = Vec::new();
 
     for (index, command) in pipeline.commands.iter().enumerate() {
         if ctx.cancel.is_cancelled() {
@@ -100,6 +106,34 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
             statuses[index] = 1;
             continue;
         }
+        if command.checksums_on_stdin {
+            let name = command.argv[0].clone();
+            let fed = tokio::select! {
+                fed = checksums::feed(&mut table, ctx.outputs.null(), ctx.paths, &ctx.cwd, &name) => Some(fed),
+                _ = tokio::time::sleep_until(ctx.deadline) => None,
+                _ = ctx.cancel.cancelled() => None,
+            };
+            match fed {
+                Some(Ok(Fed::Checked(writer))) => writers.push(writer),
+                Some(Ok(Fed::Refused(reason))) => {
+                    kill_all(&mut running).await;
+                    return Err(ExecError::Refused(reason));
+                }
+                Some(Err(e)) => {
+                    kill_all(&mut running).await;
+                    return Err(ExecError::Io(e));
+                }
+                None => {
+                    let timed_out = !ctx.cancel.is_cancelled();
+                    kill_all(&mut running).await;
+                    return Ok(if timed_out {
+                        Outcome::TimedOut
+                    } else {
+                        Outcome::Cancelled
+                    });
+                }
+            }
+        }
         match &command.builtin {
             Some(Builtin::Cd(target)) => {
                 // In a pipeline `cd` runs in a subshell: its status counts, its effect does not.
@@ -109,6 +143,19 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
                 let (status, writer) = chmod(ctx, plan, &table);
                 statuses[index] = status;
                 writers.extend(writer);
+            }
+            Some(Builtin::Xargs(plan)) => {
+                let running: xargs::Running = Default::default();
+                let setup = xargs::Setup {
+                    sandbox: ctx.sandbox,
+                    outputs: ctx.outputs,
+                    paths: ctx.paths,
+                    cwd: ctx.cwd.clone(),
+                    streams: table.standard(ctx.outputs.null()),
+                    running: running.clone(),
+                };
+                xargs_runs.push((index, Box::pin(xargs::run(setup, plan))));
+                xargs_batches.push(running);
             }
             Some(Builtin::Compound(_)) => {
                 // The checker never puts a compound command in a pipeline of several.
@@ -145,21 +192,37 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
                 .iter_mut()
                 .map(|(index, process)| async move { (*index, process.wait().await) }),
         );
+        let xargs_waits = futures::future::join_all(
+            xargs_runs
+                .into_iter()
+                .map(|(index, run)| async move { (index, run.await) }),
+        );
         tokio::select! {
-            results = waits => Some(results),
+            results = futures::future::join(waits, xargs_waits) => Some(results),
             _ = tokio::time::sleep_until(ctx.deadline) => None,
             _ = ctx.cancel.cancelled() => None,
         }
     };
-    let Some(results) = waited else {
+    let Some((results, xargs_results)) = waited else {
         let timed_out = !ctx.cancel.is_cancelled();
         kill_all(&mut running).await;
+        kill_batches(&xargs_batches).await;
         return Ok(if timed_out {
             Outcome::TimedOut
         } else {
             Outcome::Cancelled
         });
     };
+    for (index, result) in xargs_results {
+        match result {
+            Ok(status) => statuses[index] = status,
+            Err(e) => {
+                // A refused batch stops the line: nothing of this pipeline keeps running.
+                kill_all(&mut running).await;
+                return Err(e);
+            }
+        }
+    }
     for (index, process) in &running {
         let left = process.background_killed();
         if left > 0 {
@@ -295,6 +358,14 @@ fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> nix::Result<()> {
         }
     }
     Ok(())
+}
+
+async fn kill_batches(batches: &[xargs::Running]) {
+    for batch in batches {
+        if let Some(process) = batch.lock().await.as_mut() {
+            process.kill().await;
+        }
+    }
 }
 
 async fn kill_all(running: &mut [(usize, Box<dyn JailedProcess>)]) {

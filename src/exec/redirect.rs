@@ -65,6 +65,11 @@ impl FdTable {
         Ok(())
     }
 
+    /// Replace descriptor 0 (a checksum list warden checked: see `exec::checksums`).
+    pub fn set_stdin(&mut self, fd: Arc<OwnedFd>) {
+        self.slots[0] = Some(fd);
+    }
+
     /// Descriptors 0-2 after the redirections (a closed one reads as `null`), for the commands
     /// inside a compound command.
     pub fn standard(&self, null: Arc<OwnedFd>) -> [Arc<OwnedFd>; 3] {

@@ -34,7 +34,8 @@ impl Bash {
         (warden.exists() && Path::new("/bin/bash").exists()).then_some(Bash { warden })
     }
 
-    /// What bash runs for `command` in `root/ws` (HOME `root/home`), with `names` recorded.
+    /// What bash runs for `command` in `root/ws` (HOME is `root/ws` too, as in the jail), with
+    /// `names` recorded.
     pub fn record(
         &self,
         command: &str,
@@ -47,7 +48,7 @@ impl Bash {
             "HOME={home}; __log={log}; \
              __rec() {{ builtin printf '%s\\0' \"$PWD\" \"$@\" >> \"$__log\"; \
              builtin printf '\\n' >> \"$__log\"; return 0; }}\n",
-            home = quote(&root.join("home").to_string_lossy()),
+            home = quote(&workspace.to_string_lossy()),
             log = quote(&log.to_string_lossy()),
         );
         for name in names {

@@ -267,7 +267,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
 fn new_checker(shared: &Shared, fixture: &Fixture) -> Result<Checker, String> {
     shared
         .policy
-        .checker(&fixture.workspace(), &[], &fixture.home())
+        .checker(&fixture.workspace(), &[], &fixture.workspace())
         .map_err(|e| e.to_string())
 }
 

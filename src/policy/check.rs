@@ -11,15 +11,17 @@ use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
     Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
-    StatusArg, Step,
+    StatusArg, Step, Substitution,
 };
 use super::line_links::{self, LineLinks, Made};
 use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::rules::{Analysis, ProgramRule};
+use super::substitution;
 use super::syntax::{self, RawRedirect, RawTarget, RedirectOp};
 use super::words::RawWord;
 use super::{Decision, Denial, Policy, Verdict};
+use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,8 +39,12 @@ const SYSTEM_BIN_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/s
 pub struct Checker {
     policy: Arc<Policy>,
     paths: PathPolicy,
-    parser: tree_sitter::Parser,
+    /// In a cell: a command substitution's source is parsed while its command is checked.
+    parser: RefCell<tree_sitter::Parser>,
     unknown_variables: UnknownVariables,
+    /// Whether warden's executor runs the commands (it runs command substitutions itself);
+    /// `false` for a real shell, which would run them unchecked.
+    substitutions: bool,
 }
 
 /// What one command contributes besides its IR.
@@ -72,9 +78,36 @@ pub(super) struct Walk {
     pub made_dirs: Vec<PathBuf>,
     /// How many groups, loops or ifs enclose the command being checked.
     pub nesting: usize,
+    /// Checking the command of a command substitution (which may hold no other).
+    pub in_substitution: bool,
+    /// A command since the start (of the line, or of a substitution's command) writes.
+    pub wrote: bool,
 }
 
 impl Walk {
+    /// The start of a line in `cwd` (checked, physical).
+    pub fn at(cwd: PathBuf) -> Walk {
+        Walk {
+            logical_cwd: cwd.clone(),
+            cwd,
+            earlier_writes: false,
+            asks: Vec::new(),
+            vars: Vec::new(),
+            commands: 0,
+            links: LineLinks::default(),
+            made_dirs: Vec::new(),
+            nesting: 0,
+            in_substitution: false,
+            wrote: false,
+        }
+    }
+
+    /// Record whether a command writes (analyzers after it must not trust the disk).
+    pub fn note_writes(&mut self, writes: bool) {
+        self.earlier_writes |= writes;
+        self.wrote |= writes;
+    }
+
     pub fn ask(&mut self, reasons: Vec<String>) {
         for reason in reasons {
             if !self.asks.contains(&reason) {
@@ -99,8 +132,9 @@ impl Checker {
         Checker {
             policy,
             paths,
-            parser,
+            parser: RefCell::new(parser),
             unknown_variables: UnknownVariables::Empty,
+            substitutions: true,
         }
     }
 
@@ -108,7 +142,18 @@ impl Checker {
     /// variable the policy has no value for may be set there, so it is refused.
     pub fn for_a_real_shell(mut self) -> Checker {
         self.unknown_variables = UnknownVariables::Refused;
+        self.substitutions = false;
         self
+    }
+
+    /// Whether warden's executor runs what this checker allows (it runs command
+    /// substitutions, xargs batches and checksum lists itself); `false` for a real shell.
+    pub(super) fn runs_in_warden(&self) -> bool {
+        self.substitutions
+    }
+
+    pub(super) fn policy_arc(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     pub fn paths(&self) -> &PathPolicy {
@@ -183,17 +228,8 @@ impl Checker {
             ))
         })?;
         let raw = self.parse(source)?;
-        let mut walk = Walk {
-            cwd,
-            logical_cwd,
-            earlier_writes: false,
-            asks: Vec::new(),
-            vars: Vec::new(),
-            commands: 0,
-            links: LineLinks::default(),
-            made_dirs: Vec::new(),
-            nesting: 0,
-        };
+        let mut walk = Walk::at(cwd);
+        walk.logical_cwd = logical_cwd;
         self.list(&raw, &mut walk, script)?;
         Ok(walk.asks)
     }
@@ -244,7 +280,7 @@ impl Checker {
                                     .map(|p| p.path.clone()),
                             );
                         }
-                        walk.earlier_writes |= checked.writes;
+                        walk.note_writes(checked.writes);
                         walk.links.extend(checked.links);
                         walk.ask(checked.asks);
                         checked.command
@@ -274,7 +310,7 @@ impl Checker {
         Ok(())
     }
 
-    fn parse(&mut self, source: &str) -> Result<grammar::RawScript, Denial> {
+    pub(super) fn parse(&self, source: &str) -> Result<grammar::RawScript, Denial> {
         let deadline = Instant::now() + self.policy.settings().parse_budget;
         let mut progress = |_: &tree_sitter::ParseState| {
             if Instant::now() > deadline {
@@ -297,9 +333,9 @@ impl Checker {
         // resumes that parse instead of starting this one (and decided the next command with
         // the old command's tree, or panicked). Reset before every parse, not only after a
         // cancel, so no earlier state can ever leak into a decision.
-        self.parser.reset();
-        let tree = self
-            .parser
+        let mut parser = self.parser.borrow_mut();
+        parser.reset();
+        let tree = parser
             .parse_with_options(
                 &mut |offset, _| &shadow[offset.min(shadow.len())..],
                 None,
@@ -317,16 +353,30 @@ impl Checker {
             max_glob_matches: self.policy.settings().max_glob_matches,
             vars: &walk.vars,
             unknown_variables: self.unknown_variables,
+            home_used: Default::default(),
         }
     }
 
     /// A simple command: its assignments, words (with `$?` where allowed) and redirections.
     fn command(&self, raw: &RawCommand, walk: &Walk, in_pipeline: bool) -> Result<Checked, Denial> {
         let expander = self.expander(walk);
+        self.expanded_command(raw, walk, in_pipeline, &expander)
+            .map_err(|denial| expander.explain_home(denial))
+    }
+
+    fn expanded_command(
+        &self,
+        raw: &RawCommand,
+        walk: &Walk,
+        in_pipeline: bool,
+        expander: &Expander,
+    ) -> Result<Checked, Denial> {
         let mut argv: Vec<String> = Vec::new();
         let mut status_args: Vec<StatusArg> = Vec::new();
+        let mut substitutions: Vec<Substitution> = Vec::new();
         for (i, word) in raw.words.iter().enumerate() {
-            let args = expander.expand_args(word)?;
+            let sources = word.substitutions();
+            let args = expander.expand_args_with_substitutions(word)?;
             // bash would run the next word as the program: the name must be written out.
             if i == 0 && args.is_empty() {
                 return Err(Denial::new(format!(
@@ -334,11 +384,23 @@ impl Checker {
                     word.display()
                 )));
             }
+            // Each substitution's command is checked on its own before its place is judged.
+            let scripts = sources
+                .iter()
+                .map(|source| self.substitution(source, walk))
+                .collect::<Result<Vec<_>, _>>()?;
             for arg in args {
                 for offset in arg.status_at {
                     status_args.push(StatusArg {
                         arg: argv.len(),
                         offset,
+                    });
+                }
+                for (offset, n) in arg.substitutions_at {
+                    substitutions.push(Substitution {
+                        arg: argv.len(),
+                        offset,
+                        script: scripts[n].clone(),
                     });
                 }
                 argv.push(arg.text);
@@ -353,6 +415,9 @@ impl Checker {
         if argv.is_empty() {
             return Err(Denial::new("the command expands to nothing"));
         }
+        if substitutions.iter().any(|s| s.arg == 0) {
+            substitution::judge_places("", &argv, &[0])?;
+        }
         let name = program_name(&argv[0])?;
         if !status_args.is_empty() && !STATUS_READERS.contains(&name.as_str()) {
             return Err(Denial::new(format!(
@@ -360,8 +425,18 @@ impl Checker {
                 STATUS_READERS.join(", ")
             )));
         }
+        if !substitutions.is_empty() {
+            if !status_args.is_empty() {
+                return Err(Denial::new(
+                    "$? and a command substitution in one command are not supported (the \
+                     substitution would change $?)",
+                ));
+            }
+            let places: Vec<usize> = substitutions.iter().map(|s| s.arg).collect();
+            substitution::judge_places(&name, &argv, &places)?;
+        }
         let (redirects, redirect_writes) =
-            self.redirects(&raw.redirects, raw.stderr_to_pipe, &expander, &walk.cwd)?;
+            self.redirects(&raw.redirects, raw.stderr_to_pipe, expander, &walk.cwd)?;
         if name == "cd" {
             if !env.is_empty() {
                 return Err(Denial::new(
@@ -376,10 +451,26 @@ impl Checker {
             }
             return Ok(checked);
         }
+        let checked_argv = (!substitutions.is_empty()).then(|| argv.clone());
         let mut checked = self.program(argv, &name, redirects, walk)?;
+        if checked_argv.is_some_and(|argv| argv != checked.command.argv) {
+            // The offsets are into the argv as written.
+            return Err(Denial::new(format!(
+                "a command substitution in {name}, whose arguments the policy rewrites, is not \
+                 supported"
+            )));
+        }
         checked.writes |= redirect_writes;
+        if matches!(checked.command.builtin, Some(Builtin::Xargs(_))) && !env.is_empty() {
+            // warden's xargs starts each batch itself: the assignment would not reach it.
+            return Err(Denial::new(
+                "an assignment before xargs is not supported: warden starts each batch itself, \
+                 and the assignment would not reach it",
+            ));
+        }
         checked.command.env = env;
         checked.command.status_args = status_args;
+        checked.command.substitutions = substitutions;
         Ok(checked)
     }
 
@@ -475,7 +566,15 @@ impl Checker {
             )?;
             links.extend(walk.links.carried(&paths));
         }
+        let mut checksums_on_stdin = false;
         for list in &analysis.lists {
+            // A checksum list on stdin exists only when the command runs: warden's executor
+            // checks its names then, before the program starts (a real shell could not).
+            if list.path == "-" && list.format == lists::ListFormat::Checksums && self.substitutions
+            {
+                checksums_on_stdin = true;
+                continue;
+            }
             for (path, access) in lists::check(list, &name, cwd, &self.paths, walk.earlier_writes)?
             {
                 writes |= access != Access::Read;
@@ -517,11 +616,13 @@ impl Checker {
         let mut command = Command::program(argv, cwd.to_path_buf());
         command.builtin = match analysis.builtin {
             Some(Builtin::Chmod(plan)) => Some(Builtin::Chmod(plan.with_checked(&paths))),
+            Some(Builtin::Xargs(plan)) => Some(Builtin::Xargs(self.xargs(plan, cwd)?)),
             other => other,
         };
         command.redirects = redirects;
         command.paths = paths;
         command.runs_code = analysis.runs_code.is_some();
+        command.checksums_on_stdin = checksums_on_stdin;
         command.ask = ask;
         Ok(Checked {
             command,
@@ -571,8 +672,11 @@ impl Checker {
             .iter()
             .filter(|a| !matches!(a.as_str(), "-P" | "-L" | "--"))
             .collect();
+        let home = self.paths.home().to_string_lossy();
         let dir = match dirs.as_slice() {
             [dir] if dir.as_str() != "-" => dir.as_str(),
+            // Where HOME is the workspace (the jail), `cd` alone goes there.
+            [] if self.paths.home_note().is_some() => home.as_ref(),
             [] => {
                 return Err(Denial::new(
                     "cd needs a directory (cd alone would go to $HOME)",
@@ -777,7 +881,7 @@ fn single_word(expander: &Expander, word: &RawWord) -> Result<String, Denial> {
 }
 
 /// The rule name for argv[0]: a bare name, or an absolute path in a system bin directory.
-fn program_name(arg0: &str) -> Result<String, Denial> {
+pub(super) fn program_name(arg0: &str) -> Result<String, Denial> {
     if arg0.is_empty() {
         return Err(Denial::new("an empty command name"));
     }

@@ -33,7 +33,7 @@ fn rank(decision: Decision) -> u8 {
 
 /// Where the corpus is checked: a real directory, or a fixture built for the comparison.
 pub enum Place<'a> {
-    Workspace { dir: &'a Path, home: &'a Path },
+    Workspace { dir: &'a Path },
     Fixture(&'a FixtureSpec),
 }
 
@@ -45,13 +45,15 @@ pub fn compare(
     place: Place,
 ) -> Result<Vec<Change>, String> {
     let fixture;
-    let (workspace, home) = match place {
-        Place::Workspace { dir, home } => (dir.to_path_buf(), home.to_path_buf()),
+    // `~` is the workspace, as in the jail where the commands run.
+    let workspace = match place {
+        Place::Workspace { dir } => dir.to_path_buf(),
         Place::Fixture(spec) => {
             fixture = Fixture::build(spec)?;
-            (fixture.workspace(), fixture.home())
+            fixture.workspace()
         }
     };
+    let home = workspace.clone();
     let mut old_checker = old
         .checker(&workspace, &[], &home)
         .map_err(|e| e.to_string())?;

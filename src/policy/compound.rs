@@ -45,7 +45,7 @@ impl Checker {
             .refuse_redirects(&redirects)
             .map_err(|d| Denial::new(format!("redirection: {}", d.reason)))?;
         // The redirections are opened before anything inside runs.
-        walk.earlier_writes |= writes;
+        walk.note_writes(writes);
         let cwd = walk.cwd.clone();
         let compound = match raw {
             RawCompound::Group(body) => Compound::Group(self.script(body, walk)?),
@@ -248,7 +248,7 @@ impl Checker {
                     links,
                 } = self.program(argv, "test", Vec::new(), walk)?;
                 walk.ask(asks);
-                walk.earlier_writes |= writes;
+                walk.note_writes(writes);
                 walk.links.extend(links);
                 command
             }
@@ -326,6 +326,6 @@ fn is_name(name: &str) -> bool {
 fn has_unquoted_pattern(word: &RawWord) -> bool {
     word.parts.iter().any(|part| match part {
         Part::Text { text, quoted } => !quoted && text.contains(['*', '?', '[']),
-        Part::Var { quoted, .. } => !quoted,
+        Part::Var { quoted, .. } | Part::Subst { quoted, .. } => !quoted,
     })
 }

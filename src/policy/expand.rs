@@ -10,6 +10,7 @@ use super::assignments;
 use super::paths::{Access, PathPolicy};
 use super::words::{Part, RawWord};
 use super::Denial;
+use std::cell::Cell;
 use std::path::Path;
 
 /// Words one word may brace-expand into.
@@ -23,6 +24,8 @@ pub struct Expander<'a> {
     /// `None`: set by a loop that has ended (its value depends on what ran).
     pub vars: &'a [(String, Option<String>)],
     pub unknown_variables: UnknownVariables,
+    /// Set when a word used `~` or `$HOME`: a refusal then says what they meant.
+    pub home_used: Cell<bool>,
 }
 
 /// How a variable the policy has no value for expands.
@@ -89,21 +92,37 @@ const SHELL_SETS: &[&str] = &[
 pub struct Arg {
     pub text: String,
     pub status_at: Vec<usize>,
+    /// Where command substitutions stand: (byte offset in `text`, which substitution of the
+    /// word). The executor inserts their output there; `text` holds nothing for them.
+    pub substitutions_at: Vec<(usize, usize)>,
 }
 
 /// A character of a word before variables are substituted, or a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Item {
-    Lit { c: char, quoted: bool },
-    Var { name: String, quoted: bool },
+    Lit {
+        c: char,
+        quoted: bool,
+    },
+    Var {
+        name: String,
+        quoted: bool,
+    },
+    /// The `n`th command substitution of the word.
+    Subst {
+        n: usize,
+        quoted: bool,
+    },
 }
 
-/// A character after substitution: quoted text is never globbed; `status` marks `$?`.
+/// A character after substitution: quoted text is never globbed; `status` marks `$?`;
+/// `subst` marks where the `n`th command substitution goes (its `c` is not part of the text).
 #[derive(Clone, Copy, Debug)]
 struct QChar {
     c: char,
     quoted: bool,
     status: bool,
+    subst: Option<usize>,
 }
 
 impl Expander<'_> {
@@ -121,8 +140,27 @@ impl Expander<'_> {
         Ok(args.into_iter().map(|a| a.text).collect())
     }
 
-    /// Like [`Expander::expand`], keeping where `$?` stands.
+    /// A refusal of a command whose words used `~` or `$HOME`, with what they meant there
+    /// (the workspace, for commands warden runs in its jail).
+    pub fn explain_home(&self, denial: Denial) -> Denial {
+        match self.paths.home_note() {
+            Some(note) if self.home_used.get() => {
+                Denial::new(format!("{} ({note})", denial.reason))
+            }
+            _ => denial,
+        }
+    }
+
+    /// Like [`Expander::expand`], keeping where `$?` stands; command substitutions are refused.
     pub fn expand_args(&self, word: &RawWord) -> Result<Vec<Arg>, Denial> {
+        refuse_substitutions(word)?;
+        self.expand_args_with_substitutions(word)
+    }
+
+    /// Like [`Expander::expand_args`], keeping where command substitutions stand: only for a
+    /// command's arguments, whose positions the checker judges (see `policy::substitution`).
+    /// Such a word stays one argument: it may not be split, globbed or brace-expanded.
+    pub fn expand_args_with_substitutions(&self, word: &RawWord) -> Result<Vec<Arg>, Denial> {
         let mut out = Vec::new();
         for items in brace_expand(items_of(word), word)? {
             let chars = self.substitute(&self.tilde(items, word)?, word)?;
@@ -132,6 +170,12 @@ impl Expander<'_> {
             let globbed = chars
                 .iter()
                 .any(|q| !q.quoted && matches!(q.c, '*' | '?' | '['));
+            if chars.iter().any(|q| q.subst.is_some()) && globbed {
+                return Err(Denial::new(format!(
+                    "a command substitution in a glob pattern is not allowed ({})",
+                    word.display()
+                )));
+            }
             if !globbed {
                 out.push(arg_of(&chars));
                 continue;
@@ -145,13 +189,27 @@ impl Expander<'_> {
             out.extend(self.glob(&chars, word)?.into_iter().map(|text| Arg {
                 text,
                 status_at: Vec::new(),
+                substitutions_at: Vec::new(),
             }));
+        }
+        let substituted = out
+            .iter()
+            .filter(|a| !a.substitutions_at.is_empty())
+            .count();
+        if substituted > 0 && out.len() != 1 {
+            return Err(Denial::new(format!(
+                "a word with command substitution must stay one argument; {} expands to {} \
+                 (brace expansion)",
+                word.display(),
+                out.len()
+            )));
         }
         Ok(out)
     }
 
     /// A word as `[[ ]]` reads it: no brace expansion, no globbing, no splitting.
     pub fn expand_literal(&self, word: &RawWord) -> Result<String, Denial> {
+        refuse_substitutions(word)?;
         let items = self.tilde(items_of(word), word)?;
         let chars = self.substitute(&items, word)?;
         if chars.iter().any(|q| q.status) {
@@ -228,6 +286,7 @@ impl Expander<'_> {
                     word.display()
                 )));
             }
+            self.home_used.set(true);
             out.extend(path_chars(self.paths.home()).map(|c| Item::Lit { c, quoted: true }));
             i = end;
         }
@@ -242,13 +301,31 @@ impl Expander<'_> {
                     c: *c,
                     quoted: *quoted,
                     status: false,
+                    subst: None,
                 }),
+                Item::Subst { n, quoted } => {
+                    if !quoted {
+                        // bash would split the output into words and glob each one.
+                        return Err(Denial::new(format!(
+                            "an unquoted command substitution is split into words and globbed \
+                             by bash; quote it: \"{}\"",
+                            word.display()
+                        )));
+                    }
+                    out.push(QChar {
+                        c: '\0',
+                        quoted: true,
+                        status: false,
+                        subst: Some(*n),
+                    });
+                }
                 Item::Var { name, quoted } if name == "?" => {
                     let _ = quoted;
                     out.push(QChar {
                         c: '0',
                         quoted: true,
                         status: true,
+                        subst: None,
                     });
                 }
                 Item::Var { name, quoted } => {
@@ -263,6 +340,7 @@ impl Expander<'_> {
                         c,
                         quoted: true,
                         status: false,
+                        subst: None,
                     }));
                 }
             }
@@ -281,7 +359,10 @@ impl Expander<'_> {
             });
         }
         match name {
-            "HOME" => Ok(path_chars(self.paths.home()).collect()),
+            "HOME" => {
+                self.home_used.set(true);
+                Ok(path_chars(self.paths.home()).collect())
+            }
             "PWD" => Ok(path_chars(self.cwd).collect()),
             other => match assignments::readable(other) {
                 Some(value) => Ok(value),
@@ -448,24 +529,50 @@ fn why_not_unset(name: &str, unknown: UnknownVariables) -> String {
 fn vanishes_when_empty(word: &RawWord) -> bool {
     word.parts.iter().any(|p| matches!(p, Part::Var { .. }))
         && word.parts.iter().all(|p| match p {
-            Part::Text { quoted, .. } | Part::Var { quoted, .. } => !quoted,
+            Part::Text { quoted, .. } | Part::Var { quoted, .. } | Part::Subst { quoted, .. } => {
+                !quoted
+            }
         })
 }
 
 fn arg_of(chars: &[QChar]) -> Arg {
     let mut text = String::with_capacity(chars.len());
     let mut status_at = Vec::new();
+    let mut substitutions_at = Vec::new();
     for q in chars {
+        if let Some(n) = q.subst {
+            substitutions_at.push((text.len(), n));
+            continue;
+        }
         if q.status {
             status_at.push(text.len());
         }
         text.push(q.c);
     }
-    Arg { text, status_at }
+    Arg {
+        text,
+        status_at,
+        substitutions_at,
+    }
+}
+
+/// Command substitution outside a command's arguments (a redirection target, an assignment,
+/// a `for` list, `[[ ]]`): the value would choose a file or a word the policy checks.
+fn refuse_substitutions(word: &RawWord) -> Result<(), Denial> {
+    if word.substitutions().is_empty() {
+        return Ok(());
+    }
+    Err(Denial::new(format!(
+        "command substitution is not allowed here ({}): its output is known only when it runs, \
+         so it may stand only where any text is harmless — an argument of echo or printf, or a \
+         string operand of test or [",
+        word.display()
+    )))
 }
 
 fn items_of(word: &RawWord) -> Vec<Item> {
     let mut items = Vec::new();
+    let mut substitutions = 0;
     for part in &word.parts {
         match part {
             Part::Text { text, quoted } => {
@@ -475,6 +582,13 @@ fn items_of(word: &RawWord) -> Vec<Item> {
                 name: name.clone(),
                 quoted: *quoted,
             }),
+            Part::Subst { quoted, .. } => {
+                items.push(Item::Subst {
+                    n: substitutions,
+                    quoted: *quoted,
+                });
+                substitutions += 1;
+            }
         }
     }
     items
@@ -728,7 +842,7 @@ mod tests {
                     .iter()
                     .map(|i| match i {
                         Item::Lit { c, .. } => *c,
-                        Item::Var { .. } => '$',
+                        Item::Var { .. } | Item::Subst { .. } => '$',
                     })
                     .collect()
             })

@@ -1,8 +1,10 @@
 //! A workspace built from a description, for policy test suites: files, directories, symlinks
 //! (also out of the workspace), a git repository, files outside the workspace and in a home.
 //!
-//! Layout of the temporary directory: `ws/` (the workspace), `home/` (what `~` means to the
-//! checker), `outside/` (neither a root nor readable: secrets a policy must never reach).
+//! Layout of the temporary directory: `ws/` (the workspace, which is also what `~` means to the
+//! checker, as in the jail), `home/` (the user's own home, outside every root: its secrets are
+//! reached only through links), `outside/` (neither a root nor readable: secrets a policy must
+//! never reach).
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -26,7 +28,8 @@ pub struct FixtureSpec {
     /// Files under `../outside/` (outside every root).
     #[serde(default)]
     pub outside: Vec<String>,
-    /// Files under the fixture's home (`~/.ssh/id_ed25519`, `~/.gitconfig`).
+    /// Files under the user's own home, outside every root (`~/.ssh/id_ed25519`); in commands
+    /// `~` is the workspace, so only a link reaches these.
     #[serde(default)]
     pub home: Vec<String>,
 }

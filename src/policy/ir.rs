@@ -2,7 +2,7 @@
 //!
 //! The policy produces it and the executor runs it: argv are final literal strings (quotes,
 //! escapes, `~`, the allowed variables, brace expansions and globs already resolved; only `$?`
-//! is filled in at run time, where the checker allowed it), every path in a redirection is
+//! and command substitutions are filled in at run time, where the checker allowed them), every path in a redirection is
 //! absolute and was validated, and the operators — `&& || ; |`, `!`, `{ }` groups, `( )`
 //! subshells, `if` and `while`/`until` — are evaluated by warden, never by a shell. A `for`
 //! loop arrives unrolled: its word list was expanded and every iteration checked.
@@ -77,6 +77,14 @@ pub struct Command {
     /// of the last pipeline instead.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub status_args: Vec<StatusArg>,
+    /// Command substitutions, run before the command: each one's output goes into argv where
+    /// it stood (see [`Substitution`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub substitutions: Vec<Substitution>,
+    /// The program reads a checksum list (`md5sum -c`) on stdin: the executor reads the list
+    /// first, checks every name it holds as a read, and only then feeds it to the program.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub checksums_on_stdin: bool,
     /// The program runs code the policy cannot read (`python3 tool.py`, `make`): the executor
     /// runs it only in a sandbox that confines code.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -103,6 +111,17 @@ pub struct StatusArg {
     pub offset: usize,
 }
 
+/// `"$(script)"` in `argv[arg]` at byte `offset`: the executor runs `script` first (in the
+/// sandbox, stdin empty, stdout captured), strips the trailing newlines as bash does and
+/// inserts the text there, one argument whatever it holds. The checker allowed it only where
+/// any text is harmless, and only for a script that neither writes nor asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Substitution {
+    pub arg: usize,
+    pub offset: usize,
+    pub script: Script,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CheckedPath {
     pub path: PathBuf,
@@ -121,6 +140,41 @@ pub enum Builtin {
     /// `chmod`, read exactly; on the host backend warden applies it itself (the jail's chmod
     /// calls do nothing), elsewhere the program runs. `argv` stays the command that was checked.
     Chmod(ChmodPlan),
+    /// `xargs`, run by warden itself: each batch it builds is checked before it runs (see
+    /// `policy::xargs`). `argv` stays the xargs command that was checked.
+    Xargs(XargsPlan),
+}
+
+/// What warden's xargs does: split stdin (`-0`: at NUL bytes), batch it (`-n`), append each
+/// batch to `command` and check that argv with `policy` before running it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct XargsPlan {
+    pub command: Vec<String>,
+    pub null: bool,
+    pub max_args: Option<usize>,
+    /// `-r`: nothing runs on empty input (else the command runs once with no extra argument).
+    pub no_run_if_empty: bool,
+    /// The policy that checked the line, which checks every batch; set by the checker.
+    #[serde(skip)]
+    pub policy: Option<PolicyRef>,
+}
+
+/// A policy inside the IR (equal when it is the same policy).
+#[derive(Clone)]
+pub struct PolicyRef(pub std::sync::Arc<super::Policy>);
+
+impl PartialEq for PolicyRef {
+    fn eq(&self, other: &PolicyRef) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PolicyRef {}
+
+impl std::fmt::Debug for PolicyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PolicyRef")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -248,7 +302,7 @@ pub enum OpenMode {
 
 impl Script {
     /// Every simple command (a program, or `cd`), in the order written, compound commands
-    /// opened up.
+    /// opened up, a command's substitutions before it (they run first).
     pub fn commands(&self) -> impl Iterator<Item = &Command> {
         let mut out = Vec::new();
         self.collect_commands(&mut out);
@@ -264,7 +318,12 @@ impl Script {
                             script.collect_commands(out);
                         }
                     }
-                    _ => out.push(command),
+                    _ => {
+                        for substitution in &command.substitutions {
+                            substitution.script.collect_commands(out);
+                        }
+                        out.push(command)
+                    }
                 }
             }
         }
@@ -333,6 +392,8 @@ impl Command {
             paths: Vec::new(),
             env: Vec::new(),
             status_args: Vec::new(),
+            substitutions: Vec::new(),
+            checksums_on_stdin: false,
             runs_code: false,
             ask: None,
         }
@@ -363,6 +424,29 @@ impl Command {
                 }
             }
         }
+    }
+
+    /// argv with each substitution's output inserted where it stood (`outputs` in the order
+    /// of [`Command::substitutions`]).
+    pub fn argv_with_substitutions(&self, outputs: &[String]) -> Vec<String> {
+        let mut argv = self.argv.clone();
+        let mut places: Vec<(usize, &Substitution, &String)> = self
+            .substitutions
+            .iter()
+            .zip(outputs)
+            .enumerate()
+            .map(|(i, (s, text))| (i, s, text))
+            .collect();
+        // From the end, so earlier offsets stay valid (`"$(a)$(b)"`: b goes in before a).
+        places.sort_by_key(|(i, s, _)| std::cmp::Reverse((s.arg, s.offset, *i)));
+        for (_, at, text) in places {
+            if let Some(arg) = argv.get_mut(at.arg) {
+                if arg.is_char_boundary(at.offset) {
+                    arg.insert_str(at.offset, text);
+                }
+            }
+        }
+        argv
     }
 
     /// argv with the last status written where `$?` stood.

@@ -67,18 +67,6 @@ pub fn check(
     std::fs::File::open(&file)
         .and_then(|f| f.take(MAX_LIST_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| refuse(format!("cannot be read to check the names in it: {e}")))?;
-    if bytes.len() as u64 > MAX_LIST_BYTES {
-        return Err(refuse(format!(
-            "is larger than {MAX_LIST_BYTES} bytes; too large to check every name"
-        )));
-    }
-    let names = split(&bytes, list.format).map_err(refuse)?;
-    if names.len() > MAX_LIST_NAMES {
-        return Err(refuse(format!(
-            "names {} files, more than the {MAX_LIST_NAMES} the policy checks",
-            names.len()
-        )));
-    }
     let base = match &list.base {
         Some(base) => paths
             .check(cwd, base, Access::Read)
@@ -86,16 +74,61 @@ pub fn check(
         None => cwd.to_path_buf(),
     };
     let mut checked = vec![(file, Access::Read)];
-    for name in names {
-        let resolved = paths.check(&base, &name, list.access).map_err(|d| {
-            Denial::new(format!(
-                "{program}: {} (named in the file list {})",
-                d.reason, list.path
-            ))
-        })?;
-        checked.push((resolved, list.access));
-    }
+    checked.extend(
+        check_names(
+            &bytes,
+            list.format,
+            &base,
+            paths,
+            list.access,
+            program,
+            &list.path,
+        )?
+        .into_iter()
+        .map(|path| (path, list.access)),
+    );
     Ok(checked)
+}
+
+/// The largest list the policy checks (bytes); the executor reads no more of a list on stdin.
+pub const MAX_BYTES: usize = MAX_LIST_BYTES as usize;
+
+/// Check every name in a list's text as `access` relative to `base` (the executor calls it
+/// for a checksum list on standard input, when the text exists). `shown` names the list in
+/// refusals.
+pub fn check_names(
+    bytes: &[u8],
+    format: ListFormat,
+    base: &Path,
+    paths: &PathPolicy,
+    access: Access,
+    program: &str,
+    shown: &str,
+) -> Result<Vec<PathBuf>, Denial> {
+    let refuse = |why: String| Denial::new(format!("{program}: the file list {shown}: {why}"));
+    if bytes.len() as u64 > MAX_LIST_BYTES {
+        return Err(refuse(format!(
+            "is larger than {MAX_LIST_BYTES} bytes; too large to check every name"
+        )));
+    }
+    let names = split(bytes, format).map_err(refuse)?;
+    if names.len() > MAX_LIST_NAMES {
+        return Err(refuse(format!(
+            "names {} files, more than the {MAX_LIST_NAMES} the policy checks",
+            names.len()
+        )));
+    }
+    names
+        .iter()
+        .map(|name| {
+            paths.check(base, name, access).map_err(|d| {
+                Denial::new(format!(
+                    "{program}: {} (named in the file list {shown})",
+                    d.reason
+                ))
+            })
+        })
+        .collect()
 }
 
 fn split(bytes: &[u8], format: ListFormat) -> Result<Vec<String>, String> {

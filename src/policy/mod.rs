@@ -18,15 +18,17 @@ mod grammar;
 pub mod invariant;
 pub mod ir;
 mod line_links;
-mod lists;
+pub mod lists;
 pub mod mode;
 pub mod paths;
 pub mod rules;
 pub mod shape;
 mod shell_vars;
+mod substitution;
 pub mod suite;
 mod syntax;
 mod words;
+pub mod xargs;
 
 use rules::{PolicyFile, ProgramRule, Settings};
 use serde::{Deserialize, Serialize};

@@ -90,7 +90,8 @@ impl PathPolicy {
             workspace,
             write_roots,
             read_roots,
-            home: home.to_path_buf(),
+            // Canonical like the roots, so a workspace given as home is recognized as one.
+            home: canon(home).unwrap_or_else(|_| home.to_path_buf()),
         })
     }
 
@@ -105,9 +106,21 @@ impl PathPolicy {
         &self.workspace
     }
 
-    /// The directory `~` and `$HOME` expand to in commands.
+    /// The directory `~` and `$HOME` expand to in commands: the workspace for commands
+    /// warden runs (in its jail HOME is the workspace), the user's own home for a real shell.
     pub fn home(&self) -> &Path {
         &self.home
+    }
+
+    /// What a refusal says about `~` when it is the workspace (a user expecting their own
+    /// home learns why `~/x` named a workspace file, or why `~/..` left the roots).
+    pub fn home_note(&self) -> Option<String> {
+        (self.home == self.workspace).then(|| {
+            format!(
+                "~ and $HOME are the workspace ({}): in the jail HOME is the workspace",
+                self.workspace.display()
+            )
+        })
     }
 
     pub fn write_roots(&self) -> &[PathBuf] {

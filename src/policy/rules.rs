@@ -257,6 +257,9 @@ pub enum AnalyzerKind {
     Awk,
     /// `unzip`: extraction checks every member name as a write.
     Unzip,
+    /// `xargs`: a closed list of options and a fixed command; warden runs it, checking each
+    /// batch (see `policy::xargs`).
+    Xargs,
 }
 
 /// What a flag takes.

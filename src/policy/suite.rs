@@ -84,7 +84,7 @@ pub fn run(policy: &Arc<Policy>, suites: &[Suite]) -> Result<Vec<Outcome>, Strin
             .map_err(|e| format!("{}: fixture: {e}", suite.origin))?;
         let workspace = fixture.workspace();
         let mut checker = policy
-            .checker(&workspace, &[], &fixture.home())
+            .checker(&workspace, &[], &workspace)
             .map_err(|e| format!("{}: {e}", suite.origin))?;
         for (i, case) in suite.tests.iter().enumerate() {
             let cwd = match &case.cwd {

@@ -1,7 +1,8 @@
 //! Words as bash sees them: quotes, backslash escapes, ANSI-C `$'…'` strings and
 //! concatenation resolved into literal characters that remember whether they were quoted
 //! (quoted `*`, `{` and `~` are not syntax), plus `$NAME`/`${NAME}`/`$?` references, which the
-//! expander resolves (or refuses). Every other run-time expansion is denied here.
+//! expander resolves (or refuses), and command substitutions `$(…)`, kept as their source for
+//! the checker (see `policy::substitution`). Every other run-time expansion is denied here.
 
 use super::Denial;
 use tree_sitter::Node;
@@ -18,6 +19,8 @@ pub enum Part {
     Text { text: String, quoted: bool },
     /// `$NAME` / `${NAME}` / `$?`.
     Var { name: String, quoted: bool },
+    /// `$(command)` or `` `command` ``: the command's source text.
+    Subst { source: String, quoted: bool },
 }
 
 impl RawWord {
@@ -70,6 +73,18 @@ impl RawWord {
             .map(|p| match p {
                 Part::Text { text, .. } => text.clone(),
                 Part::Var { name, .. } => format!("${name}"),
+                Part::Subst { source, .. } => format!("$({source})"),
+            })
+            .collect()
+    }
+
+    /// The sources of its command substitutions, in order.
+    pub fn substitutions(&self) -> Vec<&str> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Subst { source, .. } => Some(source.as_str()),
+                _ => None,
             })
             .collect()
     }
@@ -139,6 +154,10 @@ fn resolve_into(node: Node, src: &str, word: &mut RawWord, depth: usize) -> Resu
             name: variable_name(node, src)?,
             quoted: false,
         }),
+        "command_substitution" => word.parts.push(Part::Subst {
+            source: substitution_source(text)?,
+            quoted: false,
+        }),
         kind => return Err(Denial::new(denied_word(kind, text))),
     }
     Ok(())
@@ -171,11 +190,49 @@ fn resolve_double_quoted(node: Node, src: &str, word: &mut RawWord) -> Result<()
                 });
                 pos = child.end_byte();
             }
+            "command_substitution" => {
+                // tree-sitter may start the node at spaces before `$(` (after `$?`): inside
+                // quotes they are text.
+                let node_text = &src[child.byte_range()];
+                let start = child.start_byte() + (node_text.len() - node_text.trim_start().len());
+                word.push_text(&unescape_double_quoted(&src[pos..start])?, true);
+                word.parts.push(Part::Subst {
+                    source: substitution_source(&src[start..child.end_byte()])?,
+                    quoted: true,
+                });
+                pos = child.end_byte();
+            }
             kind => return Err(Denial::new(denied_word(kind, &src[child.byte_range()]))),
         }
     }
     word.push_text(&unescape_double_quoted(&src[pos..inner_end])?, true);
     Ok(())
+}
+
+/// The command inside `$(…)` or `` `…` ``. Inside backticks a backslash is an escape of its own
+/// (`` \` ``, `\$`, `\\`), read differently from `$(…)`: such a backtick form is refused.
+fn substitution_source(text: &str) -> Result<String, Denial> {
+    let inner = if let Some(inner) = text.strip_prefix("$(").and_then(|t| t.strip_suffix(')')) {
+        inner
+    } else if let Some(inner) = text.strip_prefix('`').and_then(|t| t.strip_suffix('`')) {
+        if inner.contains('\\') {
+            return Err(Denial::new(format!(
+                "a backslash inside backticks ({text}) is read differently from $(…); write \
+                 $(…) instead"
+            )));
+        }
+        inner
+    } else {
+        return Err(Denial::new(format!(
+            "unsupported command substitution {text:?}"
+        )));
+    };
+    if inner.trim().is_empty() {
+        return Err(Denial::new(format!(
+            "the command substitution {text} is empty"
+        )));
+    }
+    Ok(inner.to_string())
 }
 
 /// The name in `$NAME` or `${NAME}`; any operator (`${x:-y}`, `${#x}`, `$@`) is denied.
@@ -241,7 +298,7 @@ fn unescape_unquoted(text: &str) -> Result<String, Denial> {
         .iter()
         .map(|p| match p {
             Part::Text { text, .. } => text.as_str(),
-            Part::Var { .. } => "",
+            Part::Var { .. } | Part::Subst { .. } => "",
         })
         .collect())
 }

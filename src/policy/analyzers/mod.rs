@@ -56,5 +56,6 @@ pub fn analyze(
         AnalyzerKind::Zip => zip::zip(rule, program, args),
         AnalyzerKind::Awk => awk::analyze(rule, program, args, ctx.cwd),
         AnalyzerKind::Unzip => zip::unzip(program, args, ctx),
+        AnalyzerKind::Xargs => crate::policy::xargs::analyze(program, args),
     }
 }
