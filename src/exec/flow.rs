@@ -54,13 +54,25 @@ async fn run_pipeline(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outc
         .any(|c| !c.substitutions.is_empty())
     {
         return match substituted(ctx, pipeline).await? {
-            Captured::Filled(filled) => pipeline::run(ctx, &filled).await,
+            Captured::Filled(filled) => run_programs(ctx, &filled).await,
             Captured::Failed(message) => {
                 ctx.outputs.message(&message);
                 Ok(Outcome::Finished(1))
             }
             Captured::Ended(outcome) => Ok(outcome),
         };
+    }
+    run_programs(ctx, pipeline).await
+}
+
+/// A pipeline of programs, with the process substitutions it holds running beside it.
+async fn run_programs(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, ExecError> {
+    if pipeline
+        .commands
+        .iter()
+        .any(|c| !c.process_substitutions.is_empty())
+    {
+        return super::beside::run(ctx, pipeline).await;
     }
     pipeline::run(ctx, pipeline).await
 }

@@ -3,6 +3,7 @@
 //! without following symlinks, tracks `cd`, and enforces the wall-clock timeout and output caps.
 //! Works over any backend (`&dyn Sandbox`).
 
+mod beside;
 mod capture;
 mod checksums;
 mod chmod;
@@ -181,6 +182,18 @@ pub async fn run_script(
             });
         }
     }
+    if sandbox.backend() == crate::sandbox::Backend::Docker {
+        if let Some(command) = script
+            .commands()
+            .find(|c| !c.process_substitutions.is_empty())
+        {
+            return Err(ExecError::Refused(format!(
+                "process substitution runs on the host backend only (`{}`): the Docker backend \
+                 cannot hand a program a descriptor beyond stdin, stdout and stderr; nothing ran",
+                command.display()
+            )));
+        }
+    }
     let started = tokio::time::Instant::now();
     let save = options.save_dir.clone().map(|dir| capture::SaveTarget {
         paths: options.paths.clone(),
@@ -214,6 +227,7 @@ pub async fn run_script(
         last_status: 0,
         streams: None,
         ticket: ticket.as_ref(),
+        pipe_inputs: Vec::new(),
     };
 
     let result = flow::run_list(&mut ctx, script).await;

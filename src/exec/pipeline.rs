@@ -45,6 +45,9 @@ pub struct Context<'a> {
     pub streams: Option<[Arc<OwnedFd>; 3]>,
     /// The write verifier's part in this script (`None`: `warden jail`, no policy).
     pub ticket: Option<&'a crate::verify::Ticket>,
+    /// Read ends of process substitutions' pipes for the next pipeline: (command index,
+    /// descriptor, pipe). [`run`] takes them; none outlives the start of its command.
+    pub pipe_inputs: Vec<(usize, u8, Arc<OwnedFd>)>,
 }
 
 impl Context<'_> {
@@ -71,6 +74,7 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
     // warden's own xargs runs, and the batch each is running (killed on a timeout).
     let mut xargs_runs: Vec<(usize, BoxFuture<'_, Result<i32, ExecError>>)> = Vec::new();
     let mut xargs_batches: Vec<xargs::Running> = Vec::new();
+    let mut pipe_inputs = std::mem::take(&mut ctx.pipe_inputs);
 
     for (index, command) in pipeline.commands.iter().enumerate() {
         if ctx.cancel.is_cancelled() {
@@ -101,6 +105,14 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
             base_stdout
         };
         let mut table = FdTable::new(stdin, stdout, base_stderr, ctx.outputs.null());
+        // The checker chose descriptors no redirection of the command touches.
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut pipe_inputs)
+            .into_iter()
+            .partition(|(i, _, _)| *i == index);
+        pipe_inputs = rest;
+        for (_, fd, pipe) in mine {
+            table.set(fd, pipe);
+        }
         if let Err(message) = table.apply(&command.redirects, ctx.paths) {
             ctx.outputs.message(&message);
             statuses[index] = 1;
@@ -185,6 +197,8 @@ pub async fn run(ctx: &mut Context<'_>, pipeline: &Pipeline) -> Result<Outcome, 
         }
     }
     drop(next_stdin);
+    // warden keeps no read end of a process substitution: a command gone means EPIPE there.
+    drop(pipe_inputs);
 
     let waited = {
         let waits = futures::future::join_all(

@@ -65,6 +65,13 @@ impl FdTable {
         Ok(())
     }
 
+    /// Set a descriptor above 2 (a process substitution's pipe: see `exec::beside`).
+    pub fn set(&mut self, fd: u8, pipe: Arc<OwnedFd>) {
+        if let Some(slot) = self.slots.get_mut(usize::from(fd)) {
+            *slot = Some(pipe);
+        }
+    }
+
     /// Replace descriptor 0 (a checksum list warden checked: see `exec::checksums`).
     pub fn set_stdin(&mut self, fd: Arc<OwnedFd>) {
         self.slots[0] = Some(fd);

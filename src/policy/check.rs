@@ -10,12 +10,13 @@ use super::derived;
 use super::expand::{Expander, UnknownVariables};
 use super::grammar::{self, RawCommand, RawScript, RawUnit};
 use super::ir::{
-    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, Redirect, RedirectTarget, Script,
-    StatusArg, Step, Substitution,
+    Ask, Builtin, CheckedPath, Command, OpenMode, Pipeline, ProcessSubstitution, Redirect,
+    RedirectTarget, Script, StatusArg, Step, Substitution,
 };
 use super::line_links::{self, LineLinks, Made};
 use super::lists;
 use super::paths::{Access, PathPolicy};
+use super::process_substitution;
 use super::rules::{Analysis, ProgramRule};
 use super::substitution;
 use super::syntax::{self, RawRedirect, RawTarget, RedirectOp};
@@ -374,7 +375,26 @@ impl Checker {
         let mut argv: Vec<String> = Vec::new();
         let mut status_args: Vec<StatusArg> = Vec::new();
         let mut substitutions: Vec<Substitution> = Vec::new();
+        let mut pipes: Vec<ProcessSubstitution> = Vec::new();
         for (i, word) in raw.words.iter().enumerate() {
+            if let Some(source) = word.process_substitution() {
+                if i == 0 {
+                    return Err(Denial::new(format!(
+                        "a process substitution may not be the command name ({}): it would \
+                         choose the program after the check",
+                        word.display()
+                    )));
+                }
+                let script = self.process_substitution(source, walk)?;
+                // Its path is written in once the descriptor is chosen (after the redirections).
+                pipes.push(ProcessSubstitution {
+                    arg: argv.len(),
+                    fd: 0,
+                    script,
+                });
+                argv.push(String::new());
+                continue;
+            }
             let sources = word.substitutions();
             let args = expander.expand_args_with_substitutions(word)?;
             // bash would run the next word as the program: the name must be written out.
@@ -437,6 +457,9 @@ impl Checker {
         }
         let (redirects, redirect_writes) =
             self.redirects(&raw.redirects, raw.stderr_to_pipe, expander, &walk.cwd)?;
+        if !pipes.is_empty() {
+            process_substitution::place(&name, &mut argv, &mut pipes, &redirects)?;
+        }
         if name == "cd" {
             if !env.is_empty() {
                 return Err(Denial::new(
@@ -452,7 +475,8 @@ impl Checker {
             return Ok(checked);
         }
         let checked_argv = (!substitutions.is_empty()).then(|| argv.clone());
-        let mut checked = self.program(argv, &name, redirects, walk)?;
+        let pipe_paths: Vec<String> = pipes.iter().map(|p| argv[p.arg].clone()).collect();
+        let mut checked = self.program_reading_pipes(argv, &name, redirects, walk, &pipe_paths)?;
         if checked_argv.is_some_and(|argv| argv != checked.command.argv) {
             // The offsets are into the argv as written.
             return Err(Denial::new(format!(
@@ -471,6 +495,14 @@ impl Checker {
         checked.command.env = env;
         checked.command.status_args = status_args;
         checked.command.substitutions = substitutions;
+        if !pipes.is_empty() && !checked.asks.is_empty() {
+            return Err(Denial::new(format!(
+                "{name} needs approval ({}); a process substitution is given only to a command \
+                 the policy allows as it is",
+                checked.asks.join("; ")
+            )));
+        }
+        checked.command.process_substitutions = pipes;
         Ok(checked)
     }
 
@@ -481,6 +513,19 @@ impl Checker {
         name: &str,
         redirects: Vec<Redirect>,
         walk: &Walk,
+    ) -> Result<Checked, Denial> {
+        self.program_reading_pipes(argv, name, redirects, walk, &[])
+    }
+
+    /// [`Checker::program`], where the `pipes` (`/dev/fd/N` of process substitutions) stand in
+    /// argv: each must be a file the program only reads (see `policy::process_substitution`).
+    fn program_reading_pipes(
+        &self,
+        argv: Vec<String>,
+        name: &str,
+        redirects: Vec<Redirect>,
+        walk: &Walk,
+        pipes: &[String],
     ) -> Result<Checked, Denial> {
         let shown = shell_words::join(&argv);
         let max_args = self.policy.settings().max_args;
@@ -526,6 +571,9 @@ impl Checker {
             )),
             Decision::Allow => {}
         }
+        if !pipes.is_empty() {
+            process_substitution::judge_program(&name, rule)?;
+        }
         let args = &argv[1..];
         let mut analysis = self.analyze(rule, &name, args, cwd, walk.earlier_writes)?;
         // Names the program derives from its arguments (backups, chunks, decompressed files).
@@ -535,12 +583,19 @@ impl Checker {
         };
         analysis.paths.extend(derived.paths);
         analysis.links.extend(derived.links);
+        if !pipes.is_empty() {
+            process_substitution::judge_reads(&name, &analysis, pipes)?;
+        }
         let mut writes = false;
         let mut paths = Vec::with_capacity(analysis.paths.len());
         for (path, access) in &analysis.paths {
             // "" names no file (open and exec fail with ENOENT); joined to the cwd it would
             // stand for the cwd, e.g. a whole-workspace source for cp.
             if path.is_empty() {
+                continue;
+            }
+            // A pipe warden made, read only (judged above): no file to check.
+            if pipes.contains(path) {
                 continue;
             }
             let resolved = self

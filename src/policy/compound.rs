@@ -327,5 +327,6 @@ fn has_unquoted_pattern(word: &RawWord) -> bool {
     word.parts.iter().any(|part| match part {
         Part::Text { text, quoted } => !quoted && text.contains(['*', '?', '[']),
         Part::Var { quoted, .. } | Part::Subst { quoted, .. } => !quoted,
+        Part::Proc { .. } => true,
     })
 }

@@ -161,6 +161,7 @@ impl Expander<'_> {
     /// command's arguments, whose positions the checker judges (see `policy::substitution`).
     /// Such a word stays one argument: it may not be split, globbed or brace-expanded.
     pub fn expand_args_with_substitutions(&self, word: &RawWord) -> Result<Vec<Arg>, Denial> {
+        refuse_process_substitution(word)?;
         let mut out = Vec::new();
         for items in brace_expand(items_of(word), word)? {
             let chars = self.substitute(&self.tilde(items, word)?, word)?;
@@ -210,6 +211,7 @@ impl Expander<'_> {
     /// A word as `[[ ]]` reads it: no brace expansion, no globbing, no splitting.
     pub fn expand_literal(&self, word: &RawWord) -> Result<String, Denial> {
         refuse_substitutions(word)?;
+        refuse_process_substitution(word)?;
         let items = self.tilde(items_of(word), word)?;
         let chars = self.substitute(&items, word)?;
         if chars.iter().any(|q| q.status) {
@@ -532,6 +534,7 @@ fn vanishes_when_empty(word: &RawWord) -> bool {
             Part::Text { quoted, .. } | Part::Var { quoted, .. } | Part::Subst { quoted, .. } => {
                 !quoted
             }
+            Part::Proc { .. } => false,
         })
 }
 
@@ -570,6 +573,20 @@ fn refuse_substitutions(word: &RawWord) -> Result<(), Denial> {
     )))
 }
 
+/// `<(…)` anywhere the checker does not take it as a read-only pipe (a word of its own in a
+/// command's arguments): a redirection target, an assignment, a `for` list, part of a word.
+fn refuse_process_substitution(word: &RawWord) -> Result<(), Denial> {
+    if !word.has_process_substitution() {
+        return Ok(());
+    }
+    Err(Denial::new(format!(
+        "process substitution is not allowed here ({}): <(…) may only be a whole argument \
+         that the program reads as a file (comm -13 <(sort a) <(sort b))",
+        word.display()
+    )))
+}
+
+/// The items of a word; `<(…)` was refused before (see [`refuse_process_substitution`]).
 fn items_of(word: &RawWord) -> Vec<Item> {
     let mut items = Vec::new();
     let mut substitutions = 0;
@@ -589,6 +606,7 @@ fn items_of(word: &RawWord) -> Vec<Item> {
                 });
                 substitutions += 1;
             }
+            Part::Proc { .. } => {}
         }
     }
     items

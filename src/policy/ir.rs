@@ -81,6 +81,10 @@ pub struct Command {
     /// it stood (see [`Substitution`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub substitutions: Vec<Substitution>,
+    /// Process substitutions `<(…)`: each script runs beside the command, its stdout on a pipe
+    /// the command gets at a fixed descriptor (see [`ProcessSubstitution`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub process_substitutions: Vec<ProcessSubstitution>,
     /// The program reads a checksum list (`md5sum -c`) on stdin: the executor reads the list
     /// first, checks every name it holds as a read, and only then feeds it to the program.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -120,6 +124,24 @@ pub struct Substitution {
     pub arg: usize,
     pub offset: usize,
     pub script: Script,
+}
+
+/// `<(script)` as `argv[arg]`, which reads `/dev/fd/{fd}`: the executor starts `script` (in the
+/// sandbox, stdin empty) with its stdout on a pipe whose read end the command gets as
+/// descriptor `fd`, and waits for it after the command. The checker allowed it only where the
+/// program reads a file operand, and only for a script that neither writes nor asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProcessSubstitution {
+    pub arg: usize,
+    pub fd: u8,
+    pub script: Script,
+}
+
+impl ProcessSubstitution {
+    /// The path the command is given: its own descriptor, never a file.
+    pub fn path(fd: u8) -> String {
+        format!("/dev/fd/{fd}")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -322,6 +344,9 @@ impl Script {
                         for substitution in &command.substitutions {
                             substitution.script.collect_commands(out);
                         }
+                        for substitution in &command.process_substitutions {
+                            substitution.script.collect_commands(out);
+                        }
                         out.push(command)
                     }
                 }
@@ -393,6 +418,7 @@ impl Command {
             env: Vec::new(),
             status_args: Vec::new(),
             substitutions: Vec::new(),
+            process_substitutions: Vec::new(),
             checksums_on_stdin: false,
             runs_code: false,
             ask: None,

@@ -21,6 +21,7 @@ mod line_links;
 pub mod lists;
 pub mod mode;
 pub mod paths;
+mod process_substitution;
 pub mod rules;
 pub mod shape;
 mod shell_vars;

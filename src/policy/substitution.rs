@@ -86,18 +86,43 @@ impl Checker {
     /// The command of a command substitution, checked where it stands: allowed, and read-only
     /// (no writes, nothing to ask, no code the policy cannot read), or refused.
     pub(super) fn substitution(&self, source: &str, walk: &Walk) -> Result<Script, Denial> {
+        self.substituted_script(
+            &format!("$({source})"),
+            "command substitution",
+            source,
+            walk,
+        )
+    }
+
+    /// The command of a process substitution `<(…)`, held to the same rules.
+    pub(super) fn process_substitution(&self, source: &str, walk: &Walk) -> Result<Script, Denial> {
+        self.substituted_script(
+            &format!("<({source})"),
+            "process substitution",
+            source,
+            walk,
+        )
+    }
+
+    fn substituted_script(
+        &self,
+        shown: &str,
+        kind: &str,
+        source: &str,
+        walk: &Walk,
+    ) -> Result<Script, Denial> {
         if !self.runs_in_warden() {
             return Err(Denial::new(format!(
-                "command substitution is not allowed ($({source})): the shell running this \
-                 command would run it unchecked"
+                "{kind} is not allowed ({shown}): the shell running this command would run it \
+                 unchecked"
             )));
         }
         if walk.in_substitution {
             return Err(Denial::new(format!(
-                "a command substitution inside another one is not allowed ($({source}))"
+                "a {kind} inside another substitution is not allowed ({shown})"
             )));
         }
-        let in_it = |d: Denial| Denial::new(format!("in $({source}): {}", d.reason));
+        let in_it = |d: Denial| Denial::new(format!("in {shown}: {}", d.reason));
         let raw = self.parse(source).map_err(in_it)?;
         let mut inner = walk.clone();
         inner.asks.clear();
@@ -105,30 +130,35 @@ impl Checker {
         inner.wrote = false;
         let mut script = Script::default();
         self.list(&raw, &mut inner, &mut script).map_err(in_it)?;
-        judge_script(source, &script, &inner.asks, inner.wrote)?;
+        judge_script(shown, kind, &script, &inner.asks, inner.wrote)?;
         Ok(script)
     }
 }
 
 /// The inner command, checked: refused unless allowed as it is and read-only.
-fn judge_script(source: &str, script: &Script, asks: &[String], wrote: bool) -> Result<(), Denial> {
+fn judge_script(
+    shown: &str,
+    kind: &str,
+    script: &Script,
+    asks: &[String],
+    wrote: bool,
+) -> Result<(), Denial> {
     if !asks.is_empty() {
         return Err(Denial::new(format!(
-            "the command of $({source}) needs approval ({}); a command substitution runs only \
-             commands the policy allows as they are",
+            "the command of {shown} needs approval ({}); a {kind} runs only commands the policy \
+             allows as they are",
             asks.join("; ")
         )));
     }
     if wrote || !script.written_paths().is_empty() {
         return Err(Denial::new(format!(
-            "the command of $({source}) writes files; a command substitution runs only \
-             read-only commands"
+            "the command of {shown} writes files; a {kind} runs only read-only commands"
         )));
     }
     if let Some(code) = script.commands().find(|c| c.runs_code) {
         return Err(Denial::new(format!(
-            "the command of $({source}) runs code the policy cannot read (`{}`); a command \
-             substitution runs only commands whose every effect the policy knows",
+            "the command of {shown} runs code the policy cannot read (`{}`); a {kind} runs only \
+             commands whose every effect the policy knows",
             code.display()
         )));
     }

@@ -21,6 +21,9 @@ pub enum Part {
     Var { name: String, quoted: bool },
     /// `$(command)` or `` `command` ``: the command's source text.
     Subst { source: String, quoted: bool },
+    /// `<(command)`: the command's source text. Only a word of its own, in a command's
+    /// arguments, is allowed (see `policy::substitution`); the expander refuses it elsewhere.
+    Proc { source: String },
 }
 
 impl RawWord {
@@ -74,8 +77,22 @@ impl RawWord {
                 Part::Text { text, .. } => text.clone(),
                 Part::Var { name, .. } => format!("${name}"),
                 Part::Subst { source, .. } => format!("$({source})"),
+                Part::Proc { source } => format!("<({source})"),
             })
             .collect()
+    }
+
+    /// The source of `<(…)` when the word is nothing else.
+    pub fn process_substitution(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [Part::Proc { source }] => Some(source),
+            _ => None,
+        }
+    }
+
+    /// Whether a `<(…)` stands anywhere in the word.
+    pub fn has_process_substitution(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Proc { .. }))
     }
 
     /// The sources of its command substitutions, in order.
@@ -158,6 +175,9 @@ fn resolve_into(node: Node, src: &str, word: &mut RawWord, depth: usize) -> Resu
             source: substitution_source(text)?,
             quoted: false,
         }),
+        "process_substitution" => word.parts.push(Part::Proc {
+            source: process_source(text)?,
+        }),
         kind => return Err(Denial::new(denied_word(kind, text))),
     }
     Ok(())
@@ -235,6 +255,30 @@ fn substitution_source(text: &str) -> Result<String, Denial> {
     Ok(inner.to_string())
 }
 
+/// The command inside `<(…)`. `>(…)` hands the program a pipe to write into, and what its
+/// command then does with that text is never checked: refused.
+fn process_source(text: &str) -> Result<String, Denial> {
+    if text.starts_with(">(") {
+        return Err(Denial::new(format!(
+            "output process substitution is not allowed ({}): the program would write into a \
+             command whose input the policy cannot see; write to a file and run the command on \
+             it",
+            text.chars().take(60).collect::<String>()
+        )));
+    }
+    let Some(inner) = text.strip_prefix("<(").and_then(|t| t.strip_suffix(')')) else {
+        return Err(Denial::new(format!(
+            "unsupported process substitution {text:?}"
+        )));
+    };
+    if inner.trim().is_empty() {
+        return Err(Denial::new(format!(
+            "the process substitution {text} is empty"
+        )));
+    }
+    Ok(inner.to_string())
+}
+
 /// The name in `$NAME` or `${NAME}`; any operator (`${x:-y}`, `${#x}`, `$@`) is denied.
 fn variable_name(node: Node, src: &str) -> Result<String, Denial> {
     let text = &src[node.byte_range()];
@@ -298,7 +342,7 @@ fn unescape_unquoted(text: &str) -> Result<String, Denial> {
         .iter()
         .map(|p| match p {
             Part::Text { text, .. } => text.as_str(),
-            Part::Var { .. } | Part::Subst { .. } => "",
+            Part::Var { .. } | Part::Subst { .. } | Part::Proc { .. } => "",
         })
         .collect())
 }
