@@ -370,6 +370,65 @@ fn command_substitution_stays_refused_where_its_output_could_be_a_path_or_option
 }
 
 #[test]
+fn process_substitution_gives_the_program_a_pipe_from_a_command_run_in_the_jail() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("a"), "pear\napple\nfig\n").unwrap();
+    std::fs::write(env.ws.join("b"), "fig\nkiwi\napple\n").unwrap();
+    let r = exec(&env, &[], "comm -13 <(sort a) <(sort b)");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "kiwi\n"), "{r:?}");
+    let r = exec(&env, &[], "diff <(sort a) <(sort b) | grep -c '^[<>]'");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "2\n"), "{r:?}");
+    // More than a pipe holds, read as it is written; the program sees warden's descriptor.
+    let r = exec(&env, &[], "wc -l <(seq 1 200000)");
+    assert_eq!(r.stdout, "200000 /dev/fd/9\n", "{r:?}");
+    // A program that stops reading ends the writer (EPIPE), not the deadline.
+    let r = exec(&env, &["--timeout", "20"], "head -n 1 <(seq 1 100000000)");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "1\n"), "{r:?}");
+    // The outer command's status is the line's; the inner one's stderr is the command's.
+    let r = exec(&env, &[], "cat <(ls missing) <(echo after)");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "after\n"), "{r:?}");
+    assert!(r.stderr.contains("missing"), "{r:?}");
+    let r = exec(&env, &[], "cmp -s <(echo x) <(echo y) || echo differ");
+    assert_eq!(r.stdout, "differ\n", "{r:?}");
+    // It runs in the jail: warden's environment is not there.
+    let r = exec(&env, &[], "cat <(printenv ANTHROPIC_API_KEY) <(echo end)");
+    assert_eq!(r.stdout, "end\n", "{r:?}");
+    assert!(!r.stdout.contains(SECRET_KEY) && !r.stderr.contains(SECRET_KEY));
+}
+
+#[test]
+fn process_substitution_stays_refused_where_the_pipe_would_be_written_or_decide_anything() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
+    for (command, why) in [
+        ("cat <(rm notes.txt)", "writes files"),
+        ("cat <(sort -o notes.txt notes.txt)", "writes files"),
+        ("cat <(rm -r notes.txt)", "needs approval"),
+        ("cat <(cat ../x)", "outside the workspace"),
+        ("cat > <(echo notes.txt)", "not allowed here"),
+        ("cat < <(echo hi)", "not allowed here"),
+        ("cat notes.txt >(cat)", "output process substitution"),
+        ("<(echo rm) notes.txt", "the command name"),
+        ("tee <(cat) < notes.txt", "would write to it"),
+        ("sort -o <(cat) notes.txt", "would write to it"),
+        ("echo <(echo hi)", "reads a file operand"),
+        ("sed -f <(echo d) notes.txt", "not supported for sed"),
+        ("cp <(echo x) notes.txt", "copies or moves files"),
+        ("cat <(cat <(echo hi))", "inside another substitution"),
+        ("cat <(echo hi) /dev/fd/9", "only warden's own pipe"),
+    ] {
+        let r = exec(&env, &[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        assert!(r.stdout.is_empty(), "{command}: {r:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("notes.txt")).unwrap(),
+        "n\n"
+    );
+}
+
+#[test]
 fn a_checksum_list_on_stdin_has_its_names_checked_before_the_program_reads_it() {
     let env = Env::new();
     std::fs::write(env.ws.join("notes.txt"), "n\n").unwrap();
