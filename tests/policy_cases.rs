@@ -587,10 +587,47 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("echo \"$(ls > out.txt)\"", Deny, "writes files"),
     ("echo \"$(rm -r src)\"", Deny, "needs approval"),
     ("echo \"$(cat /etc/shadow)\"", Deny, "outside the workspace"),
-    ("echo \"$(echo \"$(id)\")\"", Deny, "inside another one"),
+    ("echo \"$(echo \"$(id)\")\"", Deny, "inside another substitution"),
     ("echo {a,b}\"$(id)\"", Deny, "must stay one argument"),
     ("echo \"$? $(id)\"", Deny, "$? and a command substitution"),
-    ("cat <(ls)", Deny, "process substitution"),
+    // Process substitution: an allowed read-only command, given as /dev/fd/N where the
+    // program reads a file operand.
+    ("cat <(ls)", Allow, "allowed: ls, cat"),
+    (
+        "comm -13 <(sort notes.txt) <(sort other.txt)",
+        Allow,
+        "allowed: sort, sort, comm",
+    ),
+    (
+        "diff <(ls src) <(ls docs) > out/d.txt",
+        Allow,
+        "allowed: ls, ls, diff",
+    ),
+    ("grep -f <(echo TODO) notes.txt", Allow, "allowed: echo, grep"),
+    ("cat <(rm notes.txt)", Deny, "writes files"),
+    ("cat <(ls > out/x)", Deny, "writes files"),
+    ("cat <(rm -r src)", Deny, "needs approval"),
+    ("cat <(cat /etc/shadow)", Deny, "outside the workspace"),
+    ("cat > <(ls)", Deny, "not allowed here"),
+    ("cat < <(ls)", Deny, "not allowed here"),
+    ("cat x<(ls)", Deny, "not allowed here"),
+    ("wc --files0-from=<(ls)", Deny, "not allowed here"),
+    ("for f in <(ls); do cat $f; done", Deny, "not allowed here"),
+    ("cat >(ls)", Deny, "output process substitution"),
+    ("<(ls) src", Deny, "the command name"),
+    ("tee <(cat)", Deny, "would write to it"),
+    ("sort -o <(ls) notes.txt", Deny, "would write to it"),
+    ("uniq notes.txt <(ls)", Deny, "would write to it"),
+    ("echo <(ls)", Deny, "reads a file operand"),
+    ("sed -f <(echo p) notes.txt", Deny, "not supported for sed"),
+    ("awk -f <(echo x) notes.txt", Deny, "not supported for awk"),
+    ("tar -tf <(cat a.tar)", Deny, "not supported for tar"),
+    ("cp <(ls) out/x", Deny, "copies or moves files"),
+    ("md5sum -c <(cat sums.md5)", Deny, "list of names"),
+    ("cat <(cat <(ls))", Deny, "inside another substitution"),
+    ("echo \"$(cat <(ls))\"", Deny, "inside another substitution"),
+    ("cat <(ls) /dev/fd/9", Deny, "only warden's own pipe"),
+    ("cd <(ls)", Deny, "not a directory"),
     ("echo $((1+2))", Deny, "arithmetic expansion"),
     // The sandbox has no secrets: warden expands a variable it does not set to nothing, as bash
     // expands an unset one (the hook, where a real shell runs, refuses them: cli_hook).
@@ -1097,6 +1134,8 @@ const REAL_SHELL_HOME_CASES: &[(&str, Decision, &str)] = &[
     // A real shell's md5sum reads the list unchecked, and its xargs runs batches unchecked.
     ("md5sum -c < notes.txt", Deny, "standard input"),
     ("ls | xargs cat", Deny, "every batch unchecked"),
+    // A real shell would run a process substitution itself, unchecked.
+    ("cat <(ls)", Deny, "would run it unchecked"),
     ("cat notes.txt", Allow, "allowed: cat"),
 ];
 
