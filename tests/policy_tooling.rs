@@ -299,6 +299,13 @@ fn the_claude_code_hook_answers_allow_deny_and_ask_in_its_format() {
     let (verdict, reason) = decision(&hook_bash(&env, "echo \"$(date)\""));
     assert_eq!(verdict, "deny", "{reason}");
     assert!(reason.contains("would run it unchecked"), "{reason}");
+    // And a process substitution.
+    let (verdict, reason) = decision(&hook_bash(&env, "comm -13 <(sort a) <(sort b)"));
+    assert_eq!(verdict, "deny", "{reason}");
+    assert!(
+        reason.contains("process substitution") && reason.contains("would run it unchecked"),
+        "{reason}"
+    );
 
     // make is not in the default allowlist; a team's policy asks for it.
     let policy = write(
