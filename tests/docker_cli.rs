@@ -336,6 +336,12 @@ async fn warden_exec_runs_the_checked_ir_in_the_container() {
     );
     let r = exec("false || echo fallback");
     assert_eq!((r.status, r.stdout.as_str()), (0, "fallback\n"), "{r:?}");
+    // A container program gets no descriptor beyond 0-2: a process substitution is refused
+    // before anything of the line runs.
+    let r = exec("echo ran > ran.txt; cat <(echo hi)");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(r.stderr.contains("host backend only"), "{r:?}");
+    assert!(!cli.path("ran.txt").exists(), "{r:?}");
     // Denied by the policy: nothing runs.
     let r = exec("cat /etc/shadow");
     assert_eq!(r.status, 126, "{r:?}");

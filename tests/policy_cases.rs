@@ -587,7 +587,11 @@ const CASES: &[(&str, Decision, &str)] = &[
     ("echo \"$(ls > out.txt)\"", Deny, "writes files"),
     ("echo \"$(rm -r src)\"", Deny, "needs approval"),
     ("echo \"$(cat /etc/shadow)\"", Deny, "outside the workspace"),
-    ("echo \"$(echo \"$(id)\")\"", Deny, "inside another substitution"),
+    (
+        "echo \"$(echo \"$(id)\")\"",
+        Deny,
+        "inside another substitution",
+    ),
     ("echo {a,b}\"$(id)\"", Deny, "must stay one argument"),
     ("echo \"$? $(id)\"", Deny, "$? and a command substitution"),
     // Process substitution: an allowed read-only command, given as /dev/fd/N where the
@@ -603,7 +607,11 @@ const CASES: &[(&str, Decision, &str)] = &[
         Allow,
         "allowed: ls, ls, diff",
     ),
-    ("grep -f <(echo TODO) notes.txt", Allow, "allowed: echo, grep"),
+    (
+        "grep -f <(echo TODO) notes.txt",
+        Allow,
+        "allowed: echo, grep",
+    ),
     ("cat <(rm notes.txt)", Deny, "writes files"),
     ("cat <(ls > out/x)", Deny, "writes files"),
     ("cat <(rm -r src)", Deny, "needs approval"),

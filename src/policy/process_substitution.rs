@@ -124,3 +124,50 @@ pub(super) fn judge_reads(name: &str, analysis: &Analysis, pipes: &[String]) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::ir::Script;
+
+    fn pipe(arg: usize) -> ProcessSubstitution {
+        ProcessSubstitution {
+            arg,
+            fd: 0,
+            script: Script::default(),
+        }
+    }
+
+    #[test]
+    fn descriptors_avoid_the_commands_redirections() {
+        let mut argv: Vec<String> = ["comm", "", ""].iter().map(|s| s.to_string()).collect();
+        let mut pipes = [pipe(1), pipe(2)];
+        let redirects = [
+            Redirect {
+                fd: 9,
+                target: RedirectTarget::Close,
+            },
+            Redirect {
+                fd: 2,
+                target: RedirectTarget::Dup(8),
+            },
+        ];
+        place("comm", &mut argv, &mut pipes, &redirects).unwrap();
+        assert_eq!((pipes[0].fd, pipes[1].fd), (7, 6));
+        assert_eq!(argv[1..], ["/dev/fd/7", "/dev/fd/6"]);
+    }
+
+    #[test]
+    fn too_many_and_a_descriptor_path_written_out_are_refused() {
+        let mut argv = vec![String::from("cat"); 9];
+        let mut pipes: Vec<_> = (1..9).map(pipe).collect();
+        assert!(place("cat", &mut argv, &mut pipes, &[]).is_err());
+        let mut argv: Vec<String> = ["cat", "", "/dev/fd/3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(place("cat", &mut argv, &mut [pipe(1)], &[]).is_err());
+        let mut argv: Vec<String> = ["cd", ""].iter().map(|s| s.to_string()).collect();
+        assert!(place("cd", &mut argv, &mut [pipe(1)], &[]).is_err());
+    }
+}
