@@ -134,7 +134,13 @@ pub fn compare(recorded: &[Recorded], ir: &Script) -> Result<(), String> {
         let matched = ir.commands().any(|c| {
             c.cwd == cwd
                 && c.argv.first() == call.argv.first()
-                && is_subsequence(&call.argv, &c.argv)
+                && (is_subsequence(&call.argv, &c.argv)
+                    || (!c.process_substitutions.is_empty()
+                        && is_subsequence(&pipes_unnamed(&call.argv, None), &{
+                            let places: Vec<usize> =
+                                c.process_substitutions.iter().map(|p| p.arg).collect();
+                            pipes_unnamed(&c.argv, Some(&places))
+                        })))
         });
         if !matched {
             return Err(format!(
@@ -145,6 +151,28 @@ pub fn compare(recorded: &[Recorded], ir: &Script) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// argv with the paths of process substitutions' pipes written as one marker: bash picks its
+/// own descriptor (`/dev/fd/63`), warden another. `places`: where warden's stand; `None`: any
+/// `/dev/fd/N` (what bash ran).
+fn pipes_unnamed(argv: &[String], places: Option<&[usize]>) -> Vec<String> {
+    let is_pipe = |i: usize, word: &str| match places {
+        Some(places) => places.contains(&i),
+        None => word
+            .strip_prefix("/dev/fd/")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+    };
+    argv.iter()
+        .enumerate()
+        .map(|(i, word)| {
+            if is_pipe(i, word) {
+                "<(…)".to_string()
+            } else {
+                word.clone()
+            }
+        })
+        .collect()
 }
 
 /// `small` in order within `big` (warden inserts safety options, never removes words).
@@ -170,5 +198,19 @@ mod tests {
             .collect();
         assert!(is_subsequence(&a, &b));
         assert!(!is_subsequence(&b, &a));
+    }
+
+    #[test]
+    fn a_process_substitutions_pipe_matches_whatever_descriptor_bash_chose() {
+        let words = |w: &[&str]| -> Vec<String> { w.iter().map(|s| s.to_string()).collect() };
+        let bash = pipes_unnamed(&words(&["comm", "-13", "/dev/fd/63", "/dev/fd/62"]), None);
+        let ir = pipes_unnamed(
+            &words(&["comm", "-13", "/dev/fd/9", "/dev/fd/8"]),
+            Some(&[2, 3]),
+        );
+        assert_eq!(bash, ir);
+        // Only warden's own places: a path written out stays itself.
+        let ir = pipes_unnamed(&words(&["cat", "/dev/fd/9", "/dev/fd/3"]), Some(&[1]));
+        assert_eq!(ir, ["cat", "<(…)", "/dev/fd/3"]);
     }
 }
