@@ -75,8 +75,9 @@ pub(super) fn judge_program(name: &str, rule: &ProgramRule) -> Result<(), Denial
     }
     if rule.analyzer.is_some() {
         return Err(Denial::new(format!(
-            "a process substitution is not supported for {name}: the policy judges {name} by what \
-             its files hold, and the pipe's text exists only when it runs"
+            "a process substitution is not supported for {name}: {name} is judged by its own \
+             analyzer, which may read the files it names at check time, and the pipe's text \
+             exists only when the command runs"
         )));
     }
     if rule.copies {
