@@ -29,6 +29,7 @@ pub mod redact;
 pub mod sandbox;
 pub mod scheduler;
 pub mod schema;
+pub mod serve;
 pub mod sizes;
 pub mod skills;
 pub mod taint;

@@ -22,6 +22,7 @@
 //! ```
 
 mod actor;
+mod cancel;
 pub mod channel;
 mod failure;
 mod notices;
@@ -32,6 +33,7 @@ pub mod store;
 pub mod worker;
 
 pub use crate::memory::chat_key::ChatKey;
+pub use cancel::Cancelled;
 pub use channel::{Channel, DraftFn, RunInfo, RunView, SendError};
 pub use failure::{FailureKind, RunFailure};
 pub use runner::AgentRunner;

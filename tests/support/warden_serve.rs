@@ -1,0 +1,209 @@
+//! The real `warden serve` as a child process (HOME in a temp dir, the model a fake, the API
+//! token from the environment, a fixed free port on 127.0.0.1 so a restart listens on the
+//! same one), and a small JSON client for its API.
+
+use super::warden_bot::BotProcess;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const API_TOKEN: &str = "test-http-token-0123456789";
+
+pub struct ServeEnv {
+    pub home: PathBuf,
+    pub llm_url: String,
+    pub port: u16,
+    pub extra: Vec<(String, String)>,
+}
+
+/// A port nothing listens on now (the kernel's choice, released at once).
+pub fn free_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.local_addr().unwrap().port()
+}
+
+impl ServeEnv {
+    pub fn new(home: &Path, llm_url: String) -> ServeEnv {
+        ServeEnv {
+            home: home.to_path_buf(),
+            llm_url,
+            port: free_port(),
+            extra: vec![
+                ("RUST_LOG".into(), "warden=info".into()),
+                ("WARDEN_HTTP_TOKEN".into(), API_TOKEN.into()),
+            ],
+        }
+    }
+
+    /// `warden serve --listen 127.0.0.1:PORT` with no Telegram in its environment.
+    pub fn command(&self) -> Command {
+        self.command_on(&format!("127.0.0.1:{}", self.port))
+    }
+
+    /// `warden serve --listen ADDR`.
+    pub fn command_on(&self, listen: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("ANTHROPIC_BASE_URL", &self.llm_url)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .args(["serve", "--listen", listen]);
+        for (k, v) in &self.extra {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    pub fn start(&self) -> BotProcess {
+        BotProcess::spawn(self.command())
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.base_url(), Some(API_TOKEN))
+    }
+
+    /// Write `~/.warden/config.toml`.
+    pub fn write_config(&self, toml: &str) {
+        let dir = self.home.join(".warden");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), toml).unwrap();
+    }
+}
+
+/// A JSON client for the API; `token` goes in `Authorization: Bearer`.
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: Option<String>,
+}
+
+/// A response: status, headers, the body parsed as JSON (`Null` when it is not JSON).
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Client {
+    pub fn new(base: &str, token: Option<&str>) -> Client {
+        Client {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+            base: base.to_string(),
+            token: token.map(str::to_string),
+        }
+    }
+
+    pub fn with_token(&self, token: Option<&str>) -> Client {
+        Client {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token: token.map(str::to_string),
+        }
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        let response = request.send().await.expect("the API answers");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap_or_default();
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_str(&text).unwrap_or(Value::Null),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+
+    /// Wait until `/healthz` answers (the process has bound its port and recovered).
+    pub async fn wait_healthy(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let tried = self.http.get(format!("{}/healthz", self.base)).send().await;
+            if tried.as_ref().is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "warden serve did not come up: {tried:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Post `text` on `thread`; the run's id.
+    pub async fn message(&self, thread: &str, text: &str) -> String {
+        let reply = self
+            .post(
+                "/v1/messages",
+                serde_json::json!({ "thread": thread, "text": text }),
+            )
+            .await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        reply.body["run_id"].as_str().unwrap().to_string()
+    }
+
+    /// Poll run `id` until `done` holds for it; the run.
+    pub async fn wait_run(
+        &self,
+        id: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let run = self.get(&format!("/v1/runs/{id}")).await.body;
+            if done(&run) {
+                return run;
+            }
+            assert!(Instant::now() < deadline, "run {id} stayed {run}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Poll until run `id` has status `status`.
+    pub async fn wait_status(&self, id: &str, status: &str, timeout: Duration) -> Value {
+        self.wait_run(id, timeout, |run| run["status"] == status)
+            .await
+    }
+
+    /// Wait for the approval request of run `id`.
+    pub async fn wait_approval(&self, run_id: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let list = self.get("/v1/approvals").await.body;
+            if let Some(found) = list["approvals"]
+                .as_array()
+                .and_then(|all| all.iter().find(|a| a["run_id"] == run_id))
+            {
+                return found.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no approval for run {run_id}: {list}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
