@@ -119,7 +119,7 @@ async fn require_token(State(api): State<Arc<Api>>, request: Request, next: Next
                     (header::WWW_AUTHENTICATE, "Bearer"),
                 ),
             };
-            let mut response = routes::error(status, refused.reason());
+            let mut response = routes::ApiError::new(status, refused.reason()).into_response();
             response
                 .headers_mut()
                 .insert(extra.0, HeaderValue::from_static(extra.1));

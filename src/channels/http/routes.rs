@@ -24,21 +24,60 @@ const MAX_KEY: usize = 200;
 const MAX_LIST: usize = 500;
 
 pub type Shared = State<Arc<Api>>;
+type Answer = Result<Response, ApiError>;
 
-pub fn error(status: StatusCode, why: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": why.into() }))).into_response()
+/// A refusal: its status and why, in words.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub why: String,
 }
 
-fn internal(e: impl std::fmt::Display) -> Response {
-    tracing::error!("HTTP API: {e}");
-    error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        format!("warden failed: {e}"),
-    )
+impl ApiError {
+    pub fn new(status: StatusCode, why: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            why: why.into(),
+        }
+    }
+
+    fn bad(why: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, why)
+    }
+
+    fn no_run(id: impl std::fmt::Display) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, format!("no run {id}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": self.why }))).into_response()
+    }
+}
+
+/// warden's own failure (the database): logged, and said.
+impl From<crate::db::DbError> for ApiError {
+    fn from(e: crate::db::DbError) -> ApiError {
+        tracing::error!("HTTP API: {e}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("warden failed: {e}"),
+        )
+    }
 }
 
 pub async fn healthz() -> Json<Value> {
     Json(json!({ "ok": true }))
+}
+
+/// A JSON body, or the refusal that says what is wrong with it (413 when too large).
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    // A well-formed body of the wrong shape is a bad request too (axum says 422).
+    body.map(|Json(t)| t).map_err(|r| match r.status() {
+        StatusCode::UNPROCESSABLE_ENTITY => ApiError::bad(r.body_text()),
+        status => ApiError::new(status, r.body_text()),
+    })
 }
 
 #[derive(Deserialize)]
@@ -49,84 +88,60 @@ pub struct NewMessage {
     idempotency_key: Option<String>,
 }
 
-/// A JSON body, or the JSON error that says what is wrong with it (413 when too large).
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Response> {
-    // A well-formed body of the wrong shape is a bad request too (axum says 422).
-    body.map(|Json(t)| t).map_err(|r| match r.status() {
-        StatusCode::UNPROCESSABLE_ENTITY => error(StatusCode::BAD_REQUEST, r.body_text()),
-        status => error(status, r.body_text()),
-    })
-}
-
 pub async fn post_message(
     State(api): Shared,
     m: Result<Json<NewMessage>, JsonRejection>,
-) -> Response {
-    let m = match body(m) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    if let Err(why) = check_name(&m.thread) {
-        return error(StatusCode::BAD_REQUEST, why);
-    }
+) -> Answer {
+    let m = body(m)?;
+    check_name(&m.thread).map_err(ApiError::bad)?;
     if m.text.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "text is empty");
+        return Err(ApiError::bad("text is empty"));
     }
-    if let Some(key) = &m.idempotency_key {
-        if key.is_empty() || key.len() > MAX_KEY {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("idempotency_key has 1 to {MAX_KEY} characters"),
-            );
-        }
+    if m.idempotency_key
+        .as_ref()
+        .is_some_and(|key| key.is_empty() || key.len() > MAX_KEY)
+    {
+        return Err(ApiError::bad(format!(
+            "idempotency_key has 1 to {MAX_KEY} characters"
+        )));
     }
-    let chat = match api.threads.chat_of(&m.thread) {
-        Ok(chat) => chat,
-        Err(e) => return internal(e),
-    };
+    let chat = api.threads.chat_of(&m.thread)?;
     let mut submission = Submission::text(chat, Origin::User { user_id: API_USER }, m.text);
     if let Some(key) = &m.idempotency_key {
         submission = submission.dedup_key(format!("http:{key}"));
     }
-    let handle = match api.gateway.submit(submission) {
-        Ok(handle) => handle,
-        Err(SubmitError::Busy { queued }) => {
-            return error(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("{queued} messages already wait in thread {}", m.thread),
-            )
+    let handle = api.gateway.submit(submission).map_err(|e| match e {
+        SubmitError::Busy { queued } => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("{queued} messages already wait in thread {}", m.thread),
+        ),
+        SubmitError::ShuttingDown => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "warden is shutting down")
         }
-        Err(SubmitError::ShuttingDown) => {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "warden is shutting down")
-        }
-        Err(SubmitError::Store(e)) => return internal(e),
-    };
-    match api.run(handle.run_id) {
-        Ok(Some(run)) => (
-            StatusCode::ACCEPTED,
-            Json(json!({ "run_id": run.id, "status": run.status })),
-        )
-            .into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, "the run vanished"),
-        Err(e) => internal(e),
-    }
+        SubmitError::Store(e) => e.into(),
+    })?;
+    let run = api
+        .run(handle.run_id)?
+        .ok_or_else(|| ApiError::no_run(handle.run_id))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "run_id": run.id, "status": run.status })),
+    )
+        .into_response())
 }
 
-fn run_id(text: &str) -> Result<i64, Response> {
+fn run_id(text: &str) -> Result<i64, ApiError> {
     text.parse()
-        .map_err(|_| error(StatusCode::NOT_FOUND, format!("no run {text:?}")))
+        .map_err(|_| ApiError::no_run(format!("{text:?}")))
 }
 
-pub async fn get_run(State(api): Shared, Path(id): Path<String>) -> Response {
-    let id = match run_id(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    match api.run(id) {
-        Ok(Some(run)) => Json(run).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, format!("no run {id}")),
-        Err(e) => internal(e),
-    }
+/// Run `id` of an API thread, or 404.
+fn known_run(api: &Api, id: i64) -> Result<RunView, ApiError> {
+    api.run(id)?.ok_or_else(|| ApiError::no_run(id))
+}
+
+pub async fn get_run(State(api): Shared, Path(id): Path<String>) -> Answer {
+    Ok(Json(known_run(&api, run_id(&id)?)?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -136,25 +151,18 @@ pub struct RunFilter {
     limit: Option<usize>,
 }
 
-pub async fn list_runs(State(api): Shared, Query(filter): Query<RunFilter>) -> Response {
+pub async fn list_runs(State(api): Shared, Query(filter): Query<RunFilter>) -> Answer {
     let status = match filter.status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
-        Some(text) => match Status::parse(text) {
-            Some(status) => Some(status),
-            None => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("status is one of {}", Status::ALL.join(", ")),
-                )
-            }
-        },
+        Some(text) => Some(Status::parse(text).ok_or_else(|| {
+            ApiError::bad(format!("status is one of {}", Status::ALL.join(", ")))
+        })?),
     };
     let chat = match filter.thread.as_deref().filter(|t| !t.is_empty()) {
         None => None,
-        Some(name) => match api.threads.find(name) {
-            Ok(Some(chat)) => Some(chat),
-            Ok(None) => return Json(json!({ "runs": [] })).into_response(),
-            Err(e) => return internal(e),
+        Some(name) => match api.threads.find(name)? {
+            Some(chat) => Some(chat),
+            None => return Ok(Json(json!({ "runs": [] })).into_response()),
         },
     };
     let limit = filter.limit.unwrap_or(100).clamp(1, MAX_LIST);
@@ -164,16 +172,9 @@ pub async fn list_runs(State(api): Shared, Query(filter): Query<RunFilter>) -> R
     } else {
         limit
     };
-    let rows = match api.store.recent(chat, Threads::CHATS_BELOW, scan) {
-        Ok(rows) => rows,
-        Err(e) => return internal(e),
-    };
     let mut runs: Vec<RunView> = Vec::new();
-    for row in rows {
-        let run = match api.view(&row) {
-            Ok(run) => run,
-            Err(e) => return internal(e),
-        };
+    for row in api.store.recent(chat, Threads::CHATS_BELOW, scan)? {
+        let run = api.view(&row)?;
         if status.is_none_or(|s| s == run.status) {
             runs.push(run);
         }
@@ -181,47 +182,35 @@ pub async fn list_runs(State(api): Shared, Query(filter): Query<RunFilter>) -> R
             break;
         }
     }
-    Json(json!({ "runs": runs })).into_response()
+    Ok(Json(json!({ "runs": runs })).into_response())
 }
 
-pub async fn cancel_run(State(api): Shared, Path(id): Path<String>) -> Response {
-    let id = match run_id(&id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    match api.run(id) {
-        Ok(Some(_)) => {}
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("no run {id}")),
-        Err(e) => return internal(e),
-    }
-    let outcome = match api.gateway.cancel(id).await {
-        Ok(outcome) => outcome,
-        Err(e) => return internal(e),
-    };
-    let code = match outcome {
-        Cancelled::NotFound => return error(StatusCode::NOT_FOUND, format!("no run {id}")),
+pub async fn cancel_run(State(api): Shared, Path(id): Path<String>) -> Answer {
+    let id = run_id(&id)?;
+    known_run(&api, id)?;
+    let code = match api.gateway.cancel(id).await? {
+        Cancelled::NotFound => return Err(ApiError::no_run(id)),
         Cancelled::Finished => {
-            return error(StatusCode::CONFLICT, format!("run {id} has ended already"))
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("run {id} has ended already"),
+            ))
         }
         Cancelled::Starting => {
-            return error(
+            return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 format!("run {id} is starting right now: ask again in a moment"),
-            )
+            ))
         }
         Cancelled::Dropped => StatusCode::OK,
         // It stops at its next step (a running command is killed): poll the run.
         Cancelled::Aborting => StatusCode::ACCEPTED,
     };
-    match api.run(id) {
-        Ok(Some(run)) => (code, Json(run)).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, format!("no run {id}")),
-        Err(e) => internal(e),
-    }
+    Ok((code, Json(known_run(&api, id)?)).into_response())
 }
 
-pub async fn list_approvals(State(api): Shared) -> Response {
-    Json(json!({ "approvals": api.inbox.list() })).into_response()
+pub async fn list_approvals(State(api): Shared) -> Json<Value> {
+    Json(json!({ "approvals": api.inbox.list() }))
 }
 
 #[derive(Deserialize)]
@@ -234,29 +223,21 @@ pub async fn answer_approval(
     State(api): Shared,
     Path(id): Path<String>,
     decision: Result<Json<Decision>, JsonRejection>,
-) -> Response {
-    let decision = match body(decision) {
-        Ok(d) => d,
-        Err(r) => return r,
-    };
-    let approve = match decision.decision.as_str() {
+) -> Answer {
+    let decision = body(decision)?.decision;
+    let approve = match decision.as_str() {
         "approve" => true,
         "deny" => false,
-        _ => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "decision is \"approve\" or \"deny\"",
-            )
-        }
+        _ => return Err(ApiError::bad("decision is \"approve\" or \"deny\"")),
     };
     match api.inbox.answer(&id, approve) {
-        Answered::Done => Json(json!({ "id": id, "decision": decision.decision })).into_response(),
-        Answered::NotWaiting => error(
+        Answered::Done => Ok(Json(json!({ "id": id, "decision": decision })).into_response()),
+        Answered::NotWaiting => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!(
                 "approval {id} is not waiting (answered, timed out, its run ended, or unknown)"
             ),
-        ),
+        )),
     }
 }
 
@@ -269,8 +250,8 @@ pub async fn openapi() -> Response {
 }
 
 /// Requests that match no route.
-pub async fn not_found() -> Response {
-    error(
+pub async fn not_found() -> ApiError {
+    ApiError::new(
         StatusCode::NOT_FOUND,
         "no such endpoint (see /v1/openapi.json)",
     )
