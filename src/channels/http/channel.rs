@@ -68,3 +68,80 @@ impl RunView for HttpRunView {
 
     async fn finish(self: Box<Self>) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{RunOutcome, RunRequest};
+    use crate::gateway::store::{Inserted, NewRun, RunState, RunStore};
+    use crate::gateway::{AgentRunner, FailureKind, Gateway, GatewaySettings, Origin, RunFailure};
+    use crate::llm::ContentBlock;
+    use std::time::Duration;
+
+    /// Every run fails at once (the model is unreachable).
+    struct Unreachable;
+
+    #[async_trait]
+    impl AgentRunner for Unreachable {
+        async fn run(&self, _request: RunRequest) -> Result<RunOutcome, RunFailure> {
+            Err(RunFailure::new(
+                FailureKind::ModelUnreachable,
+                "no model here",
+            ))
+        }
+    }
+
+    fn queued(store: &RunStore, chat_id: i64) -> i64 {
+        let input = vec![ContentBlock::text("hi")];
+        let run = NewRun {
+            chat_id,
+            topic: None,
+            origin: &Origin::User { user_id: 1 },
+            dedup_key: None,
+            input: &input,
+            preview: "hi",
+            reply_to: None,
+            deliver: true,
+            session: None,
+        };
+        match store.insert(&run).unwrap() {
+            Inserted::New(id) => id,
+            Inserted::Existing(_) => unreachable!("no key"),
+        }
+    }
+
+    #[tokio::test]
+    async fn recovery_takes_up_only_the_apis_threads() {
+        let db = crate::schema::open_in_memory().unwrap();
+        let store = RunStore::new(db.clone());
+        let thread = super::super::threads::Threads::new(db.clone())
+            .chat_of("home")
+            .unwrap();
+        let ours = queued(&store, thread);
+        let telegrams = queued(&store, 4242);
+        let inbox = Arc::new(Inbox::new(Duration::from_secs(5)));
+        let gateway = Gateway::new(
+            Arc::new(Unreachable),
+            db,
+            Arc::new(HttpChannel::new(inbox)),
+            GatewaySettings {
+                min_free_bytes: 0,
+                ..GatewaySettings::default()
+            },
+        );
+        let report = gateway.recover().await.unwrap();
+        assert_eq!((report.requeued, report.interrupted), (1, 0));
+        for _ in 0..200 {
+            if store.get(ours).unwrap().unwrap().state == RunState::Answered {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(store.get(ours).unwrap().unwrap().state, RunState::Answered);
+        assert_eq!(
+            store.get(telegrams).unwrap().unwrap().state,
+            RunState::Queued,
+            "a Telegram chat's run is left for warden bot to run and deliver"
+        );
+    }
+}
