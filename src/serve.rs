@@ -7,6 +7,7 @@ use crate::bot::{cancel_on_signal, BotApp};
 use crate::channels::http::approvals::Inbox;
 use crate::channels::http::channel::HttpChannel;
 use crate::channels::http::config::plan;
+use crate::channels::http::events::Hub;
 use crate::channels::http::listener::Bound;
 use crate::channels::http::{router, Api};
 use crate::gateway::{Gateway, GatewaySettings};
@@ -37,13 +38,14 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
     let http = app.config.http.clone();
-    let inbox = Arc::new(Inbox::new(Duration::from_secs(
-        http.approval_timeout_secs.max(1),
-    )));
+    let hub = Arc::new(Hub::default());
+    let inbox = Arc::new(
+        Inbox::new(Duration::from_secs(http.approval_timeout_secs.max(1))).with_hub(hub.clone()),
+    );
     let gateway = Gateway::new(
         app.agent.clone(),
         app.db.clone(),
-        Arc::new(HttpChannel::new(inbox.clone())),
+        Arc::new(HttpChannel::new(inbox.clone(), hub.clone())),
         GatewaySettings {
             queue_depth: http.queue_depth,
             session_prefix: "http".into(),
@@ -70,6 +72,7 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         gateway.clone(),
         app.db.clone(),
         inbox.clone(),
+        hub,
         &http,
     ));
     let addr = bound

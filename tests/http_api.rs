@@ -157,6 +157,53 @@ async fn an_approval_answered_over_http_lets_the_run_finish_with_the_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_events_stream_from_its_status_to_its_end() {
+    let s = start("").await;
+    let id = s.api.message("live", "run: rm -r somedir").await;
+    let reader = {
+        let api = s.env.client();
+        let id = id.clone();
+        tokio::spawn(async move { api.events(&id).await })
+    };
+    let approval = s.api.wait_approval(&id, WAIT).await;
+    let path = format!("/v1/approvals/{}", approval["id"].as_str().unwrap());
+    s.api.post(&path, json!({"decision": "approve"})).await;
+    let events = tokio::time::timeout(WAIT, reader).await.unwrap().unwrap();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"status"), "{names:?}");
+    assert_eq!(names.last(), Some(&"status"), "{names:?}");
+    let of = |name: &'static str| {
+        events
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, d)| d)
+    };
+    let asked = of("approval")
+        .next()
+        .expect("the approval request is an event");
+    assert_eq!(asked["id"], approval["id"]);
+    assert!(asked["command"].as_str().unwrap().contains("rm -r somedir"));
+    assert!(
+        of("tool_end").any(|e| e["tool"] == "bash" && e["decision"] == "approved"),
+        "{events:?}"
+    );
+    let streamed: String = of("text").map(|e| e["text"].as_str().unwrap()).collect();
+    assert!(
+        streamed.contains("result:"),
+        "the answer streams: {events:?}"
+    );
+    let last = &events.last().unwrap().1;
+    assert_eq!(last["status"], "succeeded");
+    assert_eq!(last["id"], id.as_str());
+
+    // A finished run's stream is its status alone; an unknown run is 404.
+    let again = s.api.events(&id).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].1["status"], "succeeded");
+    assert_eq!(s.api.get("/v1/runs/424242/events").await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_idempotency_key_returns_the_same_run() {
     let s = start("").await;
     let post = |key: &str| {
@@ -315,6 +362,7 @@ async fn bodies_are_capped_no_cors_and_the_openapi_document_lists_every_route() 
         "/v1/runs",
         "/v1/runs/{id}",
         "/v1/runs/{id}/cancel",
+        "/v1/runs/{id}/events",
         "/v1/approvals",
         "/v1/approvals/{id}",
         "/v1/openapi.json",

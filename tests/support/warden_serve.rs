@@ -188,6 +188,38 @@ impl Client {
             .await
     }
 
+    /// Read `GET /v1/runs/{id}/events` to its end: each event's name and JSON data.
+    pub async fn events(&self, id: &str) -> Vec<(String, Value)> {
+        use futures::StreamExt;
+        let response = self
+            .http
+            .get(format!("{}/v1/runs/{id}/events", self.base))
+            .bearer_auth(self.token.as_deref().unwrap_or_default())
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .expect("the event stream opens");
+        assert_eq!(response.status(), 200);
+        let mut stream = response.bytes_stream();
+        let mut text = String::new();
+        while let Some(chunk) = stream.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk.expect("the stream reads")));
+        }
+        text.split("\n\n")
+            .filter_map(|block| {
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim_start().to_string())
+                };
+                let name = field("event:")?;
+                let data = field("data:").unwrap_or_default();
+                Some((name, serde_json::from_str(&data).unwrap_or(Value::Null)))
+            })
+            .collect()
+    }
+
     /// Wait for the approval request of run `id`.
     pub async fn wait_approval(&self, run_id: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;

@@ -3,6 +3,7 @@
 //! shutdown all mean deny; an id is answered once (the first answer wins, a second one finds
 //! nothing waiting).
 
+use super::events::{Hub, RunEvent};
 use crate::locks::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
@@ -43,6 +44,8 @@ pub struct Inbox {
     pending: Mutex<HashMap<String, Waiting>>,
     timeout: Duration,
     closing: CancellationToken,
+    /// Where a request is announced to the run's live listeners.
+    hub: Option<Arc<Hub>>,
 }
 
 impl Inbox {
@@ -51,7 +54,14 @@ impl Inbox {
             pending: Mutex::new(HashMap::new()),
             timeout,
             closing: CancellationToken::new(),
+            hub: None,
         }
+    }
+
+    /// Announce each request on `hub` (`GET /v1/runs/{id}/events`).
+    pub fn with_hub(mut self, hub: Arc<Hub>) -> Inbox {
+        self.hub = Some(hub);
+        self
     }
 
     /// Waiting requests, oldest run first.
@@ -103,20 +113,24 @@ impl Inbox {
         }
         let id = format!("ap_{:016x}", rand::random::<u64>());
         let (tx, rx) = oneshot::channel();
+        let shown = PendingApproval {
+            id: id.clone(),
+            run_id: run_id.to_string(),
+            tool: request.tool.clone(),
+            command: request.command.clone(),
+            reason: request.reason.clone(),
+            detail: request.detail.clone(),
+        };
         lock(&self.pending).insert(
             id.clone(),
             Waiting {
-                shown: PendingApproval {
-                    id: id.clone(),
-                    run_id: run_id.to_string(),
-                    tool: request.tool.clone(),
-                    command: request.command.clone(),
-                    reason: request.reason.clone(),
-                    detail: request.detail.clone(),
-                },
+                shown: shown.clone(),
                 answer: tx,
             },
         );
+        if let Some(hub) = &self.hub {
+            hub.publish(run_id, RunEvent::Approval(shown));
+        }
         tracing::info!(run = run_id, approval = %id, tool = %request.tool, "approval waiting");
         let decision = tokio::select! {
             answer = rx => match answer {

@@ -3,6 +3,7 @@
 //! `GET /v1/runs/{id}`, so there is nothing to send and nothing to send twice.
 
 use super::approvals::{Inbox, RunApprover};
+use super::events::{Hub, RunEvent};
 use super::threads::Threads;
 use crate::agent::{EventFn, RunControl};
 use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
@@ -12,11 +13,12 @@ use std::sync::Arc;
 
 pub struct HttpChannel {
     inbox: Arc<Inbox>,
+    hub: Arc<Hub>,
 }
 
 impl HttpChannel {
-    pub fn new(inbox: Arc<Inbox>) -> HttpChannel {
-        HttpChannel { inbox }
+    pub fn new(inbox: Arc<Inbox>, hub: Arc<Hub>) -> HttpChannel {
+        HttpChannel { inbox, hub }
     }
 }
 
@@ -29,6 +31,8 @@ impl Channel for HttpChannel {
                 run_id: run.run_id,
                 cancel: control.cancel_token(),
             }),
+            hub: self.hub.clone(),
+            run_id: run.run_id,
         })
     }
 
@@ -54,6 +58,8 @@ impl Channel for HttpChannel {
 
 struct HttpRunView {
     approver: Arc<RunApprover>,
+    hub: Arc<Hub>,
+    run_id: i64,
 }
 
 #[async_trait]
@@ -63,10 +69,13 @@ impl RunView for HttpRunView {
     }
 
     fn events(&self) -> EventFn {
-        Arc::new(|_| {})
+        let (hub, run_id) = (self.hub.clone(), self.run_id);
+        Arc::new(move |event| hub.publish(run_id, RunEvent::Agent(event)))
     }
 
-    async fn finish(self: Box<Self>) {}
+    async fn finish(self: Box<Self>) {
+        self.hub.close(self.run_id);
+    }
 }
 
 #[cfg(test)]
@@ -123,7 +132,7 @@ mod tests {
         let gateway = Gateway::new(
             Arc::new(Unreachable),
             db,
-            Arc::new(HttpChannel::new(inbox)),
+            Arc::new(HttpChannel::new(inbox, Arc::new(Hub::default()))),
             GatewaySettings {
                 min_free_bytes: 0,
                 ..GatewaySettings::default()

@@ -17,7 +17,9 @@ pub mod approvals;
 pub mod auth;
 pub mod channel;
 pub mod config;
+pub mod events;
 pub mod listener;
+mod live;
 mod openapi;
 mod routes;
 pub mod runs;
@@ -35,6 +37,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use config::HttpConfig;
+use events::Hub;
 use runs::RunView;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -46,6 +49,7 @@ pub struct Api {
     pub store: RunStore,
     pub threads: Threads,
     pub inbox: Arc<Inbox>,
+    pub hub: Arc<Hub>,
     pub auth: Auth,
 }
 
@@ -54,12 +58,19 @@ pub struct Api {
 pub struct Peer(pub SocketAddr);
 
 impl Api {
-    pub fn new(gateway: Gateway, db: Arc<Database>, inbox: Arc<Inbox>, config: &HttpConfig) -> Api {
+    pub fn new(
+        gateway: Gateway,
+        db: Arc<Database>,
+        inbox: Arc<Inbox>,
+        hub: Arc<Hub>,
+        config: &HttpConfig,
+    ) -> Api {
         Api {
             gateway,
             store: RunStore::new(db.clone()),
             threads: Threads::new(db.clone()),
             inbox,
+            hub,
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
         }
     }
@@ -85,6 +96,7 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .route("/v1/runs", get(routes::list_runs))
         .route("/v1/runs/{id}", get(routes::get_run))
         .route("/v1/runs/{id}/cancel", post(routes::cancel_run))
+        .route("/v1/runs/{id}/events", get(live::run_events))
         .route("/v1/approvals", get(routes::list_approvals))
         .route("/v1/approvals/{id}", post(routes::answer_approval))
         .route("/v1/openapi.json", get(routes::openapi))
