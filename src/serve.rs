@@ -9,6 +9,7 @@ use crate::channels::http::channel::HttpChannel;
 use crate::channels::http::config::plan;
 use crate::channels::http::events::Hub;
 use crate::channels::http::listener::Bound;
+use crate::channels::http::metrics::Metrics;
 use crate::channels::http::{router, Api};
 use crate::gateway::{Gateway, GatewaySettings};
 use anyhow::Context;
@@ -39,13 +40,20 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
     let http = app.config.http.clone();
     let hub = Arc::new(Hub::default());
+    let metrics = Arc::new(Metrics::new());
     let inbox = Arc::new(
-        Inbox::new(Duration::from_secs(http.approval_timeout_secs.max(1))).with_hub(hub.clone()),
+        Inbox::new(Duration::from_secs(http.approval_timeout_secs.max(1)))
+            .with_hub(hub.clone())
+            .with_metrics(metrics.clone()),
     );
     let gateway = Gateway::new(
         app.agent.clone(),
         app.db.clone(),
-        Arc::new(HttpChannel::new(inbox.clone(), hub.clone())),
+        Arc::new(HttpChannel::new(
+            inbox.clone(),
+            hub.clone(),
+            metrics.clone(),
+        )),
         GatewaySettings {
             queue_depth: http.queue_depth,
             session_prefix: "http".into(),
@@ -73,6 +81,7 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         app.db.clone(),
         inbox.clone(),
         hub,
+        metrics,
         &http,
     ));
     let addr = bound

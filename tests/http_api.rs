@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::command_model;
 use support::fake_llm::{FakeLlm, Request, Turn};
 use support::warden_bot::BotProcess;
-use support::warden_serve::{Client, ServeEnv, API_TOKEN};
+use support::warden_serve::{parse_metrics, Client, ServeEnv, API_TOKEN};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -143,6 +143,29 @@ async fn an_approval_answered_over_http_lets_the_run_finish_with_the_answer() {
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [id2.as_str(), id.as_str()]);
+    // The same, counted for Prometheus.
+    let metrics = s.api.get_text("/metrics").await;
+    let samples = parse_metrics(&metrics);
+    for (series, value) in [
+        ("warden_runs{status=\"succeeded\"}", 2.0),
+        ("warden_runs{status=\"queued\"}", 0.0),
+        (
+            "warden_tool_calls_total{tool=\"bash\",decision=\"approved\"}",
+            1.0,
+        ),
+        (
+            "warden_tool_calls_total{tool=\"bash\",decision=\"rejected\"}",
+            1.0,
+        ),
+        ("warden_approvals_pending", 0.0),
+        ("warden_approval_answers_total{outcome=\"approved\"}", 1.0),
+        ("warden_approval_answers_total{outcome=\"denied\"}", 1.0),
+        ("warden_approval_wait_seconds_count", 2.0),
+    ] {
+        assert_eq!(samples.get(series), Some(&value), "{series} in\n{metrics}");
+    }
+    assert_eq!(s.api.with_token(None).get("/metrics").await.status, 401);
+
     let none = s.api.get("/v1/runs?thread=elsewhere").await.body;
     assert_eq!(none["runs"], json!([]));
     let bad = s.api.get("/v1/runs?status=done").await;
@@ -366,6 +389,7 @@ async fn bodies_are_capped_no_cors_and_the_openapi_document_lists_every_route() 
         "/v1/approvals",
         "/v1/approvals/{id}",
         "/v1/openapi.json",
+        "/metrics",
     ] {
         assert!(doc.body["paths"][path].is_object(), "{path} is documented");
     }

@@ -305,6 +305,27 @@ impl RunStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// How many runs of the chats below `chats_below` are in each state and outcome.
+    pub fn counts(
+        &self,
+        chats_below: i64,
+    ) -> Result<Vec<(RunState, Option<String>, u64)>, DbError> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(
+            "SELECT state, outcome, count(*) FROM gateway_runs WHERE chat_id < ?1
+             GROUP BY state, outcome",
+        )?;
+        let rows = stmt.query_map([chats_below], |r| {
+            let state: String = r.get(0)?;
+            Ok((
+                RunState::parse(&state),
+                r.get(1)?,
+                r.get::<_, i64>(2)?.max(0) as u64,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     fn set_state(&self, id: i64, state: RunState) -> Result<(), DbError> {
         self.db.conn().execute(
             "UPDATE gateway_runs SET state = ?2,

@@ -131,6 +131,17 @@ impl Client {
             .await
     }
 
+    /// A body that is not JSON (`/metrics`), with the token; panics unless 200.
+    pub async fn get_text(&self, path: &str) -> String {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the API answers");
+        assert_eq!(response.status(), 200, "{path}");
+        response.text().await.unwrap()
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> Reply {
         self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
             .await
@@ -238,4 +249,49 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Parse the Prometheus / OpenMetrics text format strictly enough to catch a malformed
+/// exposition: every sample line is `name{label="value",…} number`, comments are `# HELP`,
+/// `# TYPE`, `# UNIT` or the final `# EOF`. Samples are keyed by their line's text before the
+/// value (`warden_runs{status="queued"}`).
+pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    let mut samples = std::collections::HashMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.last(),
+        Some(&"# EOF"),
+        "the exposition ends with # EOF"
+    );
+    for line in &lines[..lines.len() - 1] {
+        if let Some(comment) = line.strip_prefix("# ") {
+            let kind = comment.split(' ').next().unwrap_or("");
+            assert!(["HELP", "TYPE", "UNIT"].contains(&kind), "{line}");
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}: a number"));
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}: a metric name"
+        );
+        if name_end < series.len() {
+            let labels = series[name_end..]
+                .strip_prefix('{')
+                .and_then(|l| l.strip_suffix('}'))
+                .unwrap_or_else(|| panic!("{line}: labels in braces"));
+            for pair in labels.split(',') {
+                let (key, value) = pair.split_once('=').expect("label=value");
+                assert!(key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                assert!(value.starts_with('"') && value.ends_with('"'), "{line}");
+            }
+        }
+        samples.insert(series.to_string(), value);
+    }
+    samples
 }

@@ -4,6 +4,7 @@
 //! nothing waiting).
 
 use super::events::{Hub, RunEvent};
+use super::metrics::Metrics;
 use crate::locks::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
@@ -46,6 +47,8 @@ pub struct Inbox {
     closing: CancellationToken,
     /// Where a request is announced to the run's live listeners.
     hub: Option<Arc<Hub>>,
+    /// Where answers and waiting times are counted.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Inbox {
@@ -55,7 +58,14 @@ impl Inbox {
             timeout,
             closing: CancellationToken::new(),
             hub: None,
+            metrics: None,
         }
+    }
+
+    /// Count answers and waiting times in `metrics` (`GET /metrics`).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Inbox {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Announce each request on `hub` (`GET /v1/runs/{id}/events`).
@@ -83,6 +93,15 @@ impl Inbox {
         lock(&self.pending)
             .values()
             .any(|w| w.shown.run_id == run_id)
+    }
+
+    /// How many runs wait for an answer now.
+    pub fn waiting_runs(&self) -> usize {
+        let pending = lock(&self.pending);
+        let mut runs: Vec<&str> = pending.values().map(|w| w.shown.run_id.as_str()).collect();
+        runs.sort_unstable();
+        runs.dedup();
+        runs.len()
     }
 
     /// Approve (`true`) or deny request `id`.
@@ -132,19 +151,25 @@ impl Inbox {
             hub.publish(run_id, RunEvent::Approval(shown));
         }
         tracing::info!(run = run_id, approval = %id, tool = %request.tool, "approval waiting");
-        let decision = tokio::select! {
+        let asked = std::time::Instant::now();
+        let (decision, how) = tokio::select! {
             answer = rx => match answer {
-                Ok(true) => Approval::Approved,
-                Ok(false) => Approval::Denied("denied over the HTTP API".into()),
-                Err(_) => Approval::Denied("the request was dropped".into()),
+                Ok(true) => (Approval::Approved, "approved"),
+                Ok(false) => (Approval::Denied("denied over the HTTP API".into()), "denied"),
+                Err(_) => (Approval::Denied("the request was dropped".into()), "dropped"),
             },
-            _ = tokio::time::sleep(self.timeout) => Approval::Denied(format!(
+            _ = tokio::time::sleep(self.timeout) => (Approval::Denied(format!(
                 "no answer within {} s", self.timeout.as_secs()
-            )),
-            _ = run.cancelled() => Approval::Denied("the run was cancelled".into()),
-            _ = self.closing.cancelled() => Approval::Denied("warden is shutting down".into()),
+            )), "timeout"),
+            _ = run.cancelled() => (Approval::Denied("the run was cancelled".into()), "cancelled"),
+            _ = self.closing.cancelled() => {
+                (Approval::Denied("warden is shutting down".into()), "shutdown")
+            }
         };
         lock(&self.pending).remove(&id);
+        if let Some(metrics) = &self.metrics {
+            metrics.on_approval_end(how, asked.elapsed());
+        }
         decision
     }
 }

@@ -4,6 +4,7 @@
 
 use super::approvals::{Inbox, RunApprover};
 use super::events::{Hub, RunEvent};
+use super::metrics::Metrics;
 use super::threads::Threads;
 use crate::agent::{EventFn, RunControl};
 use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
@@ -14,11 +15,16 @@ use std::sync::Arc;
 pub struct HttpChannel {
     inbox: Arc<Inbox>,
     hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
 }
 
 impl HttpChannel {
-    pub fn new(inbox: Arc<Inbox>, hub: Arc<Hub>) -> HttpChannel {
-        HttpChannel { inbox, hub }
+    pub fn new(inbox: Arc<Inbox>, hub: Arc<Hub>, metrics: Arc<Metrics>) -> HttpChannel {
+        HttpChannel {
+            inbox,
+            hub,
+            metrics,
+        }
     }
 }
 
@@ -32,6 +38,7 @@ impl Channel for HttpChannel {
                 cancel: control.cancel_token(),
             }),
             hub: self.hub.clone(),
+            metrics: self.metrics.clone(),
             run_id: run.run_id,
         })
     }
@@ -59,6 +66,7 @@ impl Channel for HttpChannel {
 struct HttpRunView {
     approver: Arc<RunApprover>,
     hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
     run_id: i64,
 }
 
@@ -69,8 +77,11 @@ impl RunView for HttpRunView {
     }
 
     fn events(&self) -> EventFn {
-        let (hub, run_id) = (self.hub.clone(), self.run_id);
-        Arc::new(move |event| hub.publish(run_id, RunEvent::Agent(event)))
+        let (hub, metrics, run_id) = (self.hub.clone(), self.metrics.clone(), self.run_id);
+        Arc::new(move |event| {
+            metrics.on_event(&event);
+            hub.publish(run_id, RunEvent::Agent(event));
+        })
     }
 
     async fn finish(self: Box<Self>) {
@@ -132,7 +143,11 @@ mod tests {
         let gateway = Gateway::new(
             Arc::new(Unreachable),
             db,
-            Arc::new(HttpChannel::new(inbox, Arc::new(Hub::default()))),
+            Arc::new(HttpChannel::new(
+                inbox,
+                Arc::new(Hub::default()),
+                Arc::new(Metrics::new()),
+            )),
             GatewaySettings {
                 min_free_bytes: 0,
                 ..GatewaySettings::default()

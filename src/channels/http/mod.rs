@@ -20,6 +20,7 @@ pub mod config;
 pub mod events;
 pub mod listener;
 mod live;
+pub mod metrics;
 mod openapi;
 mod routes;
 pub mod runs;
@@ -38,6 +39,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use config::HttpConfig;
 use events::Hub;
+use metrics::Metrics;
 use runs::RunView;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -50,6 +52,7 @@ pub struct Api {
     pub threads: Threads,
     pub inbox: Arc<Inbox>,
     pub hub: Arc<Hub>,
+    pub metrics: Arc<Metrics>,
     pub auth: Auth,
 }
 
@@ -63,6 +66,7 @@ impl Api {
         db: Arc<Database>,
         inbox: Arc<Inbox>,
         hub: Arc<Hub>,
+        metrics: Arc<Metrics>,
         config: &HttpConfig,
     ) -> Api {
         Api {
@@ -71,6 +75,7 @@ impl Api {
             threads: Threads::new(db.clone()),
             inbox,
             hub,
+            metrics,
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
         }
     }
@@ -81,6 +86,30 @@ impl Api {
             Some(row) if Threads::is_thread(row.chat_id) => self.view(&row).map(Some),
             _ => Ok(None),
         }
+    }
+
+    /// Runs of the API's threads by status, now.
+    fn counts(&self) -> Result<Vec<(runs::Status, u64)>, DbError> {
+        let waiting = self.inbox.waiting_runs() as u64;
+        let mut counts: Vec<(runs::Status, u64)> = self
+            .store
+            .counts(Threads::CHATS_BELOW)?
+            .into_iter()
+            .map(|(state, outcome, n)| (runs::status_of(state, outcome.as_deref(), false), n))
+            .collect();
+        // Running runs that wait for an answer are shown as such.
+        let running: u64 = counts
+            .iter()
+            .filter(|(s, _)| *s == runs::Status::Running)
+            .map(|(_, n)| n)
+            .sum();
+        let moved = waiting.min(running);
+        if moved > 0 {
+            counts.retain(|(s, _)| *s != runs::Status::Running);
+            counts.push((runs::Status::Running, running - moved));
+            counts.push((runs::Status::WaitingApproval, moved));
+        }
+        Ok(counts)
     }
 
     fn view(&self, row: &RunRow) -> Result<RunView, DbError> {
@@ -100,6 +129,7 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .route("/v1/approvals", get(routes::list_approvals))
         .route("/v1/approvals/{id}", post(routes::answer_approval))
         .route("/v1/openapi.json", get(routes::openapi))
+        .route("/metrics", get(routes::metrics))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/healthz", get(routes::healthz))

@@ -249,6 +249,18 @@ pub async fn openapi() -> Response {
         .into_response()
 }
 
+pub async fn metrics(State(api): Shared) -> Answer {
+    let text = api.metrics.render(&api.counts()?, api.inbox.list().len());
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
 /// Requests that match no route.
 pub async fn not_found() -> ApiError {
     ApiError::new(

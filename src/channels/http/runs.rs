@@ -56,40 +56,42 @@ pub struct RunView {
     pub finished_at: Option<String>,
 }
 
+/// The status of a run in `state` that ended with `outcome`; `waiting`: it waits for an
+/// approval now.
+pub fn status_of(state: RunState, outcome: Option<&str>, waiting: bool) -> Status {
+    match state {
+        RunState::Queued => Status::Queued,
+        // `Replying`: the answer is stored and being recorded as delivered (a moment).
+        RunState::Running | RunState::Replying if waiting => Status::WaitingApproval,
+        RunState::Running | RunState::Replying => Status::Running,
+        RunState::Cancelled => Status::Cancelled,
+        RunState::Interrupted => Status::Failed,
+        RunState::Answered => match outcome {
+            Some("answered") | Some("iteration_limit") => Status::Succeeded,
+            Some("stopped") | Some("cancelled") => Status::Cancelled,
+            // `failed` (the model could not be reached) and `interrupted` (a restart cut it
+            // off): the stored answer is the words that say so.
+            _ => Status::Failed,
+        },
+    }
+}
+
 /// The view of `row` on thread `thread`; `waiting` says whether it waits for an approval now.
 pub fn view(row: &RunRow, thread: &str, waiting: bool) -> RunView {
+    let status = status_of(row.state, row.outcome.as_deref(), waiting);
     let answer = row.answer.clone();
-    let (status, output, error) = match row.state {
-        RunState::Queued => (Status::Queued, None, None),
-        // `Replying`: the answer is stored and being recorded as delivered (a moment).
-        RunState::Running | RunState::Replying if waiting => (Status::WaitingApproval, None, None),
-        RunState::Running | RunState::Replying => (Status::Running, None, None),
-        RunState::Cancelled => (
-            Status::Cancelled,
-            None,
-            Some("cancelled before it started".to_string()),
-        ),
-        RunState::Interrupted => (
-            Status::Failed,
+    let (output, error) = match status {
+        Status::Succeeded => (answer, None),
+        Status::Failed if row.state == RunState::Interrupted => (
             None,
             Some("warden stopped while the run was going; it was not run again".to_string()),
         ),
-        RunState::Answered => match row.outcome.as_deref() {
-            Some("answered") | Some("iteration_limit") => (Status::Succeeded, answer, None),
-            Some("stopped") => (
-                Status::Cancelled,
-                answer,
-                Some("cancelled while it ran".to_string()),
-            ),
-            Some("cancelled") => (
-                Status::Cancelled,
-                None,
-                Some("cancelled before it started".to_string()),
-            ),
-            // `failed` (the model could not be reached) and `interrupted` (a restart cut
-            // it off): the stored answer is the words that say so.
-            _ => (Status::Failed, None, answer),
-        },
+        Status::Failed => (None, answer),
+        Status::Cancelled if row.outcome.as_deref() == Some("stopped") => {
+            (answer, Some("cancelled while it ran".to_string()))
+        }
+        Status::Cancelled => (None, Some("cancelled before it started".to_string())),
+        Status::Queued | Status::Running | Status::WaitingApproval => (None, None),
     };
     RunView {
         id: row.id.to_string(),
