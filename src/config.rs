@@ -907,6 +907,7 @@ impl Config {
         ]
         .into_iter()
         .chain(self.skills.secrets.values())
+        .chain(self.http.hooks.values().map(|hook| &hook.secret))
         .filter(|s| !s.is_empty())
         .collect()
     }

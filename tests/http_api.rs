@@ -390,6 +390,7 @@ async fn bodies_are_capped_no_cors_and_the_openapi_document_lists_every_route() 
         "/v1/approvals/{id}",
         "/v1/openapi.json",
         "/metrics",
+        "/v1/hooks/{name}",
     ] {
         assert!(doc.body["paths"][path].is_object(), "{path} is documented");
     }
@@ -554,4 +555,79 @@ async fn with_a_certificate_it_speaks_https_only() {
         plain.map_or(true, |r| !r.status().is_success()),
         "plain HTTP is not served"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_starts_a_tainted_run_and_a_bad_signature_is_refused() {
+    let secret = "hook-secret-0123456789";
+    let s = start(&format!(
+        "[http.hooks.ci]\nsecret = \"{secret}\"\nprompt = \"Summarise the build result.\"\n"
+    ))
+    .await;
+    let body = r#"{"build": 41, "status": "failed"}"#;
+    let sign = |key: &str, body: &str| {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
+        format!(
+            "sha256={}",
+            hex::encode(ring::hmac::sign(&key, body.as_bytes()))
+        )
+    };
+    let anonymous = s.api.with_token(None);
+    let hook = |name: &str, signature: Option<String>, delivery: &str| {
+        let mut request = s
+            .api
+            .http
+            .post(format!("{}/v1/hooks/{name}", s.api.base))
+            .header("X-Delivery-Id", delivery)
+            .body(body);
+        if let Some(signature) = signature {
+            request = request.header("X-Warden-Signature-256", signature);
+        }
+        anonymous.send(request)
+    };
+    for (name, signature) in [
+        ("ci", None),
+        ("ci", Some(sign("another-secret-0123456", body))),
+        ("ci", Some(sign(secret, "{}"))),
+        ("nope", Some(sign(secret, body))),
+    ] {
+        let refused = hook(name, signature.clone(), "d-0").await;
+        assert_eq!(
+            refused.status, 401,
+            "{name} {signature:?}: {}",
+            refused.body
+        );
+    }
+    assert_eq!(s.llm.request_count(), 0, "nothing ran");
+
+    let accepted = hook("ci", Some(sign(secret, body)), "d-1").await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    assert_eq!(accepted.body["thread"], "hook:ci");
+    let id = accepted.body["run_id"].as_str().unwrap().to_string();
+    let again = hook("ci", Some(sign(secret, body)), "d-1").await;
+    assert_eq!(
+        again.body["run_id"],
+        id.as_str(),
+        "a redelivery is the same run"
+    );
+    let run = s.api.wait_status(&id, "succeeded", WAIT).await;
+    assert_eq!(run["thread"], "hook:ci");
+    let seen = s.llm.last_request().last_user_text();
+    assert!(
+        seen.starts_with("Summarise the build result.") && seen.contains(r#""status": "failed""#),
+        "{seen}"
+    );
+    assert!(seen.contains("not instructions"), "{seen}");
+    assert_eq!(s.runs_of(&seen), 1);
+
+    // The run's session is tainted by the webhook, and stays so.
+    let db = warden::schema::open_in(&s.home.path().join(".warden")).unwrap();
+    let chat = warden::channels::http::threads::Threads::new(db.clone())
+        .find("hook:ci")
+        .unwrap()
+        .expect("the hook's thread");
+    let sources = warden::memory::sessions::SessionStore::new(db)
+        .taint_sources(&format!("http:{chat}"), &[])
+        .unwrap();
+    assert!(sources.iter().any(|s| s == "webhook ci"), "{sources:?}");
 }

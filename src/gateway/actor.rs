@@ -319,6 +319,7 @@ pub(super) fn interrupted_notice(row: &RunRow) -> String {
     let what = match &row.origin {
         Origin::Scheduled { .. } => " the scheduled task",
         Origin::Background { .. } => " the end of a background command",
+        Origin::Hook { .. } => " a webhook's delivery",
         _ => "",
     };
     format!(

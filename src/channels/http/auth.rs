@@ -73,20 +73,30 @@ impl Auth {
     /// Check a request's `Authorization` header value from `peer`; `what` (method and path)
     /// goes to the audit log when it is refused.
     pub fn check(&self, header: Option<&str>, peer: IpAddr, what: &str) -> Result<(), Refused> {
-        let now = Instant::now();
-        if self.is_limited(peer, now) {
-            self.audit_limited(peer, what);
-            return Err(Refused::TooMany);
-        }
+        self.not_limited(peer, what)?;
         let token = header.and_then(|h| h.strip_prefix("Bearer "));
         let refused = match token {
             None => Refused::Missing,
             Some(token) if self.matches(token.trim()) => return Ok(()),
             Some(_) => Refused::Wrong,
         };
-        self.count_failure(peer, now);
-        self.audit(peer, what, refused.reason());
+        self.failed(peer, what, refused.reason());
         Err(refused)
+    }
+
+    /// `Err(TooMany)` when `peer` failed too often lately (audited once per window).
+    pub fn not_limited(&self, peer: IpAddr, what: &str) -> Result<(), Refused> {
+        if self.is_limited(peer, Instant::now()) {
+            self.audit_limited(peer, what);
+            return Err(Refused::TooMany);
+        }
+        Ok(())
+    }
+
+    /// `peer` failed to prove who it is (`reason`): counted and audited.
+    pub fn failed(&self, peer: IpAddr, what: &str, reason: &str) {
+        self.count_failure(peer, Instant::now());
+        self.audit(peer, what, reason);
     }
 
     fn is_limited(&self, peer: IpAddr, now: Instant) -> bool {

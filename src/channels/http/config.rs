@@ -6,6 +6,7 @@
 
 use crate::config::{Secret, MAX_SECONDS};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -37,6 +38,30 @@ pub struct HttpConfig {
     pub max_failed_auth_per_minute: u32,
     /// Seconds a shutdown waits for running agents before recording them as interrupted.
     pub shutdown_grace_secs: u64,
+    /// `[http.hooks.NAME]`: webhooks at `POST /v1/hooks/NAME`.
+    pub hooks: BTreeMap<String, HookConfig>,
+}
+
+/// One webhook: its payload starts a run on its thread as untrusted content.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HookConfig {
+    /// The HMAC-SHA256 key the sender signs each body with (`X-Warden-Signature-256:
+    /// sha256=HEX`, or GitHub's `X-Hub-Signature-256`).
+    pub secret: Secret,
+    /// The thread its runs go to (default `hook:NAME`).
+    pub thread: Option<String>,
+    /// What the agent is asked to do with a delivery (the owner's words; the payload follows
+    /// as untrusted data).
+    pub prompt: Option<String>,
+}
+
+impl HookConfig {
+    pub fn thread(&self, name: &str) -> String {
+        self.thread
+            .clone()
+            .unwrap_or_else(|| format!("hook:{name}"))
+    }
 }
 
 impl Default for HttpConfig {
@@ -52,6 +77,7 @@ impl Default for HttpConfig {
             queue_depth: 20,
             max_failed_auth_per_minute: 10,
             shutdown_grace_secs: 20,
+            hooks: BTreeMap::new(),
         }
     }
 }
@@ -96,6 +122,18 @@ pub fn check(config: &HttpConfig) -> Result<(), String> {
     }
     if let Some(listen) = &config.listen {
         parse_addr(listen)?;
+    }
+    for (name, hook) in &config.hooks {
+        super::threads::check_name(name)
+            .map_err(|why| format!("http.hooks.{name:?}: the name: {why}"))?;
+        super::threads::check_name(&hook.thread(name))
+            .map_err(|why| format!("http.hooks.{name}.thread: {why}"))?;
+        if hook.secret.expose().chars().count() < MIN_TOKEN_CHARS {
+            return Err(format!(
+                "http.hooks.{name}.secret must have at least {MIN_TOKEN_CHARS} characters \
+                 (e.g. `openssl rand -hex 32`)"
+            ));
+        }
     }
     Ok(())
 }
