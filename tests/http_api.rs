@@ -166,6 +166,32 @@ async fn an_approval_answered_over_http_lets_the_run_finish_with_the_answer() {
     }
     assert_eq!(s.api.with_token(None).get("/metrics").await.status, 401);
 
+    // And in the audit log, each call with its decision.
+    let audit = s.api.get("/v1/audit?since=1h").await;
+    assert_eq!(audit.status, 200, "{}", audit.body);
+    let bash: Vec<(&str, &str)> = audit.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["tool"] == "bash")
+        .map(|e| {
+            (
+                e["decision"].as_str().unwrap(),
+                e["input"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(bash.len(), 2, "{bash:?}");
+    assert!(
+        bash[0].0 == "approved" && bash[0].1.contains("rm -r somedir"),
+        "{bash:?}"
+    );
+    assert!(
+        bash[1].0 == "rejected" && bash[1].1.contains("rm -r keepdir"),
+        "{bash:?}"
+    );
+    assert_eq!(s.api.get("/v1/audit?since=yesterday-ish").await.status, 400);
+
     let none = s.api.get("/v1/runs?thread=elsewhere").await.body;
     assert_eq!(none["runs"], json!([]));
     let bad = s.api.get("/v1/runs?status=done").await;
@@ -391,6 +417,7 @@ async fn bodies_are_capped_no_cors_and_the_openapi_document_lists_every_route() 
         "/v1/openapi.json",
         "/metrics",
         "/v1/hooks/{name}",
+        "/v1/audit",
     ] {
         assert!(doc.body["paths"][path].is_object(), "{path} is documented");
     }

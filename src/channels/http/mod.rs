@@ -58,6 +58,8 @@ pub struct Api {
     pub auth: Auth,
     /// `[http.hooks]`, by name.
     pub hooks: BTreeMap<String, HookConfig>,
+    /// For the audit log.
+    pub db: Arc<Database>,
 }
 
 /// How a webhook's payload is introduced to the model.
@@ -84,6 +86,7 @@ impl Api {
             hub,
             metrics,
             hooks: config.hooks.clone(),
+            db: db.clone(),
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
         }
     }
@@ -138,6 +141,7 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .route("/v1/approvals/{id}", post(routes::answer_approval))
         .route("/v1/openapi.json", get(routes::openapi))
         .route("/metrics", get(routes::metrics))
+        .route("/v1/audit", get(routes::audit))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/healthz", get(routes::healthz))

@@ -249,6 +249,44 @@ pub async fn openapi() -> Response {
         .into_response()
 }
 
+#[derive(Deserialize)]
+pub struct AuditFilter {
+    since: Option<String>,
+    session: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/audit?since=&session=&limit=`: what tools ran, were refused or asked (all
+/// sessions: the token is the owner's), oldest first.
+pub async fn audit(State(api): Shared, Query(filter): Query<AuditFilter>) -> Answer {
+    let since = match filter.since.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(
+            crate::audit::since(text, chrono::Utc::now())
+                .map_err(|e| ApiError::bad(format!("since: {e}")))?,
+        ),
+    };
+    let rows = crate::audit::query(
+        &api.db,
+        &crate::audit::Filter {
+            session: filter.session.filter(|s| !s.is_empty()),
+            since,
+            limit: filter.limit.unwrap_or(100).clamp(1, MAX_LIST),
+        },
+    )?;
+    let entries: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            json!({
+                "id": r.id, "at": r.at, "session": r.session, "tool": r.tool,
+                "input": r.input, "decision": r.decision, "reason": r.reason,
+                "exit_code": r.exit_code, "duration_ms": r.duration_ms,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "entries": entries })).into_response())
+}
+
 pub async fn metrics(State(api): Shared) -> Answer {
     let text = api.metrics.render(&api.counts()?, api.inbox.list().len());
     Ok((
