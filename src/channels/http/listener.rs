@@ -122,6 +122,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, router: Router, tls: Op
     }
 }
 
+/// Whether `cert` and `key` load as a TLS identity (for `warden doctor`).
+pub fn tls_identity(cert: &Path, key: &Path) -> Result<(), String> {
+    acceptor(cert, key).map(|_| ())
+}
+
 fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
