@@ -6,13 +6,19 @@
 # the number is a floor set by the client as much as by warden.
 #
 #   benches/http_api.sh                 # CONNS=8 SECS=10
+#   WARDEN_RELEASE_DIR=target/bench/release benches/http_api.sh
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 conns=${CONNS:-8}
 secs=${SECS:-10}
-cargo build --release --quiet --bin warden --bin warden-full
-warden="$PWD/target/release/warden"
+# WARDEN_RELEASE_DIR: binaries built elsewhere (another profile or target dir); else built here.
+dir=${WARDEN_RELEASE_DIR:-}
+if [ -z "$dir" ]; then
+    cargo build --release --quiet --bin warden --bin warden-full
+    dir="$PWD/target/release"
+fi
+warden="$dir/warden"
 
 home=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$home"' EXIT

@@ -13,7 +13,6 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
@@ -32,7 +31,11 @@ pub async fn run_events(State(api): Shared, Path(id): Path<String>) -> Result<Re
         return Err(ApiError::new(StatusCode::NOT_FOUND, format!("no run {id}")));
     };
     let (tx, rx) = mpsc::channel::<Event>(64);
-    tokio::spawn(forward(api, id, run, events, tx));
+    tokio::spawn(async move {
+        forward(&api, id, run, events, tx).await;
+        // A run that never started has nobody else to remove its channel.
+        api.hub.forget_unheard(id);
+    });
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -43,8 +46,9 @@ pub async fn run_events(State(api): Shared, Path(id): Path<String>) -> Result<Re
         .into_response())
 }
 
+/// Send the stream's events until the run's final status (or until the client leaves).
 async fn forward(
-    api: Arc<Api>,
+    api: &Api,
     id: i64,
     run: RunView,
     mut events: broadcast::Receiver<RunEvent>,
@@ -52,8 +56,6 @@ async fn forward(
 ) {
     let final_status = run.status.is_final();
     if tx.send(status(&run)).await.is_err() || final_status {
-        drop(events);
-        api.hub.forget_unheard(id);
         return;
     }
     let run_id = id.to_string();
@@ -87,7 +89,6 @@ async fn forward(
         }
     }
     drop(events);
-    api.hub.forget_unheard(id);
     // The agent is done; its answer is stored a moment later.
     for _ in 0..200 {
         match api.run(id) {
