@@ -114,6 +114,20 @@ pub fn recent(db: &Database, limit: usize) -> Result<Vec<AuditRow>, DbError> {
     Ok(rows)
 }
 
+/// A time ago (`2h`, `30m`, `1day`) or an RFC 3339 time, as the stored timestamp format (UTC,
+/// `…Z`), for [`Filter::since`].
+pub fn since(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, String> {
+    let at = match humantime::parse_duration(text) {
+        Ok(ago) => now - chrono::Duration::from_std(ago).map_err(|e| format!("{text}: {e}"))?,
+        Err(_) => chrono::DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|_| {
+                format!("{text:?}: give a time ago (2h, 30m, 1day) or an RFC 3339 time")
+            })?,
+    };
+    Ok(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+}
+
 /// Which rows [`query`] returns.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {

@@ -194,7 +194,7 @@ async fn serve(app: BotApp) -> anyhow::Result<i32> {
     result.map(|_| 0)
 }
 
-async fn cancel_on_signal(shutdown: CancellationToken) {
+pub(crate) async fn cancel_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(s) => s,

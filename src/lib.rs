@@ -37,6 +37,7 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod schema;
 pub mod secret;
+pub mod serve;
 pub mod sizes;
 pub mod skills;
 pub mod taint;

@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[Migration] = &[
         crate::tools::approval_rules::EXPIRY_COLUMN,
     ),
     ("egress_grants_expiry", crate::egress::grants::EXPIRY_COLUMN),
+    ("http_threads", crate::channels::http::threads::SCHEMA),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -1,4 +1,5 @@
-//! Where messages come from and answers go: the terminal and Telegram.
+//! Where messages come from and answers go: the terminal, Telegram and the HTTP API.
 
+pub mod http;
 pub mod telegram;
 pub mod terminal;

@@ -65,6 +65,14 @@ pub enum Command {
     },
     /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS).
     Bot,
+    /// The gateway with the HTTP control API (Bearer token from WARDEN_HTTP_TOKEN or
+    /// [http] token); no Telegram needed.
+    Serve {
+        /// Address to listen on (default [http] listen, else 127.0.0.1:8787). Anything but
+        /// loopback needs [http] tls_cert and tls_key, or allow_plain_http = true.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
     /// Runs agents for `warden bot` (JSON lines on stdin and stdout); started by the bot.
     #[command(hide = true)]
     AgentWorker,

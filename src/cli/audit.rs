@@ -22,21 +22,9 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-/// `--since` as the stored timestamp format (UTC, `…Z`).
+/// `--since` as the stored timestamp format (see [`crate::audit::since`]).
 pub fn since(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, String> {
-    let at = match humantime::parse_duration(text) {
-        Ok(ago) => {
-            let ago =
-                chrono::Duration::from_std(ago).map_err(|e| format!("--since {text}: {e}"))?;
-            now - ago
-        }
-        Err(_) => chrono::DateTime::parse_from_rfc3339(text)
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .map_err(|_| {
-                format!("--since {text:?}: give a time ago (2h, 30m, 1day) or an RFC 3339 time")
-            })?,
-    };
-    Ok(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+    crate::audit::since(text, now).map_err(|e| format!("--since {e}"))
 }
 
 pub fn run(config: &Config, args: AuditArgs) -> anyhow::Result<i32> {

@@ -148,6 +148,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             cli::login::logout(&config, args)
         }
         Command::Bot => crate::bot::run(cli.config.as_deref()),
+        Command::Serve { listen } => crate::serve::run(cli.config.as_deref(), listen.as_deref()),
         Command::AgentWorker => cli::agent_worker::run(cli.config.as_deref()),
         Command::Hook {
             command: HookCommand::ClaudeCode(args),

@@ -68,6 +68,8 @@ pub struct Config {
     pub project_workspace: bool,
     /// `[caps]`: how much warden reads of what comes from outside (see `crate::sizes`).
     pub caps: crate::sizes::Caps,
+    /// `[http]`: the HTTP control API of `warden serve` (see `crate::channels::http`).
+    pub http: crate::channels::http::config::HttpConfig,
 }
 
 impl Default for Config {
@@ -92,6 +94,7 @@ impl Default for Config {
             voice: VoiceConfig::default(),
             project_workspace: false,
             caps: crate::sizes::Caps::default(),
+            http: Default::default(),
         }
     }
 }
@@ -172,6 +175,7 @@ impl Config {
             .and_then(|()| crate::egress::fixed::parse_fixed(&config.egress.resolve).map(|_| ()))
             .and_then(|()| config.trust.check())
             .and_then(|()| crate::mcp::config::check(&config.mcp))
+            .and_then(|()| crate::channels::http::config::check(&config.http))
             .and_then(|()| config.search.check())
             .and_then(|()| config.caps.check())
             .and_then(|()| match config.delegate.max_iterations {
@@ -305,9 +309,11 @@ impl Config {
             &self.voice.api_key,
             &self.telegram.token,
             &self.search.api_key,
+            &self.http.token,
         ]
         .into_iter()
         .chain(self.skills.secrets.values())
+        .chain(self.http.hooks.values().map(|hook| &hook.secret))
         .filter(|s| !s.is_empty())
         .collect()
     }
@@ -340,6 +346,9 @@ impl Config {
         }
         if let Some(v) = env.var("TELEGRAM_BOT_TOKEN") {
             self.telegram.token = Secret::new(v);
+        }
+        if let Some(v) = env.var("WARDEN_HTTP_TOKEN") {
+            self.http.token = Secret::new(v);
         }
         if let Some(v) = env.var("TELEGRAM_API_URL") {
             self.telegram.api_url = Some(v);

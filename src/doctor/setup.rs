@@ -108,6 +108,7 @@ pub fn checks(config: &Config, offline: bool) -> Vec<Check> {
     vec![
         model(config, offline),
         telegram(config, offline),
+        http(config, offline),
         binaries(),
         workspace(&config.workspace),
         data_dir(&config.data_dir),
@@ -255,6 +256,59 @@ fn telegram(config: &Config, offline: bool) -> Check {
     }
 }
 
+/// `warden serve`'s listener: where it would listen, whether its token and TLS files are
+/// usable, and (online) whether something listens there now.
+fn http(config: &Config, offline: bool) -> Check {
+    use crate::channels::http::config::{plan, Transport};
+    let http = &config.http;
+    if http.token.is_empty() && http.listen.is_none() && http.hooks.is_empty() {
+        return Check::skip(
+            "http",
+            "no HTTP API token (optional: `warden serve` needs WARDEN_HTTP_TOKEN)",
+        );
+    }
+    let plan = match plan(http, None) {
+        Ok(plan) => plan,
+        Err(why) => {
+            return Check::fail(
+                "http",
+                why,
+                "correct [http] (README, \"HTTP API\"); `warden serve` refuses to start so",
+            )
+        }
+    };
+    let scheme = match &plan.transport {
+        Transport::Plain => "http",
+        Transport::Tls { cert, key } => {
+            if let Err(why) = crate::channels::http::listener::tls_identity(cert, key) {
+                return Check::fail(
+                    "http",
+                    why,
+                    "point http.tls_cert and http.tls_key at a PEM certificate chain and its key",
+                );
+            }
+            "https"
+        }
+    };
+    let mut detail = format!(
+        "`warden serve` listens on {scheme}://{}{}",
+        plan.addr,
+        match http.hooks.len() {
+            0 => String::new(),
+            n => format!(" with {n} webhook(s)"),
+        }
+    );
+    if !offline {
+        let up = std::net::TcpStream::connect_timeout(&plan.addr, Duration::from_secs(1)).is_ok();
+        detail.push_str(if up {
+            "; something listens there now"
+        } else {
+            "; nothing listens there now"
+        });
+    }
+    Check::ok("http", detail)
+}
+
 /// `warden-full` and `warden-bot`, beside the running binary.
 fn binaries() -> Check {
     let full = match crate::cli::front::full_binary() {
@@ -377,6 +431,31 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listener_is_shown_and_a_bad_one_names_its_fix() {
+        let mut config = Config::default();
+        assert_eq!(http(&config, true).status, Status::Skip);
+        config.http.token = crate::config::Secret::new("short");
+        let check = http(&config, true);
+        assert_eq!(check.status, Status::Fail);
+        assert!(check.detail.contains("too short"), "{}", check.detail);
+        config.http.token = crate::config::Secret::new("a-long-enough-token-0123");
+        let check = http(&config, true);
+        assert_eq!(check.status, Status::Ok);
+        assert!(
+            check.detail.contains("http://127.0.0.1:8787"),
+            "{}",
+            check.detail
+        );
+        config.http.listen = Some("0.0.0.0:8787".into());
+        assert!(http(&config, true).detail.contains("tls_cert"));
+        config.http.tls_cert = Some("/nonexistent/cert.pem".into());
+        config.http.tls_key = Some("/nonexistent/key.pem".into());
+        let check = http(&config, true);
+        assert_eq!(check.status, Status::Fail);
+        assert!(check.detail.contains("http.tls_cert"), "{}", check.detail);
+    }
 
     #[test]
     fn a_workspace_that_is_a_file_names_the_key() {

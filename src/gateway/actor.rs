@@ -32,6 +32,7 @@ pub(super) struct Queued {
 }
 
 pub(super) struct Running {
+    pub run_id: i64,
     pub preview: String,
     pub started: Instant,
     pub control: RunControl,
@@ -128,6 +129,7 @@ async fn run_agent(inner: &Arc<Inner>, slot: &ChatSlot, row: RunRow) {
     }
     let control = RunControl::new();
     lock(&slot.state).running = Some(Running {
+        run_id: row.id,
         preview: row.preview.clone(),
         started: Instant::now(),
         control: control.clone(),
@@ -317,6 +319,7 @@ pub(super) fn interrupted_notice(row: &RunRow) -> String {
     let what = match &row.origin {
         Origin::Scheduled { .. } => " the scheduled task",
         Origin::Background { .. } => " the end of a background command",
+        Origin::Hook { .. } => " a webhook's delivery",
         _ => "",
     };
     format!(

@@ -56,6 +56,13 @@ pub trait Channel: Send + Sync + 'static {
         part: &str,
         again: bool,
     ) -> Result<(), SendError>;
+
+    /// Whether `chat_id` is one of this channel's chats. Start-up recovery takes up only
+    /// those: another channel's runs in the same database (`warden bot` and `warden serve`
+    /// share it) are that channel's to finish and deliver.
+    fn serves(&self, _chat_id: i64) -> bool {
+        true
+    }
 }
 
 /// Why a part was not delivered.

@@ -22,6 +22,7 @@
 //! ```
 
 mod actor;
+mod cancel;
 pub mod channel;
 mod failure;
 mod notices;
@@ -32,6 +33,7 @@ pub mod store;
 pub mod worker;
 
 pub use crate::memory::chat_key::ChatKey;
+pub use cancel::Cancelled;
 pub use channel::{Channel, DraftFn, RunInfo, RunView, SendError};
 pub use failure::{FailureKind, RunFailure};
 pub use runner::AgentRunner;
@@ -64,6 +66,8 @@ pub enum Origin {
     Steer,
     /// A background command of the chat ended; the prompt is warden's notice of it.
     Background { job: u64 },
+    /// A webhook of the HTTP API delivered a payload (untrusted content, in warden's notice).
+    Hook { name: String },
     /// A stored origin this version cannot read.
     #[serde(other)]
     Unknown,
@@ -99,9 +103,10 @@ impl Submission {
         let text = text.into();
         let block = match origin {
             Origin::User { .. } | Origin::Steer => ContentBlock::text(text.clone()),
-            Origin::Scheduled { .. } | Origin::Background { .. } | Origin::Unknown => {
-                ContentBlock::notice(text.clone(), Vec::new())
-            }
+            Origin::Scheduled { .. }
+            | Origin::Background { .. }
+            | Origin::Hook { .. }
+            | Origin::Unknown => ContentBlock::notice(text.clone(), Vec::new()),
         };
         Submission {
             chat_id,
@@ -517,6 +522,7 @@ impl Gateway {
             let origin = match row.origin {
                 Origin::Scheduled { .. } => continue,
                 Origin::Background { job } => Origin::Background { job },
+                Origin::Hook { name } => Origin::Hook { name },
                 _ => Origin::User { user_id },
             };
             let submission = Submission {

@@ -23,7 +23,12 @@ impl Gateway {
     pub async fn recover(&self) -> Result<Recovery, DbError> {
         let inner = &self.inner;
         let mut report = Recovery::default();
-        let rows = inner.store.unfinished()?;
+        let rows: Vec<RunRow> = inner
+            .store
+            .unfinished()?
+            .into_iter()
+            .filter(|row| inner.channel.serves(row.chat_id))
+            .collect();
         // Cut off by a crash (still running), or by a shutdown (its notice is its answer).
         let cut_off = |row: &RunRow| match row.state {
             RunState::Running | RunState::Interrupted => true,

@@ -113,6 +113,9 @@ pub struct RunRow {
     pub session: Option<String>,
     /// The message the answer streamed into, if any.
     pub draft: Option<i64>,
+    /// When it was accepted, and when its state last changed (UTC, RFC 3339).
+    pub created_at: String,
+    pub updated_at: String,
 }
 
 /// A run to insert.
@@ -140,7 +143,8 @@ pub struct RunStore {
 }
 
 const COLUMNS: &str = "id, chat_id, origin, input, preview, reply_to, deliver, state, outcome, \
-                       answer, parts_sent, notified, session, draft, sending, topic";
+                       answer, parts_sent, notified, session, draft, sending, topic, created_at, \
+                       updated_at";
 
 fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let origin: String = row.get(2)?;
@@ -164,6 +168,8 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         draft: row.get(13)?,
         sending: row.get::<_, i64>(14)?.max(0) as usize,
         topic: row.get(15)?,
+        created_at: row.get(16)?,
+        updated_at: row.get(17)?,
     })
 }
 
@@ -277,6 +283,46 @@ impl RunStore {
         let conn = self.db.conn();
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map(params![chat.chat_id, chat.topic], row_to_run)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The newest runs (at most `limit`), newest first: those of chat `chat`, or of every chat
+    /// below `chats_below` (a channel's own range of chat ids, see the HTTP API's threads).
+    pub fn recent(
+        &self,
+        chat: Option<i64>,
+        chats_below: i64,
+        limit: usize,
+    ) -> Result<Vec<RunRow>, DbError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM gateway_runs
+             WHERE (?1 IS NULL OR chat_id = ?1) AND chat_id < ?2
+             ORDER BY id DESC LIMIT ?3"
+        );
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map(params![chat, chats_below, limit as i64], row_to_run)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How many runs of the chats below `chats_below` are in each state and outcome.
+    pub fn counts(
+        &self,
+        chats_below: i64,
+    ) -> Result<Vec<(RunState, Option<String>, u64)>, DbError> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare(
+            "SELECT state, outcome, count(*) FROM gateway_runs WHERE chat_id < ?1
+             GROUP BY state, outcome",
+        )?;
+        let rows = stmt.query_map([chats_below], |r| {
+            let state: String = r.get(0)?;
+            Ok((
+                RunState::parse(&state),
+                r.get(1)?,
+                r.get::<_, i64>(2)?.max(0) as u64,
+            ))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -23,4 +23,5 @@ pub mod skills;
 pub mod tmpfs;
 pub mod warden_bot;
 pub mod warden_run;
+pub mod warden_serve;
 pub mod web_bot;

@@ -63,13 +63,17 @@ pub struct BotProcess {
 
 impl BotProcess {
     pub fn start(env: &BotEnv) -> BotProcess {
-        let mut child = env
-            .command()
+        BotProcess::spawn(env.command())
+    }
+
+    /// Run `command` (a warden daemon: `bot`, `serve`), collecting its stderr.
+    pub fn spawn(mut command: Command) -> BotProcess {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("starting warden bot");
+            .expect("starting warden");
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();

@@ -83,6 +83,11 @@ impl TelegramChannel {
 
 #[async_trait]
 impl Channel for TelegramChannel {
+    /// Every chat but the HTTP API's threads (their runs are `warden serve`'s).
+    fn serves(&self, chat_id: i64) -> bool {
+        !crate::channels::http::threads::Threads::is_thread(chat_id)
+    }
+
     fn open_run(&self, run: &RunInfo, control: &RunControl, draft: DraftFn) -> Box<dyn RunView> {
         let live = Arc::new(Mutex::new(Live::new(run.deliver)));
         let wake = Arc::new(Notify::new());

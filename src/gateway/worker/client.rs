@@ -291,6 +291,8 @@ async fn spawn(command: &WorkerCommand) -> Result<(Arc<Connection>, Replies, Chi
         .args(&command.args)
         // The agent never needs the bot token: it stays in the bot process.
         .env_remove("TELEGRAM_BOT_TOKEN")
+        // Nor the HTTP API's token: only the gateway checks it.
+        .env_remove("WARDEN_HTTP_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

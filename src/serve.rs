@@ -1,0 +1,105 @@
+//! `warden serve`: the gateway with the HTTP control API, no Telegram needed. It is built like
+//! `warden bot` (see [`crate::bot`]): this process holds the durable queues, the approvals and
+//! the API's token; agents run in a `warden-full agent-worker` it starts, which never sees the
+//! token.
+
+use crate::bot::{cancel_on_signal, BotApp};
+use crate::channels::http::approvals::Inbox;
+use crate::channels::http::channel::HttpChannel;
+use crate::channels::http::config::plan;
+use crate::channels::http::events::Hub;
+use crate::channels::http::listener::Bound;
+use crate::channels::http::metrics::Metrics;
+use crate::channels::http::{router, Api};
+use crate::gateway::{Gateway, GatewaySettings};
+use anyhow::Context;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// `warden serve [--listen ADDR]`, start to finish: refuse a missing token or an exposed plain
+/// listener, bind, check the setup through a worker, serve until SIGTERM or SIGINT.
+pub fn run(config_path: Option<&Path>, listen: Option<&str>) -> anyhow::Result<i32> {
+    let config = crate::cli::load_config(config_path)?;
+    let plan = plan(&config.http, listen).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        // A port in use or a bad certificate fails before any worker starts.
+        let bound = Bound::bind(&plan).await.map_err(anyhow::Error::msg)?;
+        let app = BotApp::build(config, config_path).await?;
+        serve(app, bound).await
+    })
+}
+
+async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
+    let shutdown = CancellationToken::new();
+    let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let http = app.config.http.clone();
+    let hub = Arc::new(Hub::default());
+    let metrics = Arc::new(Metrics::new());
+    let inbox = Arc::new(
+        Inbox::new(Duration::from_secs(http.approval_timeout_secs.max(1)))
+            .with_hub(hub.clone())
+            .with_metrics(metrics.clone()),
+    );
+    let gateway = Gateway::new(
+        app.agent.clone(),
+        app.db.clone(),
+        Arc::new(HttpChannel::new(
+            inbox.clone(),
+            hub.clone(),
+            metrics.clone(),
+        )),
+        GatewaySettings {
+            queue_depth: http.queue_depth,
+            session_prefix: "http".into(),
+            untrusted_folders: app.config.trust.untrusted_paths.clone(),
+            min_free_bytes: app.config.telegram.min_free_mb.saturating_mul(1024 * 1024),
+            scheduled_patience: Some(Duration::from_secs(
+                app.config.llm.scheduled_retry_budget_secs,
+            )),
+            ..GatewaySettings::default()
+        },
+    );
+    let recovery = gateway
+        .recover()
+        .await
+        .context("recovering unfinished runs")?;
+    if recovery.interrupted + recovery.requeued > 0 {
+        tracing::info!(
+            interrupted = recovery.interrupted,
+            requeued = recovery.requeued,
+            "recovered runs from the previous start"
+        );
+    }
+    let api = Arc::new(Api::new(
+        gateway.clone(),
+        app.db.clone(),
+        inbox.clone(),
+        hub,
+        metrics,
+        &http,
+    ));
+    let addr = bound
+        .local_addr()
+        .context("reading the listener's address")?;
+    let scheme = if bound.is_tls() { "https" } else { "http" };
+    eprintln!("warden serve: listening on {scheme}://{addr} (Ctrl-C or SIGTERM stops)");
+    bound
+        .serve(router(api, http.max_body_bytes), shutdown.clone())
+        .await;
+    tracing::info!("stopping: waiting for running agents");
+    inbox.close();
+    gateway
+        .shutdown(Duration::from_secs(http.shutdown_grace_secs))
+        .await;
+    signals.abort();
+    if let Some(worker) = &app.worker {
+        worker.shutdown(Duration::from_secs(30)).await;
+    }
+    Ok(0)
+}
