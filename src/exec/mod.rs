@@ -3,7 +3,6 @@
 //! without following symlinks, tracks `cd`, and enforces the wall-clock timeout and output caps.
 //! Works over any backend (`&dyn Sandbox`).
 
-mod beside;
 mod capture;
 mod checksums;
 mod chmod;

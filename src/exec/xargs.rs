@@ -1,4 +1,4 @@
-//! warden's own xargs (see `policy::xargs`): the input is read from the command's stdin (at
+//! warden's own xargs (see `policy::xargs` and `policy::xargs_input`): the input is read from the command's stdin (at
 //! most [`MAX_INPUT`] bytes), split and batched as the plan says, and each batch's argv is
 //! checked by the policy that checked the line, as a program of its own, right before it runs.
 //! A refused batch stops the line (nothing after it runs). Each batch runs in the sandbox with
@@ -10,7 +10,7 @@ use super::output::Outputs;
 use super::redirect::FdTable;
 use super::ExecError;
 use crate::policy::ir::XargsPlan;
-use crate::policy::xargs;
+use crate::policy::xargs_input as xargs;
 use crate::policy::{Checker, PathPolicy};
 use crate::sandbox::{JailedProcess, Sandbox, SandboxError};
 use std::io::Read;

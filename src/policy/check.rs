@@ -18,7 +18,7 @@ use super::lists;
 use super::paths::{Access, PathPolicy};
 use super::process_substitution;
 use super::rules::{Analysis, ProgramRule};
-use super::substitution;
+use super::substitution_places;
 use super::syntax::{self, RawRedirect, RawTarget, RedirectOp};
 use super::words::RawWord;
 use super::{Decision, Denial, Policy, Verdict};
@@ -436,7 +436,7 @@ impl Checker {
             return Err(Denial::new("the command expands to nothing"));
         }
         if substitutions.iter().any(|s| s.arg == 0) {
-            substitution::judge_places("", &argv, &[0])?;
+            substitution_places::judge_places("", &argv, &[0])?;
         }
         let name = program_name(&argv[0])?;
         if !status_args.is_empty() && !STATUS_READERS.contains(&name.as_str()) {
@@ -453,7 +453,7 @@ impl Checker {
                 ));
             }
             let places: Vec<usize> = substitutions.iter().map(|s| s.arg).collect();
-            substitution::judge_places(&name, &argv, &places)?;
+            substitution_places::judge_places(&name, &argv, &places)?;
         }
         let (redirects, redirect_writes) =
             self.redirects(&raw.redirects, raw.stderr_to_pipe, expander, &walk.cwd)?;

@@ -26,6 +26,7 @@ pub mod rules;
 pub mod shape;
 mod shell_vars;
 mod substitution;
+mod substitution_places;
 pub mod suite;
 mod syntax;
 mod words;
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use analyzers::git_config;
+pub use analyzers::xargs as xargs_input;
 pub use check::{Checker, JAILED_CODE};
 pub use ir::Script;
 pub use paths::{Access, OwnFile, PathPolicy};

@@ -3,30 +3,16 @@
 //! shutdown all mean deny; an id is answered once (the first answer wins, a second one finds
 //! nothing waiting).
 
-use super::events::{Hub, RunEvent};
+use super::events::{Hub, PendingApproval, RunEvent};
 use super::metrics::Metrics;
 use crate::locks::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-/// A request waiting for an answer, as `GET /v1/approvals` shows it: the whole command, the
-/// policy's reason and the change it would make (a diff), never shortened.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PendingApproval {
-    pub id: String,
-    pub run_id: String,
-    pub tool: String,
-    pub command: String,
-    pub reason: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
 
 /// How an answer went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

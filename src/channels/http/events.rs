@@ -3,15 +3,28 @@
 //! status first and last. Events are not stored: a client that connects late gets the status
 //! and what happens from then on; one that falls behind is told how many it missed.
 
-use super::approvals::PendingApproval;
 use super::runs::RunView;
 use crate::agent::AgentEvent;
 use crate::locks::lock;
 use axum::response::sse::Event as SseEvent;
+use serde::Serialize;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::sync::broadcast;
+
+/// A request waiting for an answer, as `GET /v1/approvals` shows it: the whole command, the
+/// policy's reason and the change it would make (a diff), never shortened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PendingApproval {
+    pub id: String,
+    pub run_id: String,
+    pub tool: String,
+    pub command: String,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
 
 /// Events one subscriber may fall behind before it is told it missed some.
 const BACKLOG: usize = 512;

@@ -2,7 +2,7 @@
 //! The stream starts with the run's `status`, then `progress`, `tool_start`, `approval`,
 //! `tool_end`, `text` (the answer as it streams)… and ends with the final `status`.
 
-use super::approvals::PendingApproval;
+use super::events::PendingApproval;
 use super::events::RunEvent;
 use super::events::{lagged, sse, status};
 use super::routes::{ApiError, Shared};

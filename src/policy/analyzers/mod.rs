@@ -21,6 +21,7 @@ mod runner;
 mod sed;
 mod tar;
 mod tar_reader;
+pub mod xargs;
 mod zip;
 mod zip_reader;
 
@@ -56,6 +57,6 @@ pub fn analyze(
         AnalyzerKind::Zip => zip::zip(rule, program, args),
         AnalyzerKind::Awk => awk::analyze(rule, program, args, ctx.cwd),
         AnalyzerKind::Unzip => zip::unzip(program, args, ctx),
-        AnalyzerKind::Xargs => crate::policy::xargs::analyze(program, args),
+        AnalyzerKind::Xargs => xargs::analyze(program, args),
     }
 }
