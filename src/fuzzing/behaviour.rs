@@ -349,6 +349,24 @@ fn judge_log(
         .filter(|p| p.access == Access::Read)
         .map(|p| p.path.clone())
         .collect();
+    // The descriptors of warden's `<(…)` pipes: the policy accepted each as a file the
+    // program reads.
+    let pipe_fds: BTreeSet<String> = ir
+        .commands()
+        .flat_map(|c| c.process_substitutions.iter())
+        .map(|p| p.fd.to_string())
+        .collect();
+    let is_pipe_fd = |path: &str| {
+        let fd_of = |rest: &str| rest.strip_prefix("fd/").map(str::to_owned);
+        let fd = path.strip_prefix("/dev/").and_then(fd_of).or_else(|| {
+            let rest = path.strip_prefix("/proc/")?;
+            let (pid, rest) = rest.split_once('/')?;
+            (pid == "self" || pid.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| fd_of(rest))
+                .flatten()
+        });
+        fd.is_some_and(|fd| pipe_fds.contains(&fd))
+    };
     let cwd_of = |program: &str| -> PathBuf {
         ir.commands()
             .find(|c| {
@@ -450,7 +468,12 @@ fn judge_log(
                     || ["O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"]
                         .iter()
                         .any(|f| call.args.contains(f));
-                if absolute.starts_with(root) && !absolute.starts_with(&workspace) {
+                if writes && (is_pipe_fd(&path) || is_pipe_fd(&absolute.to_string_lossy())) {
+                    failures.push(format!(
+                        "opened {path} (warden's pipe for a process substitution) for writing; \
+                         the policy checked it as read-only"
+                    ));
+                } else if absolute.starts_with(root) && !absolute.starts_with(&workspace) {
                     failures.push(format!(
                         "opened {} (a secret outside the workspace)",
                         absolute.display()
