@@ -65,17 +65,10 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
             ..GatewaySettings::default()
         },
     );
-    let recovery = gateway
+    gateway
         .recover()
         .await
         .context("recovering unfinished runs")?;
-    if recovery.interrupted + recovery.requeued > 0 {
-        tracing::info!(
-            interrupted = recovery.interrupted,
-            requeued = recovery.requeued,
-            "recovered runs from the previous start"
-        );
-    }
     let api = Arc::new(Api::new(
         gateway.clone(),
         app.db.clone(),

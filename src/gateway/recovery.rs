@@ -19,8 +19,20 @@ use crate::llm::{Message, Role};
 use crate::memory::sessions::SessionStore;
 
 impl Gateway {
-    /// Call once at start-up, before new prompts are submitted.
+    /// Call once at start-up, before new prompts are submitted. What was taken up is logged.
     pub async fn recover(&self) -> Result<Recovery, DbError> {
+        let report = self.take_up_unfinished().await?;
+        if report.interrupted + report.requeued > 0 {
+            tracing::info!(
+                interrupted = report.interrupted,
+                requeued = report.requeued,
+                "recovered runs from the previous start"
+            );
+        }
+        Ok(report)
+    }
+
+    async fn take_up_unfinished(&self) -> Result<Recovery, DbError> {
         let inner = &self.inner;
         let mut report = Recovery::default();
         let rows: Vec<RunRow> = inner

@@ -169,17 +169,10 @@ impl TelegramBot {
                     .unwrap_or_default()
             );
         }
-        let recovery = gateway
+        gateway
             .recover()
             .await
             .context("recovering unfinished runs")?;
-        if recovery.interrupted + recovery.requeued > 0 {
-            tracing::info!(
-                interrupted = recovery.interrupted,
-                requeued = recovery.requeued,
-                "recovered runs from the previous start"
-            );
-        }
         let handler = Arc::new(Handler {
             tg: tg.clone(),
             gateway: gateway.clone(),
