@@ -8,8 +8,8 @@
 
 use super::rules::normalize_host;
 use crate::db::{Database, DbError};
-use crate::scheduler::{Clock, SystemClock};
-use crate::tools::lasting::{self, Lasting};
+use crate::scheduler::Clock;
+use crate::tools::lasting::{GrantClock, Lasting};
 use chrono_tz::Tz;
 use rusqlite::params;
 use std::sync::Arc;
@@ -43,10 +43,8 @@ pub struct Grant {
 #[derive(Clone)]
 pub struct Grants {
     db: Arc<Database>,
-    /// Whose "now" decides expiry.
-    clock: Arc<dyn Clock>,
-    /// Where "today" ends.
-    tz: Tz,
+    /// When grants end.
+    clock: GrantClock,
 }
 
 impl Grants {
@@ -54,20 +52,18 @@ impl Grants {
     pub fn new(db: Arc<Database>) -> Grants {
         Grants {
             db,
-            clock: Arc::new(SystemClock),
-            tz: Tz::UTC,
+            clock: GrantClock::system(),
         }
     }
 
     /// Expiry read from `clock`, "today" ending at midnight in `tz` (the user's zone).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>, tz: Tz) -> Grants {
-        self.clock = clock;
-        self.tz = tz;
+        self.clock = GrantClock::new(clock, tz);
         self
     }
 
     fn now(&self) -> String {
-        lasting::stored(self.clock.now())
+        self.clock.now()
     }
 
     /// Allow `host` in `session` for as long as `lasting` says (again: keeps the first grant
@@ -79,9 +75,7 @@ impl Grants {
         lasting: Lasting,
         granted_by: &str,
     ) -> Result<(), DbError> {
-        let expires_at = lasting
-            .expiry(self.clock.now(), self.tz)
-            .map(lasting::stored);
+        let expires_at = self.clock.expires_at(lasting);
         let conn = self.db.conn();
         conn.execute(
             "DELETE FROM egress_grants WHERE expires_at IS NOT NULL AND expires_at <= ?1",

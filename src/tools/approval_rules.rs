@@ -6,10 +6,10 @@
 //! nothing and is dropped the next time the rules are read. `warden approvals list|rm` and the
 //! chat's `/approvals` show and revoke them.
 
-use super::lasting::{self, Lasting};
+use super::lasting::{self, GrantClock, Lasting};
 use crate::db::{Database, DbError};
 use crate::policy::shape::CommandShape;
-use crate::scheduler::{Clock, SystemClock};
+use crate::scheduler::Clock;
 use chrono_tz::Tz;
 use rusqlite::{params, OptionalExtension};
 use std::path::PathBuf;
@@ -66,10 +66,8 @@ impl ApprovalRule {
 #[derive(Clone)]
 pub struct ApprovalRules {
     db: Arc<Database>,
-    /// Whose "now" decides expiry (tests move it by hand).
-    clock: Arc<dyn Clock>,
-    /// Where "today" ends.
-    tz: Tz,
+    /// When grants end.
+    clock: GrantClock,
 }
 
 impl ApprovalRules {
@@ -77,20 +75,18 @@ impl ApprovalRules {
     pub fn new(db: Arc<Database>) -> ApprovalRules {
         ApprovalRules {
             db,
-            clock: Arc::new(SystemClock),
-            tz: Tz::UTC,
+            clock: GrantClock::system(),
         }
     }
 
     /// Expiry read from `clock`, "today" ending at midnight in `tz` (the user's zone).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>, tz: Tz) -> ApprovalRules {
-        self.clock = clock;
-        self.tz = tz;
+        self.clock = GrantClock::new(clock, tz);
         self
     }
 
     fn now(&self) -> String {
-        lasting::stored(self.clock.now())
+        self.clock.now()
     }
 
     /// Forget the rules whose time is up.
@@ -112,9 +108,7 @@ impl ApprovalRules {
         lasting: Lasting,
         granted_by: &str,
     ) -> Result<(), DbError> {
-        let expires_at = lasting
-            .expiry(self.clock.now(), self.tz)
-            .map(lasting::stored);
+        let expires_at = self.clock.expires_at(lasting);
         let conn = self.db.conn();
         self.drop_expired(&conn)?;
         for (shape, shown) in shapes {

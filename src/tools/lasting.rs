@@ -2,9 +2,11 @@
 //! revokes it. A grant that ends by itself is the default people reach for when they only
 //! want the prompts to stop for the task at hand; "until revoked" stays one press away.
 
+use crate::scheduler::{Clock, SystemClock};
 use chrono::{DateTime, Duration, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,6 +66,35 @@ impl Lasting {
         Lasting::ALL
             .into_iter()
             .find(|l| code.len() == 1 && code.starts_with(l.code()))
+    }
+}
+
+/// Whose "now" decides when stored grants end (tests move it by hand), and the zone whose
+/// midnight ends "today".
+#[derive(Clone)]
+pub struct GrantClock {
+    clock: Arc<dyn Clock>,
+    tz: Tz,
+}
+
+impl GrantClock {
+    /// The system clock, "today" ending at midnight UTC.
+    pub fn system() -> GrantClock {
+        GrantClock::new(Arc::new(SystemClock), Tz::UTC)
+    }
+
+    pub fn new(clock: Arc<dyn Clock>, tz: Tz) -> GrantClock {
+        GrantClock { clock, tz }
+    }
+
+    /// Now, as stored expiries are compared with it.
+    pub fn now(&self) -> String {
+        stored(self.clock.now())
+    }
+
+    /// The stored expiry of a grant made now that lasts `lasting`.
+    pub fn expires_at(&self, lasting: Lasting) -> Option<String> {
+        lasting.expiry(self.clock.now(), self.tz).map(stored)
     }
 }
 
