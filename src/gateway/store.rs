@@ -407,6 +407,29 @@ impl RunStore {
 }
 
 #[cfg(test)]
+impl RunStore {
+    /// The owner's "hi", queued in `chat_id` (for tests of what reads runs).
+    pub(crate) fn queue_hi(&self, chat_id: i64) -> i64 {
+        let input = vec![ContentBlock::text("hi")];
+        let run = NewRun {
+            chat_id,
+            topic: None,
+            origin: &Origin::User { user_id: 1 },
+            dedup_key: None,
+            input: &input,
+            preview: "hi",
+            reply_to: None,
+            deliver: true,
+            session: None,
+        };
+        match self.insert(&run).unwrap() {
+            Inserted::New(id) => id,
+            Inserted::Existing(_) => unreachable!("a run without a key is new"),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -93,9 +93,8 @@ impl RunView for HttpRunView {
 mod tests {
     use super::*;
     use crate::agent::{RunOutcome, RunRequest};
-    use crate::gateway::store::{Inserted, NewRun, RunState, RunStore};
-    use crate::gateway::{AgentRunner, FailureKind, Gateway, GatewaySettings, Origin, RunFailure};
-    use crate::llm::ContentBlock;
+    use crate::gateway::store::{RunState, RunStore};
+    use crate::gateway::{AgentRunner, FailureKind, Gateway, GatewaySettings, RunFailure};
     use std::time::Duration;
 
     /// Every run fails at once (the model is unreachable).
@@ -112,22 +111,7 @@ mod tests {
     }
 
     fn queued(store: &RunStore, chat_id: i64) -> i64 {
-        let input = vec![ContentBlock::text("hi")];
-        let run = NewRun {
-            chat_id,
-            topic: None,
-            origin: &Origin::User { user_id: 1 },
-            dedup_key: None,
-            input: &input,
-            preview: "hi",
-            reply_to: None,
-            deliver: true,
-            session: None,
-        };
-        match store.insert(&run).unwrap() {
-            Inserted::New(id) => id,
-            Inserted::Existing(_) => unreachable!("no key"),
-        }
+        store.queue_hi(chat_id)
     }
 
     #[tokio::test]

@@ -107,27 +107,10 @@ pub fn view(row: &RunRow, thread: &str, waiting: bool) -> RunView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::store::{Inserted, NewRun, RunStore};
-    use crate::gateway::Origin;
-    use crate::llm::ContentBlock;
+    use crate::gateway::store::RunStore;
 
     fn stored(store: &RunStore) -> i64 {
-        let input = vec![ContentBlock::text("hi")];
-        let new = NewRun {
-            chat_id: -(1 << 61),
-            topic: None,
-            origin: &Origin::User { user_id: 0 },
-            dedup_key: None,
-            input: &input,
-            preview: "hi",
-            reply_to: None,
-            deliver: true,
-            session: None,
-        };
-        match store.insert(&new).unwrap() {
-            Inserted::New(id) => id,
-            Inserted::Existing(_) => panic!("no key, no duplicate"),
-        }
+        store.queue_hi(-(1 << 61))
     }
 
     #[test]
