@@ -54,6 +54,9 @@ const WAL_CHECKPOINT_PAGES: u32 = 256;
 /// default): on a small disk the log must not hold the room the data needs.
 const WAL_SIZE_LIMIT: i64 = 1024 * 1024;
 
+/// How long opening the database waits for another process holding it.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A shared connection. SQLite calls are short; callers hold the lock only for one statement
 /// or one transaction.
 pub struct Database {
@@ -92,7 +95,33 @@ impl Database {
         migrations: &[Migration],
     ) -> Result<Arc<Database>, DbError> {
         // First: the pragmas below may wait for another process opening the same file.
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // SQLite answers "busy" at once, without waiting, where waiting could deadlock: a
+        // connection still in rollback-journal mode that holds a read lock and wants to write
+        // while another process switches the new file to WAL. Everything below is safe to do
+        // again (pragmas, `IF NOT EXISTS`, migrations checked under the write lock), so such
+        // an answer is retried until the same time limit.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match Database::prepare(&mut conn, migrations) {
+                Err(DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+                Ok(()) => break,
+            }
+        }
+        Ok(Arc::new(Database {
+            conn: Mutex::new(conn),
+            path,
+        }))
+    }
+
+    /// The pragmas and the migrations not applied yet.
+    fn prepare(conn: &mut Connection, migrations: &[Migration]) -> Result<(), DbError> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
@@ -123,10 +152,7 @@ impl Database {
                 .and_then(|_| tx.commit())
                 .map_err(|source| DbError::Migration { name, source })?;
         }
-        Ok(Arc::new(Database {
-            conn: Mutex::new(conn),
-            path,
-        }))
+        Ok(())
     }
 
     /// The connection, for one statement or transaction.

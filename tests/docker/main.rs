@@ -1,0 +1,9 @@
+//! The Docker backend on the real engine: the CLI, escape probes, the session container's life, real work.
+
+#[path = "../support/docker.rs"]
+mod support;
+
+mod cli;
+mod escape;
+mod lifecycle;
+mod work;

@@ -1,0 +1,20 @@
+//! The host jail on the real kernel: the executor, files, processes, system calls, lifetime, unprivileged and weak modes, `warden doctor`.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[allow(dead_code)]
+#[path = "../support/pty.rs"]
+mod pty;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod doctor;
+mod exec;
+mod exec_cli;
+mod files;
+mod lifecycle;
+mod own_files;
+mod process;
+mod syscalls;
+mod unprivileged;
+mod weak_mode;

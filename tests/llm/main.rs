@@ -1,0 +1,12 @@
+//! The model clients against fake servers on 127.0.0.1: Anthropic, OpenAI, OAuth sign-in, failover, retries, time limits.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod anthropic;
+mod failover;
+mod fake;
+mod oauth;
+mod openai;
+mod retry;
+mod timeouts;
