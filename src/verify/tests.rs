@@ -1,5 +1,5 @@
 //! The guard's logic with the filesystem changed by the test between the two looks (the
-//! jailed end to end runs are in tests/exec_redteam.rs and tests/background.rs).
+//! jailed end to end runs are in tests/exec/redteam.rs and tests/agent/background.rs).
 
 use super::*;
 use crate::policy::ir::Script;

@@ -6,10 +6,10 @@
 
 use crate::support;
 
+use crate::support::fake_llm::{FakeLlm, Turn};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use crate::support::fake_llm::{FakeLlm, Turn};
 use warden::agent::{Agent, AgentEvent, Delegate, RunControl, RunEnd, RunRequest, SystemPrompt};
 use warden::audit;
 use warden::config::TrustConfig;

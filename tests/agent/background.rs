@@ -6,16 +6,15 @@
 //! worker that dies under one leaves the chat a notice; SIGTERM to the bot kills every one of
 //! them (checked from outside, through /proc).
 
-
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 use crate::support::command_model::{self, NOTICE};
 use crate::support::fake_llm::FakeLlm;
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::procs::{cmdline, descendants, gone, worker_of};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
 use crate::support::warden_run::{audit_rows, warden_chat};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 

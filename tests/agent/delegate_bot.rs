@@ -4,13 +4,12 @@
 //! taints the parent; `/stop` of the parent stops the sub-agent's model call. A search whose
 //! host has no rule asks in the chat with the query decoded; approved, it runs.
 
-
-use serde_json::json;
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{Request, Turn};
 use crate::support::warden_bot::OWNER;
 use crate::support::warden_run::audit_all;
 use crate::support::web_bot::{WebBot, WAIT};
+use serde_json::json;
+use std::time::{Duration, Instant};
 
 const CANARY: &str = "canary-d41c07";
 const SEARCH: &str = "[search]\nprovider = \"searxng\"\nbase_url = \"http://search.test\"\n";

@@ -4,10 +4,9 @@
 //! with the parent's; it gets only tools the parent has (never `delegate`), and one it was not
 //! given fails; it stops at its own budget, which never exceeds the configured ones.
 
-
-use serde_json::{json, Value};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::warden_run::{audit_all, warden_run, workspace, write_config};
+use serde_json::{json, Value};
 use warden::llm::ContentBlock;
 
 const INNER: &str = "canary-inner-6b02f1";

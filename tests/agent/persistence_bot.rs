@@ -4,12 +4,11 @@
 //! approved, it happens, is audited, and the answer ends with a summary of what changed. Every
 //! message and edit the bot sends has link previews off.
 
-
-use serde_json::{json, Value};
 use crate::support::fake_llm::{Request, Turn};
 use crate::support::warden_bot::OWNER;
 use crate::support::warden_run::{audit_rows, warden, workspace};
 use crate::support::web_bot::{WebBot, WAIT};
+use serde_json::{json, Value};
 
 /// The newest prompt carries its plan: `plan: [[tool, input], …]`. The model calls each in
 /// turn, then answers `result:` with the first line of every result of this run.

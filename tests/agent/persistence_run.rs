@@ -5,12 +5,11 @@
 //! that edits memory, fetches the user's URL and follows a link on it is never stopped, and its
 //! summary of what changed is printed on stderr (stdout keeps the answer alone).
 
-
-use serde_json::{json, Value};
-use std::path::Path;
 use crate::support::fake_llm::{FakeLlm, Turn};
 use crate::support::fake_web::FakeWeb;
 use crate::support::warden_run::{audit_rows, warden, warden_run, workspace, write_config};
+use serde_json::{json, Value};
+use std::path::Path;
 
 /// The prompt-feeding files and the cron jobs, to compare before and after.
 fn state(home: &Path) -> (Vec<(String, String)>, Value) {

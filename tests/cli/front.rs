@@ -2,7 +2,6 @@
 //! handed to `warden-bot`, everything else to `warden-full` beside it (same PID, arguments and
 //! environment).
 
-
 use crate::common::Env;
 use std::path::Path;
 use std::process::{Command, Stdio};

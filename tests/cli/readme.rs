@@ -53,7 +53,6 @@ fn the_readme_mcp_example_parses() {
     assert!(config.mcp.servers["docs"].url.is_some());
 }
 
-
 /// The README's Quickstart: its two shell blocks.
 fn quickstart() -> (String, String) {
     let readme = include_str!("../../README.md");

@@ -3,9 +3,9 @@
 
 use crate::support;
 
+use crate::support::fake_llm::{FakeLlm, Turn};
 use serde_json::json;
 use std::process::Command;
-use crate::support::fake_llm::{FakeLlm, Turn};
 
 fn warden(home: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));

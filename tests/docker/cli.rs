@@ -1,13 +1,12 @@
 //! The Docker backend through the real CLI: `warden jail --backend docker`, escape probes, the
 //! timeout, and a crashed warden's container removed by the next warden.
 
-
+use crate::support::{daemon, Workspace};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use crate::support::{daemon, Workspace};
 
 const SECRET_KEY: &str = "fake-anthropic-key-CLI-SECRET-31d9";
 const SECRET_TOKEN: &str = "fake-bot-token-TELEGRAM-CLI-SECRET-77aa";

@@ -1,9 +1,8 @@
 //! Escape probes against the Docker backend, through the library: what a fooled policy would
 //! let a command try, and the container refusing it.
 
-
-use std::time::Duration;
 use crate::support::*;
+use std::time::Duration;
 use warden::sandbox::ExitStatus;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,10 +1,9 @@
 //! The session container's life: created on first use, verified, removed when idle, on
 //! shutdown, on drop, and by the next warden when its owner crashed.
 
-
+use crate::support::*;
 use std::collections::HashMap;
 use std::time::Duration;
-use crate::support::*;
 use warden::config::DockerConfig;
 use warden::sandbox::docker::container;
 use warden::sandbox::docker::orphans::remove_orphans;

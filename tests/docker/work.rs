@@ -1,10 +1,9 @@
 //! Real work through the Docker backend: files in /workspace, pipes between execs,
 //! redirections, stdin, exit codes; all visible on the host afterwards.
 
-
+use crate::support::*;
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use crate::support::*;
 use warden::sandbox::{ExitStatus, Sandbox, SandboxError, Stdio};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

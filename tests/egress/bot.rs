@@ -5,13 +5,12 @@
 //! stores a rule for the chat that later runs use without asking, until `warden egress rm`.
 //! A run that read a page says so in its approval.
 
-
-use serde_json::{json, Value};
 use crate::support::fake_llm::{Request, Turn};
 use crate::support::fake_telegram::Sent;
 use crate::support::warden_bot::OWNER;
 use crate::support::warden_run::{audit_rows, warden};
 use crate::support::web_bot::{WebBot, WAIT};
+use serde_json::{json, Value};
 
 const CANARY: &str = "canary-b07c4e";
 

@@ -5,12 +5,11 @@
 //! and no connection, the refusal naming the config key; an allowed host redirecting to an
 //! unlisted one is refused at the redirect. Every decision is in the audit log.
 
-
-use serde_json::{json, Value};
-use std::path::Path;
 use crate::support::fake_llm::{FakeLlm, Turn};
 use crate::support::fake_web::FakeWeb;
 use crate::support::warden_run::{audit_rows, lookups, warden_run, write_config};
+use serde_json::{json, Value};
+use std::path::Path;
 
 const CANARY: &str = "canary-5d1e0b";
 

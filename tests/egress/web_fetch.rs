@@ -12,10 +12,10 @@
 
 use crate::support;
 
+use crate::support::fake_web::FakeWeb;
 use async_trait::async_trait;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use crate::support::fake_web::FakeWeb;
 use warden::audit::{self, AuditDecision};
 use warden::db::Database;
 use warden::egress::{Gate, HostRules};

@@ -7,12 +7,11 @@
 //! refused before any lookup or connection. Brave's key goes only into its header: never to
 //! the model, the log or the database; without a key warden refuses to start, naming it.
 
-
-use serde_json::json;
-use std::path::Path;
 use crate::support::fake_llm::{FakeLlm, Turn};
 use crate::support::fake_web::{FakeWeb, BRAVE_KEY};
 use crate::support::warden_run::{audit_rows, lookups, warden_run, warden_run_with, write_config};
+use serde_json::json;
+use std::path::Path;
 
 const CANARY: &str = "canary-3e9b71";
 const SEARXNG: &str = "[search]\nprovider = \"searxng\"\nbase_url = \"http://search.test\"\n";

@@ -3,11 +3,10 @@
 //! at the step that opens the door, and the effect (a program run by git, a write through a
 //! hard link, a setuid file) must never happen.
 
-
 use crate::common::*;
+use crate::support::archives::{self, Member};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
-use crate::support::archives::{self, Member};
 
 fn exec(env: &Env, command: &str) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
@@ -509,8 +508,8 @@ fn a_link_made_earlier_on_the_line_is_not_followed() {
 /// `chmod -R` do not reach into .git.
 #[test]
 fn names_a_program_derives_are_checked() {
-    use std::io::Write;
     use crate::support::marked_repo::MarkedRepo;
+    use std::io::Write;
     if !have_git() {
         return;
     }

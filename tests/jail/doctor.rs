@@ -1,11 +1,11 @@
 //! `warden doctor`: reports what this kernel supports and which backend warden will use, and
 //! checks the rest of the setup, each failure with the fix it names.
 
-use crate::support;
 use crate::common::*;
-use std::process::Command;
+use crate::support;
 use crate::support::fake_llm::{FakeLlm, Turn};
 use crate::support::fake_telegram::FakeTelegram;
+use std::process::Command;
 
 #[test]
 fn doctor_reports_the_kernel_and_the_chosen_backend() {

@@ -75,7 +75,7 @@ fn yes_approves_asks_but_never_denials() {
     assert_eq!(r.status, 126, "{r:?}");
 }
 
-use crate::pty;
+use crate::support::pty;
 
 #[test]
 fn on_a_terminal_an_ask_is_put_to_the_person() {

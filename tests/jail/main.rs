@@ -2,9 +2,6 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[allow(dead_code)]
-#[path = "../support/pty.rs"]
-mod pty;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -3,7 +3,6 @@
 //! file out of a root, so warden refuses such roots before anything runs — for `jail`, `exec`
 //! and the agent alike.
 
-
 use crate::common::Env;
 use std::process::Command;
 

@@ -2,8 +2,8 @@
 
 use crate::support;
 
-use serde_json::json;
 use crate::support::fake_llm::{Block, FakeLlm, Turn};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden::llm::{

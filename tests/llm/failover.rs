@@ -1,10 +1,9 @@
 //! Failover between real clients, and building providers from the config as `warden` does.
 
-
+use crate::support::fake_llm::{Block, FakeLlm, Turn};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
-use crate::support::fake_llm::{Block, FakeLlm, Turn};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden::config::{Config, EnvSource};

@@ -2,10 +2,9 @@
 //! answers chosen by a callback from what the client sent, plain-JSON answers when the
 //! client does not stream, and loud failures for unscripted or misrouted requests.
 
-
+use crate::support::fake_llm::{FakeLlm, Turn};
 use serde_json::{json, Value};
 use std::time::Duration;
-use crate::support::fake_llm::{FakeLlm, Turn};
 use tokio_util::sync::CancellationToken;
 use warden::llm::{ChatRequest, ContentBlock, Message, NoEvents};
 

@@ -4,7 +4,9 @@
 //! one is refreshed before the request, two processes refresh once, a revoked sign-in is one
 //! clear line, and the token reaches neither the logs nor a sandbox.
 
-
+use crate::support::fake_llm::{FakeLlm, Request, Turn};
+use crate::support::fake_oauth::FakeOAuth;
+use crate::support::warden_run::write_config;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -12,9 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-use crate::support::fake_llm::{FakeLlm, Request, Turn};
-use crate::support::fake_oauth::FakeOAuth;
-use crate::support::warden_run::write_config;
 
 const WAIT: Duration = Duration::from_secs(20);
 

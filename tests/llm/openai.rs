@@ -1,8 +1,7 @@
 //! The OpenAI-compatible client against the fake chat completions API.
 
-
-use serde_json::json;
 use crate::support::fake_llm::{Block, FakeLlm, Turn};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden::llm::{

@@ -6,11 +6,11 @@
 
 use crate::support;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{quick_http, FakeLlm, Request, Turn};
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use warden::llm::{ChatRequest, LlmError, Message, NoEvents, OpenAi, Provider, StreamEvent};
 

@@ -1,9 +1,8 @@
 //! Time limits and cancellation through the real client: a server that does not answer, a
 //! stream that stalls, and a caller that gives up mid-stream.
 
-
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{quick_http, FakeLlm, Turn};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden::llm::{ChatRequest, HttpOptions, LlmError, Message, NoEvents, StreamEvent};

@@ -8,15 +8,13 @@
 //! server; a server whose code changed after the grant is not started, and a tool whose
 //! description changed is not offered.
 
-use crate::support;
-
-use serde_json::{json, Value};
-use std::path::PathBuf;
 use crate::support::fake_llm::{FakeLlm, SeenToolResult, Turn};
 use crate::support::resources::Measured;
 use crate::support::skills::{
     hosts_config, namespaces_available, Out, Server, SkillEnv, API_KEY, SSH_KEY,
 };
+use serde_json::{json, Value};
+use std::path::PathBuf;
 
 /// A throwaway HOME with the fixture server copied to `srv/NAME` and configured.
 struct McpEnv {

@@ -3,7 +3,8 @@
 //! optional GET stream) behind `warden mcp grant` and `warden run`. The header's secret comes
 //! from warden's environment and reaches the server only; a redirect is not followed.
 
-
+use crate::support::fake_llm::{FakeLlm, Turn};
+use crate::support::skills::{Out, SkillEnv};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -11,8 +12,6 @@ use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use crate::support::fake_llm::{FakeLlm, Turn};
-use crate::support::skills::{Out, SkillEnv};
 
 const TOKEN: &str = "mcp-http-token-HTTPTEST-5c1e";
 

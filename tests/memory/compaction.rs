@@ -5,11 +5,10 @@
 //! statistical summary; large transcripts are summarized in chunks and merged; every request
 //! sent is a well-formed tool-call history.
 
-
-use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
 use crate::support::app_config::{config, say};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
 use warden::app::App;
 use warden::llm::{Message, Provider};
 use warden::memory::sessions::StoredMessage;

@@ -4,14 +4,13 @@
 //! between storing a tool call and its result leaves a history the provider would reject;
 //! the next run sends it repaired.
 
-
+use crate::support::app_config::{config, say};
+use crate::support::fake_llm::{FakeLlm, Turn};
+use crate::support::warden_run::warden_chat;
 use serde_json::json;
 use std::io::Write;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use crate::support::app_config::{config, say};
-use crate::support::fake_llm::{FakeLlm, Turn};
-use crate::support::warden_run::warden_chat;
 use warden::app::App;
 use warden::llm::{ContentBlock, Message, Role};
 use warden::memory::repair::INTERRUPTED;

@@ -5,10 +5,9 @@
 //! daily notes lose weight with age while MEMORY.md does not; symlinks are not followed; query
 //! text is never FTS5 syntax.
 
-
-use serde_json::json;
 use crate::support::app_config::{config, say};
 use crate::support::fake_llm::{FakeLlm, Turn};
+use serde_json::json;
 use warden::app::App;
 
 /// The text of the last tool result the fake was sent.

@@ -2,7 +2,6 @@
 //! overwriting the user's own, sent to the model in the system prompt each run (re-read, so
 //! edits show at once), capped when oversized, and never read through a symlink.
 
-
 use crate::support::app_config::{config, say};
 use crate::support::fake_llm::{FakeLlm, Turn};
 use warden::app::App;

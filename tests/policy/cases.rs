@@ -4,10 +4,9 @@
 //! /etc, a benign `.git`, and a repository whose config sets `core.fsmonitor`; `~` is a fake
 //! home outside the workspace holding `.ssh/id_rsa`.
 
-
+use crate::support::archives::{self, Member};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use crate::support::archives::{self, Member};
 use warden::policy::{Checker, Decision, Policy};
 
 use Decision::{Allow, Ask, Deny};

@@ -7,10 +7,9 @@
 //! whose names were never checked; `sed -i` backup suffixes that are paths; remote tar archives;
 //! extraction restoring setuid modes; `cd` through a symlink and `..`.
 
-
+use crate::support::archives::{self, Member};
 use std::path::PathBuf;
 use std::sync::Arc;
-use crate::support::archives::{self, Member};
 use warden::policy::{Checker, Decision, Policy};
 
 use Decision::{Allow, Deny};

@@ -9,11 +9,10 @@
 //! refused), no risky example allowed. The rates and every benign example still refused are printed, with
 //! the rate that counts only allowed examples beside it.
 
-
+use crate::support::archives::{self, Member};
 use serde::Deserialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use crate::support::archives::{self, Member};
 use warden::policy::fixture::{Fixture, FixtureSpec};
 
 const FIXTURE: &str = include_str!("../fixtures/usefulness/tldr.toml");

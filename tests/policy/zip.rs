@@ -1,9 +1,8 @@
 //! unzip through the policy: extraction reads the archive's central directory and checks every
 //! member as a write; listing and printing read only the archive. Real zip bytes, built here.
 
-
-use std::sync::Arc;
 use crate::support::archives;
+use std::sync::Arc;
 use warden::policy::{Decision, Policy};
 
 #[test]

@@ -2,12 +2,11 @@
 //! LLM. The agent sets a reminder two seconds ahead with the `cron` tool; the reminder arrives
 //! in the chat — after the user's run that was going on when it came due.
 
-
-use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::{FakeTelegram, Sent};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 const STORY_TAKES: Duration = Duration::from_secs(4);

@@ -1,11 +1,10 @@
 //! `warden cron` through the real binary, and the agent's `cron` tool in `warden run` against
 //! the fake LLM: one store, one set of checks.
 
-
+use crate::support::fake_llm::{FakeLlm, Turn};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Output};
-use crate::support::fake_llm::{FakeLlm, Turn};
 
 fn warden(home: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));

@@ -3,12 +3,11 @@
 //! wait for other chats; fresh-session jobs and the heartbeat stay out of the chat's history;
 //! `HEARTBEAT_OK` never reaches the chat.
 
-
+use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use warden::agent::{Agent, EventFn, RunControl, SystemPrompt};
 use warden::db::Database;
 use warden::gateway::{

@@ -2,11 +2,10 @@
 //! window across midnight), the empty-checklist skip, `HEARTBEAT_OK` suppression, the 24-hour
 //! repeat rule, the prompt's date and time, a planted symlink, and the rhythm across restarts.
 
-
+use crate::support::deliver::FakeDeliver;
 use chrono::{DateTime, TimeZone, Utc};
 use std::sync::Arc;
 use std::time::Duration;
-use crate::support::deliver::FakeDeliver;
 use tokio_util::sync::CancellationToken;
 use warden::policy::PathPolicy;
 use warden::scheduler::active_hours::ActiveHours;

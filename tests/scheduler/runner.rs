@@ -3,13 +3,12 @@
 //! one-shot jobs, a restart with the store reopened, a crash between delivering and recording,
 //! and the timer loop (armed for the soonest job, re-armed on changes, idle when idle).
 
-
+use crate::support::deliver::FakeDeliver;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use crate::support::deliver::FakeDeliver;
 use tokio_util::sync::CancellationToken;
 use warden::scheduler::runs::{Next, RunStatus};
 use warden::scheduler::{

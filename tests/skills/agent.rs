@@ -2,10 +2,9 @@
 //! prompt lists only runnable skills, the model reads a SKILL.md with `read`, runs skills, and
 //! gets every refusal back with its reason — which is also in the audit log.
 
-
-use serde_json::json;
 use crate::support::fake_llm::{FakeLlm, Turn};
 use crate::support::skills::{hosts_config, Server, SkillEnv};
+use serde_json::json;
 
 /// `warden run PROMPT` against the fake LLM; returns stdout and stderr.
 async fn run_agent(env: SkillEnv, llm: &FakeLlm, prompt: &str) -> (SkillEnv, String) {

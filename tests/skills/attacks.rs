@@ -2,9 +2,8 @@
 //! stopped, checked from outside the jail, and the reason is in the CLI output and in the
 //! audit log. (The network ones are in `skills_cli.rs`; the agent's tool in `skills_agent.rs`.)
 
-
-use std::time::{Duration, Instant};
 use crate::support::skills::{SkillEnv, API_KEY, BOT_TOKEN};
+use std::time::{Duration, Instant};
 
 #[test]
 fn secrets_in_the_environment_proc_and_ssh_are_out_of_reach() {

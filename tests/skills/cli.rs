@@ -3,7 +3,6 @@
 //! skills, the egress proxy (a declared domain reaches a local server through it and nothing
 //! else does), and the Docker backend's refusal of skills that need a network.
 
-
 use crate::support::skills::{hosts_config, Server, SkillEnv};
 
 #[test]

@@ -2,11 +2,10 @@
 //! `warden skill run` on the host backend, with fake upstreams on 127.0.0.1 under the fixtures'
 //! names (`[skills] hosts`).
 
-
+use crate::support::skills::{hosts_config, namespaces_available, Server, SkillEnv};
 use std::net::{TcpListener, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use crate::support::skills::{hosts_config, namespaces_available, Server, SkillEnv};
 
 /// The key the `keyed` fixture's route adds; it must never be visible to the skill.
 const API_TOKEN: &str = "route-key-EGRESSTEST-93c1f7a2";

@@ -5,14 +5,14 @@
 
 use crate::support;
 
+use crate::support::fake_llm::{FakeLlm, Request, Turn};
+use crate::support::fake_telegram::{FakeTelegram, Sent};
+use crate::support::warden_bot::{OWNER, TOKEN};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use crate::support::fake_llm::{FakeLlm, Request, Turn};
-use crate::support::fake_telegram::{FakeTelegram, Sent};
-use crate::support::warden_bot::{OWNER, TOKEN};
 use tokio_util::sync::CancellationToken;
 use warden::agent::{Agent, SystemPrompt};
 use warden::app::App;

@@ -7,14 +7,13 @@
 //! ask about what a line writes (an instruction file). `warden approvals list|rm` and
 //! `/approvals` (with its Revoke buttons) show and revoke the rules; revoked, it asks again.
 
-
-use serde_json::{json, Value};
-use std::time::Duration;
 use crate::support::command_model;
 use crate::support::fake_llm::FakeLlm;
 use crate::support::fake_telegram::{FakeTelegram, Sent};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
 use crate::support::warden_run::{audit_rows, warden};
+use serde_json::{json, Value};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -2,12 +2,11 @@
 //! command is posted with Approve / Deny buttons; approved it runs in the sandbox, denied it
 //! does not (checked from outside, on the workspace). `/stop` kills a running `sleep 30`.
 
-
-use serde_json::json;
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::{FakeTelegram, Sent};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use serde_json::json;
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -2,12 +2,11 @@
 //! 127.0.0.1. Answers, access control, long answers, inputs, commands, groups, start-up
 //! refusals, and the token never reaching the log.
 
-
-use serde_json::json;
-use std::time::Duration;
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::{self as tg, FakeTelegram};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use serde_json::json;
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -2,11 +2,10 @@
 //! promptly, a full queue answers "busy", `/steer` reaches the running task, `/status` shows
 //! the queue.
 
-
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -4,11 +4,11 @@
 
 use crate::support;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
 

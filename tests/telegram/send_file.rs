@@ -5,13 +5,12 @@
 //! the reason, nothing is uploaded, and every call is in the audit log. In the terminal there
 //! is no chat, and the tool says so.
 
-
-use serde_json::json;
-use std::time::Duration;
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
 use crate::support::warden_run::{audit_rows, warden_run, workspace};
+use serde_json::json;
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake image data";

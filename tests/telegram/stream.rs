@@ -5,12 +5,11 @@
 //! `kill -9` — mid-stream, or while the answer replaces its draft — the restarted bot turns
 //! the streamed message into the notice or the answer, never a second copy.
 
-
-use serde_json::{json, Value};
-use std::time::Duration;
 use crate::support::fake_llm::{Block, FakeLlm, Request, Turn};
 use crate::support::fake_telegram::{check_html, FakeTelegram, Sent};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use serde_json::{json, Value};
+use std::time::Duration;
 use warden::channels::telegram::format::markdown_to_html;
 use warden::channels::telegram::split::{split_html, MESSAGE_LIMIT};
 

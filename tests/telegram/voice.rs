@@ -5,12 +5,11 @@
 //! transcript is marked as a file's content. Without an endpoint, over the caps, or when the
 //! endpoint fails, the user is told why and no run starts.
 
-
-use std::time::Duration;
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::{audio_fields, voice_fields, FakeTelegram};
 use crate::support::fake_transcribe::FakeTranscriber;
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// Not real Ogg: the fake endpoint takes any bytes, and warden must pass them on unchanged.

@@ -5,13 +5,12 @@
 //! words, the log has the details), and a `kill -9` of the bot
 //! takes the worker and its sandboxed command down with it.
 
-
-use serde_json::json;
-use std::time::{Duration, Instant};
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::procs::{descendants, exe_name, gone, worker_of};
 use crate::support::warden_bot::{BotEnv, BotProcess, OWNER, TOKEN};
+use serde_json::json;
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 
