@@ -23,6 +23,7 @@ pub mod mode;
 pub mod paths;
 mod process_substitution;
 pub mod rules;
+mod sections;
 pub mod shape;
 mod shell_vars;
 mod substitution;
@@ -136,27 +137,60 @@ pub enum PolicyError {
 /// Rules, settings and extra roots, merged from the default and an optional user file.
 #[derive(Clone, Debug)]
 pub struct Policy {
-    programs: BTreeMap<String, ProgramRule>,
+    programs: BTreeMap<String, Program>,
     settings: Settings,
     read_roots: Vec<PathBuf>,
     write_roots: Vec<PathBuf>,
     egress_hosts: BTreeMap<String, String>,
 }
 
+/// One program's rule: parsed (a user file, a skill's manifest), or the embedded default's text
+/// until the checker first asks for it (`sections`).
+#[derive(Clone, Debug)]
+enum Program {
+    Parsed(ProgramRule),
+    Unparsed(Arc<sections::LazyRule>),
+}
+
+impl Program {
+    fn rule(&self) -> &ProgramRule {
+        match self {
+            Program::Parsed(rule) => rule,
+            Program::Unparsed(lazy) => lazy.rule(),
+        }
+    }
+}
+
 impl Policy {
-    /// The embedded default policy.
+    /// The embedded default policy: built once per process, its programs parsed when first
+    /// asked for.
+    pub fn embedded_default() -> Policy {
+        static DEFAULT: std::sync::OnceLock<Policy> = std::sync::OnceLock::new();
+        DEFAULT.get_or_init(Policy::read_embedded_default).clone()
+    }
+
     #[expect(
         clippy::expect_used,
         reason = "the embedded text is part of the binary; the default_policy_parses test \
                   parses it on every build, so a failure here is a build that never shipped"
     )]
-    pub fn embedded_default() -> Policy {
-        Policy::from_file(
-            parse_file(DEFAULT_POLICY, "embedded default policy").expect(
+    fn read_embedded_default() -> Policy {
+        let split = sections::split(DEFAULT_POLICY);
+        let mut policy = Policy::from_file(
+            parse_file(&split.rest, "embedded default policy").expect(
                 "the embedded default policy parses (checked by the default_policy_parses test)",
             ),
             None,
-        )
+        );
+        policy.programs = split
+            .programs
+            .into_iter()
+            .map(|(name, text)| {
+                let lazy = sections::LazyRule::new(name.clone(), text);
+                (name, Program::Unparsed(lazy))
+            })
+            .collect();
+        policy
     }
 
     /// The default, extended (or replaced, with `extends_default = false`) by a user file.
@@ -196,7 +230,11 @@ impl Policy {
             .write_roots
             .extend(file.paths.write.iter().map(|p| paths::expand_home(p)));
         // A user entry replaces the default entry for that program as a whole.
-        policy.programs.extend(file.programs);
+        policy.programs.extend(
+            file.programs
+                .into_iter()
+                .map(|(name, rule)| (name, Program::Parsed(rule))),
+        );
         policy.egress_hosts.extend(file.egress.hosts);
         policy
     }
@@ -204,12 +242,16 @@ impl Policy {
     /// This policy with `rules` added; each replaces the entry for its program as a whole, as a
     /// user file's `[programs.X]` does (a skill's granted manifest widens or narrows this way).
     pub fn with_programs(mut self, rules: BTreeMap<String, ProgramRule>) -> Policy {
-        self.programs.extend(rules);
+        self.programs.extend(
+            rules
+                .into_iter()
+                .map(|(name, rule)| (name, Program::Parsed(rule))),
+        );
         self
     }
 
     pub fn rule(&self, program: &str) -> Option<&ProgramRule> {
-        self.programs.get(program)
+        self.programs.get(program).map(Program::rule)
     }
 
     pub fn settings(&self) -> &Settings {
@@ -217,7 +259,9 @@ impl Policy {
     }
 
     pub fn programs(&self) -> impl Iterator<Item = (&String, &ProgramRule)> {
-        self.programs.iter()
+        self.programs
+            .iter()
+            .map(|(name, program)| (name, program.rule()))
     }
 
     /// Extra readable roots from the policy file.
