@@ -1,4 +1,5 @@
-//! The agent through the real binaries and the library: the loop, background commands, sub-agents, and what a hostile model tries against persistence.
+//! The agent through the real binaries and the library: the loop, background commands, sub-agents,
+//! and what a hostile model tries against persistence.
 
 #[path = "../support/mod.rs"]
 mod support;

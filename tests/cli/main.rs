@@ -1,4 +1,5 @@
-//! The command line itself: the front binary, `warden run`, the README's commands and config, and secrets kept in warden's own process.
+//! The command line itself: the front binary, `warden run`, the README's commands and config, and
+//! secrets kept in warden's own process.
 
 #[path = "../common/mod.rs"]
 mod common;

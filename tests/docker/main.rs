@@ -1,4 +1,5 @@
-//! The Docker backend on the real engine: the CLI, escape probes, the session container's life, real work.
+//! The Docker backend on the real engine: the CLI, escape probes, the session container's life,
+//! real work.
 
 #[path = "../support/docker.rs"]
 mod support;

@@ -1,4 +1,5 @@
-//! What leaves the machine: egress approvals and rules through `warden bot` and `warden run`, web_fetch and web_search against the fake web.
+//! What leaves the machine: egress approvals and rules through `warden bot` and `warden run`,
+//! web_fetch and web_search against the fake web.
 
 #[path = "../support/mod.rs"]
 mod support;

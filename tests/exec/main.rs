@@ -1,4 +1,5 @@
-//! warden's own executor through `warden exec`: the red team's chains and the compound syntax it runs.
+//! warden's own executor through `warden exec`: the red team's chains and the compound syntax it
+//! runs.
 
 #[path = "../common/mod.rs"]
 mod common;

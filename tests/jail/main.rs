@@ -1,4 +1,5 @@
-//! The host jail on the real kernel: the executor, files, processes, system calls, lifetime, unprivileged and weak modes, `warden doctor`.
+//! The host jail on the real kernel: the executor, files, processes, system calls, lifetime,
+//! unprivileged and weak modes, `warden doctor`.
 
 #[path = "../common/mod.rs"]
 mod common;

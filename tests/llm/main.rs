@@ -1,4 +1,5 @@
-//! The model clients against fake servers on 127.0.0.1: Anthropic, OpenAI, OAuth sign-in, failover, retries, time limits.
+//! The model clients against fake servers on 127.0.0.1: Anthropic, OpenAI, OAuth sign-in, failover,
+//! retries, time limits.
 
 #[path = "../support/mod.rs"]
 mod support;

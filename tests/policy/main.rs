@@ -1,4 +1,5 @@
-//! The command policy: table cases, the CLI, fuzzing, properties, red-team classes, syntax, tooling, usefulness on real examples, unzip.
+//! The command policy: table cases, the CLI, fuzzing, properties, red-team classes, syntax,
+//! tooling, usefulness on real examples, unzip.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,4 +1,5 @@
-//! The scheduler: cron and heartbeat against a test clock, through the gateway, `warden cron` and `warden bot`.
+//! The scheduler: cron and heartbeat against a test clock, through the gateway, `warden cron` and
+//! `warden bot`.
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -1,4 +1,5 @@
-//! `warden bot` over Telegram: the real binary against the fake Bot API and the fake model — approvals, bash, control, durability, files, streaming, voice, the worker.
+//! `warden bot` over Telegram: the real binary against the fake Bot API and the fake model —
+//! approvals, bash, control, durability, files, streaming, voice, the worker.
 
 #[path = "../support/mod.rs"]
 mod support;
