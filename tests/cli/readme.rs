@@ -121,10 +121,12 @@ async fn the_readme_quickstart_sets_up_and_starts_the_agent() {
             .env("RUSTUP_HOME", rustup_home)
             .env("CARGO_INSTALL_ROOT", &install)
             .env("CARGO_TARGET_DIR", install.join("target"))
-            // Build time only: the release profile's whole-program optimization is for what
-            // ships, not for this check.
+            // Build time only: the release profile's optimization (whole-program, for size)
+            // is for what ships, not for this check of the commands; RUSTFLAGS come after the
+            // profile's flags, so `-C opt-level=0` wins for every crate.
             .env("CARGO_PROFILE_RELEASE_LTO", "false")
-            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
+            .env("RUSTFLAGS", "-C opt-level=0")
             .env("ANTHROPIC_BASE_URL", base)
             .env("ANTHROPIC_API_KEY", "test-key")
             .stdin(std::process::Stdio::piped())
