@@ -185,8 +185,8 @@ impl Policy {
         policy.programs = split
             .programs
             .into_iter()
-            .map(|(name, text)| {
-                let lazy = sections::LazyRule::new(name.clone(), text);
+            .map(|(name, pieces)| {
+                let lazy = sections::LazyRule::new(name.clone(), pieces);
                 (name, Program::Unparsed(lazy))
             })
             .collect();

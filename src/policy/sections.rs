@@ -13,68 +13,52 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-/// The default's text cut apart, unparsed.
+/// The default's text cut apart, unparsed: slices of the embedded text, nothing copied.
 pub(super) struct Split {
     /// Everything that is not a program's rule and not a `warden policy test` expectation:
     /// `[settings]`, `[paths]`, `[egress.hosts]`.
     pub rest: String,
-    /// Each program's own tables, headers included.
-    pub programs: BTreeMap<String, String>,
+    /// Each program's own tables, headers included, in pieces.
+    pub programs: BTreeMap<String, Vec<&'static str>>,
 }
 
-/// What a run of lines belongs to.
-enum Section {
-    Rest,
-    /// `[programs.NAME…]`
-    Program(String),
-    /// The bare `[programs]` table: each `NAME = { … }` line is one program.
-    ProgramsTable,
-    /// `[fixture]` and `[[tests]]`: read only by `warden policy test` (`suite.rs`).
-    Expectations,
-}
+/// The line `[programs]` that stands before each entry of the bare table taken out of it.
+const PROGRAMS_TABLE: &str = "[programs]\n";
 
-pub(super) fn split(text: &str) -> Split {
+pub(super) fn split(text: &'static str) -> Split {
     let mut split = Split {
         rest: String::new(),
         programs: BTreeMap::new(),
     };
-    let mut section = Section::Rest;
-    for line in text.lines() {
-        if let Some(path) = header_path(line) {
-            section = match program_name(path) {
-                Some(name) if path == "programs" => {
-                    debug_assert!(name.is_empty());
-                    Section::ProgramsTable
-                }
-                Some(name) => Section::Program(name),
-                None if is_expectation(path) => Section::Expectations,
-                None => Section::Rest,
-            };
-        }
-        match &section {
-            Section::Rest => push_line(&mut split.rest, line),
-            Section::Program(name) => {
-                push_line(split.programs.entry(name.clone()).or_default(), line)
-            }
-            Section::ProgramsTable => {
-                if header_path(line).is_some() {
-                    continue;
-                }
-                if let Some(name) = entry_key(line) {
-                    let text = split.programs.entry(name).or_default();
-                    push_line(text, "[programs]");
-                    push_line(text, line);
+    // Each table runs from its header line to the next header line.
+    let mut starts: Vec<usize> = vec![0];
+    starts.extend(text.match_indices("\n[").map(|(at, _)| at + 1));
+    starts.push(text.len());
+    for bounds in starts.windows(2) {
+        let table = &text[bounds[0]..bounds[1]];
+        let first_line = table.lines().next().unwrap_or("");
+        let Some(path) = header_path(first_line) else {
+            // Before the first header: comments only, or settings written at the top.
+            split.rest.push_str(table);
+            continue;
+        };
+        match program_name(path) {
+            Some(name) if name.is_empty() => {
+                for line in table.lines().skip(1) {
+                    if let Some(name) = entry_key(line) {
+                        let pieces = split.programs.entry(name).or_default();
+                        pieces.push(PROGRAMS_TABLE);
+                        pieces.push(line);
+                        pieces.push("\n");
+                    }
                 }
             }
-            Section::Expectations => {}
+            Some(name) => split.programs.entry(name).or_default().push(table),
+            None if is_expectation(path) => {}
+            None => split.rest.push_str(table),
         }
     }
     split
-}
-
-fn push_line(text: &mut String, line: &str) {
-    text.push_str(line);
-    text.push('\n');
 }
 
 /// `programs.git.subcommands.commit` for `[programs.git.subcommands.commit]` or
@@ -130,7 +114,7 @@ fn key_at_start(text: &str) -> Option<(String, &str)> {
 #[derive(Debug)]
 pub(super) struct LazyRule {
     name: String,
-    text: String,
+    pieces: Vec<&'static str>,
     rule: OnceLock<ProgramRule>,
 }
 
@@ -140,10 +124,10 @@ struct ProgramsOnly {
 }
 
 impl LazyRule {
-    pub fn new(name: String, text: String) -> Arc<LazyRule> {
+    pub fn new(name: String, pieces: Vec<&'static str>) -> Arc<LazyRule> {
         Arc::new(LazyRule {
             name,
-            text,
+            pieces,
             rule: OnceLock::new(),
         })
     }
@@ -155,8 +139,8 @@ impl LazyRule {
     )]
     pub fn rule(&self) -> &ProgramRule {
         self.rule.get_or_init(|| {
-            let mut only: ProgramsOnly =
-                toml::from_str(&self.text).expect("each piece of the embedded default parses");
+            let mut only: ProgramsOnly = toml::from_str(&self.pieces.concat())
+                .expect("each piece of the embedded default parses");
             only.programs
                 .remove(&self.name)
                 .expect("each piece of the embedded default holds its own program")
@@ -175,8 +159,8 @@ mod tests {
         let split = split(crate::policy::DEFAULT_POLICY);
         let names: Vec<&String> = split.programs.keys().collect();
         assert_eq!(names, whole.programs.keys().collect::<Vec<_>>());
-        for (name, text) in &split.programs {
-            let lazy = LazyRule::new(name.clone(), text.clone());
+        for (name, pieces) in &split.programs {
+            let lazy = LazyRule::new(name.clone(), pieces.clone());
             assert_eq!(
                 format!("{:?}", lazy.rule()),
                 format!("{:?}", whole.programs[name]),
