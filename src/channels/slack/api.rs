@@ -1,0 +1,272 @@
+//! Slack's Web API over reqwest (rustls): `POST {api_url}/{method}` with a JSON body and the
+//! token as a Bearer header — never in a URL, so no request line can leak it, and every error
+//! text is scrubbed of both tokens all the same. A 429 carries `Retry-After`: the caller
+//! either waits it out ([`SlackApi::call`]) or learns it ([`ApiError::RateLimited`]).
+
+use crate::secret::Secret;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Slack's own words on how long a `Retry-After` may be is "a few seconds"; a longer one is
+/// still honoured, up to this.
+const LONGEST_WAIT: Duration = Duration::from_secs(120);
+/// How many rate-limit answers one patient call waits out before giving up.
+const PATIENCE: usize = 5;
+
+/// Which token a method takes.
+#[derive(Clone, Copy, Debug)]
+pub enum Token {
+    /// `xapp-…`: `apps.connections.open`.
+    App,
+    /// `xoxb-…`: everything else.
+    Bot,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("Slack asked to wait {0:?} (rate limited)")]
+    RateLimited(Duration),
+    /// `{"ok": false, "error": "…"}`.
+    #[error("Slack refused {method}: {error}")]
+    Refused { method: String, error: String },
+    /// No answer, or one that is not Slack's: the request may have arrived.
+    #[error("{0}")]
+    Transport(String),
+}
+
+#[derive(Clone)]
+pub struct SlackApi {
+    http: reqwest::Client,
+    base: String,
+    app: Secret,
+    bot: Secret,
+}
+
+/// Who the bot token belongs to (`auth.test`).
+#[derive(Clone, Debug, Default)]
+pub struct Identity {
+    pub user_id: String,
+    pub team: String,
+}
+
+impl SlackApi {
+    pub fn new(
+        base: &str,
+        app: Secret,
+        bot: Secret,
+        timeout: Duration,
+    ) -> Result<SlackApi, String> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| format!("building the Slack client: {e}"))?;
+        Ok(SlackApi {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            app,
+            bot,
+        })
+    }
+
+    /// Call `method`, waiting out rate limits (a few times); the answer's JSON when `ok`.
+    pub async fn call(&self, method: &str, token: Token, body: &Value) -> Result<Value, ApiError> {
+        let mut waited = 0;
+        loop {
+            match self.call_once(method, token, body).await {
+                Err(ApiError::RateLimited(wait)) if waited < PATIENCE => {
+                    tracing::debug!("slack {method}: rate limited, waiting {wait:?}");
+                    waited += 1;
+                    tokio::time::sleep(wait).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Call `method` once: a rate limit comes back as [`ApiError::RateLimited`].
+    pub async fn call_once(
+        &self,
+        method: &str,
+        token: Token,
+        body: &Value,
+    ) -> Result<Value, ApiError> {
+        let secret = match token {
+            Token::App => &self.app,
+            Token::Bot => &self.bot,
+        };
+        let response = self
+            .http
+            .post(format!("{}/{method}", self.base))
+            .bearer_auth(secret.expose())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| ApiError::Transport(self.scrub(&format!("slack {method}: {e}"))))?;
+        if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            let secs = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(1);
+            return Err(ApiError::RateLimited(
+                Duration::from_secs(secs).min(LONGEST_WAIT),
+            ));
+        }
+        let status = response.status();
+        let answer: Value = response.json().await.map_err(|e| {
+            ApiError::Transport(self.scrub(&format!("slack {method}: HTTP {status}: {e}")))
+        })?;
+        if answer["ok"].as_bool() == Some(true) {
+            return Ok(answer);
+        }
+        let error = answer["error"].as_str().unwrap_or("no reason given");
+        Err(ApiError::Refused {
+            method: method.to_string(),
+            error: self.scrub(error),
+        })
+    }
+
+    /// `text` without either token.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for secret in [&self.app, &self.bot] {
+            if !secret.is_empty() {
+                text = text.replace(secret.expose(), "[redacted]");
+            }
+        }
+        text
+    }
+
+    /// `auth.test` with the bot token: who warden is in the workspace.
+    pub async fn identity(&self) -> Result<Identity, ApiError> {
+        let answer = self.call("auth.test", Token::Bot, &json!({})).await?;
+        Ok(Identity {
+            user_id: answer["user_id"].as_str().unwrap_or_default().to_string(),
+            team: answer["team"].as_str().unwrap_or_default().to_string(),
+        })
+    }
+
+    /// `auth.test` with the app token (Slack accepts it there): whether it is valid.
+    pub async fn check_app_token(&self) -> Result<(), ApiError> {
+        self.call("auth.test", Token::App, &json!({}))
+            .await
+            .map(|_| ())
+    }
+
+    /// `apps.connections.open`: a fresh Socket Mode WebSocket address.
+    pub async fn socket_url(&self) -> Result<String, ApiError> {
+        let answer = self
+            .call("apps.connections.open", Token::App, &json!({}))
+            .await?;
+        answer["url"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| ApiError::Transport("apps.connections.open gave no url".into()))
+    }
+
+    /// `chat.postMessage` (links and media never unfurled): the new message's `ts`.
+    pub async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+        patient: bool,
+    ) -> Result<String, ApiError> {
+        let mut body = json!({
+            "channel": channel,
+            "text": text,
+            "unfurl_links": false,
+            "unfurl_media": false,
+        });
+        if let Some(ts) = thread_ts {
+            body["thread_ts"] = json!(ts);
+        }
+        let answer = if patient {
+            self.call("chat.postMessage", Token::Bot, &body).await?
+        } else {
+            self.call_once("chat.postMessage", Token::Bot, &body)
+                .await?
+        };
+        answer["ts"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| ApiError::Transport("chat.postMessage gave no ts".into()))
+    }
+
+    /// `chat.update` of message `ts`.
+    pub async fn update(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+        patient: bool,
+    ) -> Result<(), ApiError> {
+        let body = json!({"channel": channel, "ts": ts, "text": text});
+        if patient {
+            self.call("chat.update", Token::Bot, &body).await?;
+        } else {
+            self.call_once("chat.update", Token::Bot, &body).await?;
+        }
+        Ok(())
+    }
+
+    /// `chat.postEphemeral`: a message only `user` sees.
+    pub async fn tell(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), ApiError> {
+        let mut body = json!({"channel": channel, "user": user, "text": text});
+        if let Some(ts) = thread_ts {
+            body["thread_ts"] = json!(ts);
+        }
+        self.call("chat.postEphemeral", Token::Bot, &body).await?;
+        Ok(())
+    }
+}
+
+/// A message `ts` ("1700000000.000100") as the number the gateway stores for a draft, and back.
+pub fn ts_to_id(ts: &str) -> Option<i64> {
+    let (secs, micros) = ts.split_once('.')?;
+    if micros.len() != 6 {
+        return None;
+    }
+    let secs: i64 = secs.parse().ok()?;
+    let micros: i64 = micros.parse().ok()?;
+    secs.checked_mul(1_000_000)?.checked_add(micros)
+}
+
+pub fn id_to_ts(id: i64) -> String {
+    format!("{}.{:06}", id / 1_000_000, id % 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ts_survives_the_trip_through_a_number() {
+        let id = ts_to_id("1700000000.000100").unwrap();
+        assert_eq!(id_to_ts(id), "1700000000.000100");
+        assert_eq!(ts_to_id("17.1"), None);
+        assert_eq!(ts_to_id("x.000001"), None);
+    }
+
+    #[test]
+    fn errors_never_show_a_token() {
+        let api = SlackApi::new(
+            "http://127.0.0.1:9",
+            Secret::new("xapp-secret"),
+            Secret::new("xoxb-secret"),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            api.scrub("bad xoxb-secret and xapp-secret"),
+            "bad [redacted] and [redacted]"
+        );
+    }
+}
