@@ -122,6 +122,10 @@ impl BotApp {
             db: &self.db,
             agent: self.agent.clone(),
             untrusted_folders: self.config.trust.untrusted_paths.clone(),
+            approval_rules: ApprovalRules::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+            host_grants: Grants::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
         }
     }
 

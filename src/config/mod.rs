@@ -224,6 +224,18 @@ impl Config {
                 Some(self.telegram.approval_timeout_secs),
             ),
             (
+                "slack.approval_timeout_secs".into(),
+                Some(self.slack.approval_timeout_secs),
+            ),
+            (
+                "slack.shutdown_grace_secs".into(),
+                Some(self.slack.shutdown_grace_secs),
+            ),
+            (
+                "slack.request_timeout_secs".into(),
+                Some(self.slack.request_timeout_secs),
+            ),
+            (
                 "telegram.shutdown_grace_secs".into(),
                 Some(self.telegram.shutdown_grace_secs),
             ),

@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod approvals;
 mod durability;
 mod messages;
 mod start;
@@ -26,9 +27,14 @@ fn streamed_answer() -> String {
 }
 
 /// `stream…`: [`streamed_answer`] in small, slow chunks; `slow…`: an answer after 30 s;
-/// anything else: `answer: PROMPT` at once.
+/// `run: CMD`: bash runs CMD, its result is the answer (`result: …`); anything else:
+/// `answer: PROMPT` at once.
 async fn llm() -> FakeLlm {
     FakeLlm::anthropic_with(|req: &Request| {
+        let (prompt, step) = req.prompt_and_step();
+        if step > 0 || prompt.starts_with("run: ") {
+            return support::command_model::script(req);
+        }
         let text = req.last_user_text();
         if text.starts_with("stream") {
             Turn::text(streamed_answer())

@@ -58,8 +58,19 @@ impl Posted {
     }
 }
 
+/// A file the bot uploaded (and shared, once `completed` is set).
+#[derive(Clone, Debug)]
+pub struct Upload {
+    pub file_id: String,
+    pub name: String,
+    pub data: Vec<u8>,
+    /// The `files.completeUploadExternal` body that shared it.
+    pub completed: Option<Value>,
+}
+
 #[derive(Default)]
 struct Inner {
+    uploads: Vec<Upload>,
     calls: Vec<Call>,
     messages: Vec<Posted>,
     ephemeral: Vec<Value>,
@@ -77,6 +88,8 @@ struct Shared {
     inner: Mutex<Inner>,
     changed: Notify,
     socket_url: String,
+    /// `http://127.0.0.1:PORT` of the Web API (upload addresses are here too).
+    origin: Mutex<String>,
 }
 
 #[derive(Clone)]
@@ -96,13 +109,17 @@ impl FakeSlack {
             }),
             changed: Notify::new(),
             socket_url,
+            origin: Mutex::new(String::new()),
         });
         tokio::spawn(accept_sockets(ws, shared.clone()));
         let app = axum::Router::new()
             .route("/api/{method}", axum::routing::post(api))
+            .route("/upload/{file_id}", axum::routing::post(upload))
             .with_state(shared.clone());
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let api_url = format!("http://{}/api", http.local_addr().unwrap());
+        let origin = format!("http://{}", http.local_addr().unwrap());
+        *shared.origin.lock().unwrap() = origin.clone();
+        let api_url = format!("{origin}/api");
         tokio::spawn(async move { axum::serve(http, app).await.unwrap() });
         FakeSlack { shared, api_url }
     }
@@ -183,6 +200,39 @@ impl FakeSlack {
             },
         });
         self.push(envelope);
+    }
+
+    /// A press of the button whose value is `value` on message `message`, by `user`: an
+    /// `interactive` envelope with a `block_actions` payload, as Slack sends it.
+    pub fn press(&self, user: &str, message: &Posted, value: &str) -> String {
+        let mut inner = self.inner();
+        inner.next_envelope += 1;
+        let envelope_id = format!("env-{}", inner.next_envelope);
+        drop(inner);
+        let mut container = json!({"type": "message", "message_ts": message.ts,
+                                   "channel_id": message.channel, "is_ephemeral": false});
+        if let Some(thread) = &message.thread_ts {
+            container["thread_ts"] = json!(thread);
+        }
+        self.push(json!({
+            "envelope_id": envelope_id,
+            "type": "interactive",
+            "accepts_response_payload": false,
+            "payload": {
+                "type": "block_actions",
+                "user": {"id": user, "username": user.to_lowercase(), "name": user.to_lowercase()},
+                "channel": {"id": message.channel},
+                "container": container,
+                "message": {"ts": message.ts, "text": message.text},
+                "actions": [{"type": "button", "action_id": "x", "block_id": "b", "value": value}],
+            },
+        }));
+        envelope_id
+    }
+
+    /// Files the bot uploaded: (name, bytes, the `files.completeUploadExternal` body).
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.inner().uploads.clone()
     }
 
     /// Send a frame on the newest socket (panics when none is open).
@@ -287,7 +337,14 @@ async fn api(
     body: String,
 ) -> Response {
     let token = bearer(&headers);
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    // JSON, or form fields (files.getUploadURLExternal takes those).
+    let body: Value = serde_json::from_str(&body).unwrap_or_else(|_| {
+        let fields: HashMap<String, String> = url::form_urlencoded::parse(body.as_bytes())
+            .into_owned()
+            .collect();
+        json!(fields)
+    });
+    let origin = shared.origin.lock().unwrap().clone();
     let answer = {
         let mut inner = shared.inner.lock().unwrap();
         let limited = match inner.limits.get_mut(&method) {
@@ -309,6 +366,7 @@ async fn api(
             None => Ok(answer(
                 &mut inner,
                 &shared.socket_url,
+                &origin,
                 &method,
                 &token,
                 &body,
@@ -327,7 +385,14 @@ async fn api(
     }
 }
 
-fn answer(inner: &mut Inner, socket_url: &str, method: &str, token: &str, body: &Value) -> Value {
+fn answer(
+    inner: &mut Inner,
+    socket_url: &str,
+    origin: &str,
+    method: &str,
+    token: &str,
+    body: &Value,
+) -> Value {
     let wanted = match method {
         "apps.connections.open" => token == APP_TOKEN,
         "auth.test" => token == BOT_TOKEN || token == APP_TOKEN,
@@ -372,11 +437,65 @@ fn answer(inner: &mut Inner, socket_url: &str, method: &str, token: &str, body: 
                 None => json!({"ok": false, "error": "message_not_found"}),
             }
         }
+        "files.getUploadURLExternal" => {
+            let file_id = format!("F{:06}", inner.uploads.len() + 1);
+            inner.uploads.push(Upload {
+                file_id: file_id.clone(),
+                name: body["filename"].as_str().unwrap_or_default().to_string(),
+                data: Vec::new(),
+                completed: None,
+            });
+            json!({"ok": true, "upload_url": format!("{origin}/upload/{file_id}"),
+                   "file_id": file_id})
+        }
+        "files.completeUploadExternal" => {
+            let id = body["files"][0]["id"].as_str().unwrap_or_default();
+            match inner.uploads.iter_mut().find(|u| u.file_id == id) {
+                Some(upload) => {
+                    upload.completed = Some(body.clone());
+                    json!({"ok": true, "files": [{"id": id}]})
+                }
+                None => json!({"ok": false, "error": "file_not_found"}),
+            }
+        }
         "chat.postEphemeral" => {
             inner.ephemeral.push(body.clone());
             json!({"ok": true, "message_ts": "1800000000.999999"})
         }
         _ => json!({"ok": false, "error": "unknown_method"}),
+    }
+}
+
+/// The signed upload address: bytes in, no token needed.
+async fn upload(
+    State(shared): State<Arc<Shared>>,
+    Path(file_id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let found = {
+        let mut inner = shared.inner.lock().unwrap();
+        let token = bearer(&headers);
+        inner.calls.push(Call {
+            method: "upload".into(),
+            token,
+            body: json!({"file_id": file_id, "bytes": body.len()}),
+            at: Instant::now(),
+            limited: false,
+        });
+        match inner.uploads.iter_mut().find(|u| u.file_id == file_id) {
+            Some(upload) => {
+                upload.data = body.to_vec();
+                true
+            }
+            None => false,
+        }
+    };
+    shared.changed.notify_waiters();
+    if found {
+        (StatusCode::OK, "OK - uploaded").into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
     }
 }
 

@@ -102,29 +102,9 @@ impl SlackApi {
             .send()
             .await
             .map_err(|e| ApiError::Transport(self.scrub(&format!("slack {method}: {e}"))))?;
-        if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            let secs = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(1);
-            return Err(ApiError::RateLimited(
-                Duration::from_secs(secs).min(LONGEST_WAIT),
-            ));
-        }
-        let status = response.status();
-        let answer: Value = response.json().await.map_err(|e| {
-            ApiError::Transport(self.scrub(&format!("slack {method}: HTTP {status}: {e}")))
-        })?;
-        if answer["ok"].as_bool() == Some(true) {
-            return Ok(answer);
-        }
-        let error = answer["error"].as_str().unwrap_or("no reason given");
-        Err(ApiError::Refused {
-            method: method.to_string(),
-            error: self.scrub(error),
-        })
+        answer_of(method, response)
+            .await
+            .map_err(|e| self.scrub_error(e))
     }
 
     /// `text` without either token.
@@ -194,6 +174,129 @@ impl SlackApi {
             .ok_or_else(|| ApiError::Transport("chat.postMessage gave no ts".into()))
     }
 
+    /// `chat.postMessage` with Block Kit `blocks` (and `text` for notifications): its `ts`.
+    pub async fn post_blocks(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+        blocks: &Value,
+    ) -> Result<String, ApiError> {
+        let mut body = json!({
+            "channel": channel,
+            "text": text,
+            "blocks": blocks,
+            "unfurl_links": false,
+            "unfurl_media": false,
+        });
+        if let Some(ts) = thread_ts {
+            body["thread_ts"] = json!(ts);
+        }
+        let answer = self.call("chat.postMessage", Token::Bot, &body).await?;
+        answer["ts"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| ApiError::Transport("chat.postMessage gave no ts".into()))
+    }
+
+    /// `chat.update` of message `ts` to `text` and `blocks`.
+    pub async fn update_blocks(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+        blocks: &Value,
+    ) -> Result<(), ApiError> {
+        let body = json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks});
+        self.call("chat.update", Token::Bot, &body).await.map(drop)
+    }
+
+    /// Upload `data` as file `name` into the conversation, Slack's current way: ask for an
+    /// upload address (`files.getUploadURLExternal`), send the bytes there (the address is
+    /// signed: no token goes with them), then share it (`files.completeUploadExternal`).
+    pub async fn upload(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        name: &str,
+        data: Vec<u8>,
+        comment: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let length = data.len().to_string();
+        let slot = self
+            .call_form(
+                "files.getUploadURLExternal",
+                &[("filename", name), ("length", &length)],
+            )
+            .await?;
+        let (Some(url), Some(file_id)) = (slot["upload_url"].as_str(), slot["file_id"].as_str())
+        else {
+            return Err(ApiError::Transport(
+                "files.getUploadURLExternal gave no upload_url".into(),
+            ));
+        };
+        let sent = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(data)
+            .send()
+            .await
+            .map_err(|e| ApiError::Transport(self.scrub(&format!("uploading {name}: {e}"))))?;
+        if !sent.status().is_success() {
+            return Err(ApiError::Refused {
+                method: "file upload".into(),
+                error: format!("HTTP {}", sent.status()),
+            });
+        }
+        let mut body = json!({
+            "files": [{"id": file_id, "title": name}],
+            "channel_id": channel,
+        });
+        if let Some(ts) = thread_ts {
+            body["thread_ts"] = json!(ts);
+        }
+        if let Some(comment) = comment {
+            body["initial_comment"] = json!(comment);
+        }
+        self.call("files.completeUploadExternal", Token::Bot, &body)
+            .await
+            .map(drop)
+    }
+
+    /// A method that takes form fields rather than JSON (`files.getUploadURLExternal`).
+    async fn call_form(&self, method: &str, form: &[(&str, &str)]) -> Result<Value, ApiError> {
+        let mut waited = 0;
+        loop {
+            let response = self
+                .http
+                .post(format!("{}/{method}", self.base))
+                .bearer_auth(self.bot.expose())
+                .form(form)
+                .send()
+                .await
+                .map_err(|e| ApiError::Transport(self.scrub(&format!("slack {method}: {e}"))))?;
+            match answer_of(method, response).await {
+                Err(ApiError::RateLimited(wait)) if waited < PATIENCE => {
+                    waited += 1;
+                    tokio::time::sleep(wait).await;
+                }
+                other => return other.map_err(|e| self.scrub_error(e)),
+            }
+        }
+    }
+
+    fn scrub_error(&self, error: ApiError) -> ApiError {
+        match error {
+            ApiError::Refused { method, error } => ApiError::Refused {
+                method,
+                error: self.scrub(&error),
+            },
+            ApiError::Transport(why) => ApiError::Transport(self.scrub(&why)),
+            limited => limited,
+        }
+    }
+
     /// `chat.update` of message `ts`.
     pub async fn update(
         &self,
@@ -226,6 +329,37 @@ impl SlackApi {
         self.call("chat.postEphemeral", Token::Bot, &body).await?;
         Ok(())
     }
+}
+
+/// Slack's answer to `method`: its JSON when `ok`, a rate limit with its `Retry-After`, or
+/// Slack's reason.
+async fn answer_of(method: &str, response: reqwest::Response) -> Result<Value, ApiError> {
+    if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+        let secs = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(1);
+        return Err(ApiError::RateLimited(
+            Duration::from_secs(secs).min(LONGEST_WAIT),
+        ));
+    }
+    let status = response.status();
+    let answer: Value = response
+        .json()
+        .await
+        .map_err(|e| ApiError::Transport(format!("slack {method}: HTTP {status}: {e}")))?;
+    if answer["ok"].as_bool() == Some(true) {
+        return Ok(answer);
+    }
+    Err(ApiError::Refused {
+        method: method.to_string(),
+        error: answer["error"]
+            .as_str()
+            .unwrap_or("no reason given")
+            .to_string(),
+    })
 }
 
 /// A message `ts` ("1700000000.000100") as the number the gateway stores for a draft, and back.

@@ -25,6 +25,8 @@ pub struct SlackConfig {
     pub allowed_channels: Vec<String>,
     /// The Web API's base URL (tests point it at a local fake); `SLACK_API_URL`.
     pub api_url: Option<String>,
+    /// Seconds an approval request waits for a press; no answer means deny.
+    pub approval_timeout_secs: u64,
     /// Messages that may wait in one session behind the running one.
     pub queue_depth: usize,
     /// Seconds a shutdown waits for running agents before recording them as interrupted.
@@ -41,6 +43,7 @@ impl Default for SlackConfig {
             allowed_users: Vec::new(),
             allowed_channels: Vec::new(),
             api_url: None,
+            approval_timeout_secs: 120,
             queue_depth: 5,
             shutdown_grace_secs: 30,
             request_timeout_secs: 30,

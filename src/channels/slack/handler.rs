@@ -7,11 +7,14 @@
 //! redelivery — or a restart between recording an envelope and handling it — runs it once.
 
 use super::api::SlackApi;
+use super::approvals::{Pressed, SlackApprovals};
+use super::format::escape;
 use super::socket::Envelope;
 use super::store::{Conversation, Recorded, SlackStore};
 use crate::gateway::{Gateway, Origin, Submission, SubmitError};
 use serde_json::Value;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 pub struct Handler {
     pub api: SlackApi,
@@ -21,6 +24,7 @@ pub struct Handler {
     pub me: String,
     pub allowed_users: HashSet<String>,
     pub allowed_channels: HashSet<String>,
+    pub approvals: Arc<SlackApprovals>,
 }
 
 /// What an event asks of warden.
@@ -79,6 +83,10 @@ impl Handler {
     pub async fn handle(&self, key: &str, envelope: Envelope) {
         let finished = match envelope.kind.as_str() {
             "events_api" => self.event(key, &envelope.payload["event"]).await,
+            "interactive" => {
+                self.interaction(&envelope.payload).await;
+                true
+            }
             other => {
                 tracing::debug!("slack: a {other} envelope (not taken by warden yet)");
                 true
@@ -86,6 +94,29 @@ impl Handler {
         };
         if finished {
             self.done(key);
+        }
+    }
+
+    /// A button press (`block_actions`).
+    async fn interaction(&self, payload: &Value) {
+        if payload["type"].as_str() != Some("block_actions") {
+            return;
+        }
+        match self.approvals.on_press(payload, &self.allowed_users) {
+            Pressed::Answered | Pressed::NotMine => {}
+            Pressed::Refused(why) => {
+                let user = payload["user"]["id"].as_str().unwrap_or_default();
+                let channel = payload["channel"]["id"]
+                    .as_str()
+                    .or_else(|| payload["container"]["channel_id"].as_str())
+                    .unwrap_or_default();
+                let thread = payload["container"]["thread_ts"]
+                    .as_str()
+                    .or_else(|| payload["message"]["thread_ts"].as_str());
+                if let Err(e) = self.api.tell(channel, user, thread, &escape(&why)).await {
+                    tracing::warn!("slack: telling {user} about a refused press: {e}");
+                }
+            }
         }
     }
 
@@ -208,7 +239,7 @@ impl Handler {
             .post(
                 &conversation.channel,
                 conversation.thread_ts.as_deref(),
-                &super::format::escape(text),
+                &escape(text),
                 true,
             )
             .await

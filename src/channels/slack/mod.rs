@@ -12,6 +12,7 @@
 //! ```
 
 pub mod api;
+mod approvals;
 pub mod config;
 pub mod format;
 mod handler;
@@ -20,9 +21,12 @@ pub mod store;
 mod view;
 
 use crate::db::Database;
+use crate::egress::Grants;
 use crate::gateway::{AgentRunner, Gateway, GatewaySettings};
+use crate::tools::approval_rules::ApprovalRules;
 use anyhow::Context;
 use api::SlackApi;
+use approvals::SlackApprovals;
 use config::SlackConfig;
 use handler::Handler;
 use std::sync::Arc;
@@ -39,6 +43,10 @@ pub struct SlackSetup<'a> {
     pub agent: Arc<dyn AgentRunner>,
     /// `[trust] untrusted_paths`.
     pub untrusted_folders: Vec<String>,
+    /// Where "Always in this channel" is stored, on whose clock it expires.
+    pub approval_rules: ApprovalRules,
+    /// Where "Always for this host" is stored, on whose clock it expires.
+    pub host_grants: Grants,
 }
 
 /// A connected Slack app, ready to receive.
@@ -46,6 +54,7 @@ pub struct SlackBot {
     api: SlackApi,
     gateway: Gateway,
     handler: Arc<Handler>,
+    approvals: Arc<SlackApprovals>,
     config: SlackConfig,
 }
 
@@ -68,10 +77,19 @@ impl SlackBot {
         if let Err(e) = store.prune() {
             tracing::warn!("pruning old Slack envelopes: {e}");
         }
+        let approvals = Arc::new(SlackApprovals::new(
+            Duration::from_secs(config.approval_timeout_secs.max(1)),
+            setup.host_grants,
+            setup.approval_rules,
+        ));
         let gateway = Gateway::new(
             setup.agent,
             setup.db.clone(),
-            Arc::new(SlackChannel::new(api.clone(), store.clone())),
+            Arc::new(SlackChannel::new(
+                api.clone(),
+                store.clone(),
+                approvals.clone(),
+            )),
             GatewaySettings {
                 queue_depth: config.queue_depth,
                 session_prefix: "slack".into(),
@@ -90,12 +108,14 @@ impl SlackBot {
             me: me.user_id,
             allowed_users: config.allowed_users.iter().cloned().collect(),
             allowed_channels: config.allowed_channels.iter().cloned().collect(),
+            approvals: approvals.clone(),
         });
         handler.handle_pending().await;
         Ok(SlackBot {
             api,
             gateway,
             handler,
+            approvals,
             config,
         })
     }
@@ -109,6 +129,7 @@ impl SlackBot {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         socket::run(&self.api, self.handler.clone(), &shutdown).await;
         tracing::info!("slack: stopping, waiting for running agents");
+        self.approvals.close();
         self.gateway
             .shutdown(Duration::from_secs(self.config.shutdown_grace_secs))
             .await;

@@ -8,6 +8,7 @@
 //! first part replaces it — also after a restart — so the answer is never shown twice.
 
 use super::api::{id_to_ts, ts_to_id, ApiError, SlackApi};
+use super::approvals::{SlackApprovals, SlackApprover};
 use super::format::{escape, parts, MESSAGE_LIMIT};
 use super::store::{Conversation, SlackStore};
 use crate::agent::{AgentEvent, EventFn, RunControl};
@@ -34,11 +35,16 @@ const MAYBE_REPEAT: &str =
 pub struct SlackChannel {
     api: SlackApi,
     store: SlackStore,
+    approvals: Arc<SlackApprovals>,
 }
 
 impl SlackChannel {
-    pub fn new(api: SlackApi, store: SlackStore) -> SlackChannel {
-        SlackChannel { api, store }
+    pub fn new(api: SlackApi, store: SlackStore, approvals: Arc<SlackApprovals>) -> SlackChannel {
+        SlackChannel {
+            api,
+            store,
+            approvals,
+        }
     }
 
     fn conversation(&self, chat_id: i64) -> Result<Conversation, SendError> {
@@ -65,12 +71,30 @@ impl Channel for SlackChannel {
         SlackStore::is_slack(chat_id)
     }
 
-    fn open_run(&self, run: &RunInfo, _control: &RunControl, draft: DraftFn) -> Box<dyn RunView> {
+    fn open_run(&self, run: &RunInfo, control: &RunControl, draft: DraftFn) -> Box<dyn RunView> {
         let live = Arc::new(Mutex::new(Live::new(run.deliver)));
         let wake = Arc::new(Notify::new());
         let done = CancellationToken::new();
-        let task = match self.store.conversation(run.chat_id) {
-            Ok(Some(conversation)) => Some(tokio::spawn(
+        let conversation = match self.store.conversation(run.chat_id) {
+            Ok(Some(conversation)) => Some(conversation),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(chat = run.chat_id, "slack: reading the conversation: {e}");
+                None
+            }
+        };
+        // Without its conversation a run can show nothing and ask nobody: `ask` is `deny`.
+        let approver: Arc<dyn Approver> = match &conversation {
+            Some(conversation) => Arc::new(SlackApprover {
+                approvals: self.approvals.clone(),
+                api: self.api.clone(),
+                conversation: conversation.clone(),
+                cancel: control.cancel_token(),
+            }),
+            None => Arc::new(NoApprover),
+        };
+        let task = conversation.map(|conversation| {
+            tokio::spawn(
                 Presenter {
                     api: self.api.clone(),
                     conversation,
@@ -80,10 +104,10 @@ impl Channel for SlackChannel {
                     on_draft: draft,
                 }
                 .show(),
-            )),
-            _ => None,
-        };
+            )
+        });
         Box::new(SlackView {
+            approver,
             live,
             wake,
             done,
@@ -130,6 +154,7 @@ impl Channel for SlackChannel {
 }
 
 struct SlackView {
+    approver: Arc<dyn Approver>,
     live: Arc<Mutex<Live>>,
     wake: Arc<Notify>,
     done: CancellationToken,
@@ -138,10 +163,8 @@ struct SlackView {
 
 #[async_trait]
 impl RunView for SlackView {
-    /// Approval buttons are not built for Slack yet: a command that needs approval is refused,
-    /// with that reason, as where nobody can be asked.
     fn approver(&self) -> Arc<dyn Approver> {
-        Arc::new(NoApprover)
+        self.approver.clone()
     }
 
     fn events(&self) -> EventFn {
