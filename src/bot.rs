@@ -120,6 +120,7 @@ impl BotApp {
         SlackSetup {
             config: &self.config.slack,
             db: &self.db,
+            paths: &self.paths,
             agent: self.agent.clone(),
             untrusted_folders: self.config.trust.untrusted_paths.clone(),
             approval_rules: ApprovalRules::new(self.db.clone())

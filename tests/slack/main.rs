@@ -7,7 +7,9 @@
 mod support;
 
 mod approvals;
+mod doctor;
 mod durability;
+mod files;
 mod messages;
 mod start;
 mod threads;
@@ -27,13 +29,26 @@ fn streamed_answer() -> String {
 }
 
 /// `stream…`: [`streamed_answer`] in small, slow chunks; `slow…`: an answer after 30 s;
-/// `run: CMD`: bash runs CMD, its result is the answer (`result: …`); anything else:
+/// `run: CMD`: bash runs CMD, its result is the answer (`result: …`); `send: PATH`: send_file
+/// uploads PATH; anything else:
 /// `answer: PROMPT` at once.
 async fn llm() -> FakeLlm {
     FakeLlm::anthropic_with(|req: &Request| {
         let (prompt, step) = req.prompt_and_step();
-        if step > 0 || prompt.starts_with("run: ") {
+        if step > 0 || prompt.starts_with("run: ") || prompt.contains("\n\nrun: ") {
+            let ask = prompt.rsplit("\n\n").next().unwrap_or(&prompt);
+            if step == 0 && ask != prompt {
+                // A message with a file: the note comes first, the instruction after it.
+                let command = ask.strip_prefix("run: ").unwrap_or(ask);
+                return Turn::tool_use("bash", serde_json::json!({ "command": command }));
+            }
             return support::command_model::script(req);
+        }
+        if let Some(path) = prompt.strip_prefix("send: ") {
+            return Turn::tool_use(
+                "send_file",
+                serde_json::json!({"path": path, "caption": "here <!channel>"}),
+            );
         }
         let text = req.last_user_text();
         if text.starts_with("stream") {

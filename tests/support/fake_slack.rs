@@ -71,6 +71,8 @@ pub struct Upload {
 #[derive(Default)]
 struct Inner {
     uploads: Vec<Upload>,
+    /// Files people "shared", served at `/files/{id}` to the bot token only.
+    shared: HashMap<String, Vec<u8>>,
     calls: Vec<Call>,
     messages: Vec<Posted>,
     ephemeral: Vec<Value>,
@@ -115,6 +117,7 @@ impl FakeSlack {
         let app = axum::Router::new()
             .route("/api/{method}", axum::routing::post(api))
             .route("/upload/{file_id}", axum::routing::post(upload))
+            .route("/files/{file_id}", axum::routing::get(download))
             .with_state(shared.clone());
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = format!("http://{}", http.local_addr().unwrap());
@@ -228,6 +231,21 @@ impl FakeSlack {
             },
         }));
         envelope_id
+    }
+
+    /// A file a person shares: the `files` entry of their message event (its content is
+    /// served to the bot token at `url_private_download`).
+    pub fn share_file(&self, name: &str, content: &[u8]) -> Value {
+        let mut inner = self.inner();
+        let id = format!("FIN{:04}", inner.shared.len() + 1);
+        inner.shared.insert(id.clone(), content.to_vec());
+        let origin = self.shared.origin.lock().unwrap().clone();
+        json!({
+            "id": id, "name": name, "title": name, "mimetype": "text/plain",
+            "size": content.len(),
+            "url_private": format!("{origin}/files/{id}"),
+            "url_private_download": format!("{origin}/files/{id}?download=1"),
+        })
     }
 
     /// Files the bot uploaded: (name, bytes, the `files.completeUploadExternal` body).
@@ -463,6 +481,32 @@ fn answer(
             json!({"ok": true, "message_ts": "1800000000.999999"})
         }
         _ => json!({"ok": false, "error": "unknown_method"}),
+    }
+}
+
+/// A shared file, for the bot token only.
+async fn download(
+    State(shared): State<Arc<Shared>>,
+    Path(file_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let token = bearer(&headers);
+    let content = {
+        let mut inner = shared.inner.lock().unwrap();
+        inner.calls.push(Call {
+            method: "download".into(),
+            token: token.clone(),
+            body: json!({"file_id": file_id}),
+            at: Instant::now(),
+            limited: false,
+        });
+        inner.shared.get(&file_id).cloned()
+    };
+    shared.changed.notify_waiters();
+    match content {
+        Some(content) if token == BOT_TOKEN => content.into_response(),
+        Some(_) => StatusCode::FORBIDDEN.into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 

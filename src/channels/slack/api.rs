@@ -10,6 +10,8 @@ use std::time::Duration;
 /// Slack's own words on how long a `Retry-After` may be is "a few seconds"; a longer one is
 /// still honoured, up to this.
 const LONGEST_WAIT: Duration = Duration::from_secs(120);
+/// A download that takes longer than this is abandoned.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How many rate-limit answers one patient call waits out before giving up.
 const PATIENCE: usize = 5;
 
@@ -262,6 +264,49 @@ impl SlackApi {
         self.call("files.completeUploadExternal", Token::Bot, &body)
             .await
             .map(drop)
+    }
+
+    /// Download a file a person shared (`url_private_download`), at most `limit` bytes. The bot
+    /// token goes only to Slack's file host (`https://files.slack.com`) or to the configured
+    /// API's own address (a local fake), never to an address an event could name otherwise.
+    pub async fn download(&self, url: &str, limit: u64) -> Result<Vec<u8>, String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("a bad file address: {e}"))?;
+        let api = url::Url::parse(&self.base).map_err(|e| format!("slack.api_url: {e}"))?;
+        let slack_files =
+            parsed.scheme() == "https" && parsed.host_str() == Some("files.slack.com");
+        if !slack_files && parsed.origin() != api.origin() {
+            return Err(format!(
+                "the file is not on Slack's file host ({}), so the bot token is not sent there",
+                parsed.host_str().unwrap_or("no host")
+            ));
+        }
+        let fetch = async {
+            let mut response = self
+                .http
+                .get(parsed)
+                .bearer_auth(self.bot.expose())
+                .send()
+                .await
+                .map_err(|e| self.scrub(&format!("downloading: {e}")))?;
+            if !response.status().is_success() {
+                return Err(format!("Slack answered HTTP {}", response.status()));
+            }
+            let mut data = Vec::new();
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| self.scrub(&format!("downloading: {e}")))?
+            {
+                if (data.len() + chunk.len()) as u64 > limit {
+                    return Err(format!("it is larger than {}", crate::sizes::human(limit)));
+                }
+                data.extend_from_slice(&chunk);
+            }
+            Ok(data)
+        };
+        tokio::time::timeout(DOWNLOAD_TIMEOUT, fetch)
+            .await
+            .unwrap_or_else(|_| Err("the download took too long".into()))
     }
 
     /// A method that takes form fields rather than JSON (`files.getUploadURLExternal`).

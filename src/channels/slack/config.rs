@@ -27,6 +27,10 @@ pub struct SlackConfig {
     pub api_url: Option<String>,
     /// Seconds an approval request waits for a press; no answer means deny.
     pub approval_timeout_secs: u64,
+    /// Largest file a person shares that is downloaded into `attachments/`, in bytes.
+    pub max_file_bytes: u64,
+    /// Largest file `send_file` uploads, in bytes.
+    pub max_send_bytes: u64,
     /// Messages that may wait in one session behind the running one.
     pub queue_depth: usize,
     /// Seconds a shutdown waits for running agents before recording them as interrupted.
@@ -44,6 +48,8 @@ impl Default for SlackConfig {
             allowed_channels: Vec::new(),
             api_url: None,
             approval_timeout_secs: 120,
+            max_file_bytes: 20 * 1024 * 1024,
+            max_send_bytes: 50 * 1024 * 1024,
             queue_depth: 5,
             shutdown_grace_secs: 30,
             request_timeout_secs: 30,

@@ -8,6 +8,7 @@
 
 use super::api::SlackApi;
 use super::approvals::{Pressed, SlackApprovals};
+use super::files::Inbound;
 use super::format::escape;
 use super::socket::Envelope;
 use super::store::{Conversation, Recorded, SlackStore};
@@ -25,6 +26,7 @@ pub struct Handler {
     pub allowed_users: HashSet<String>,
     pub allowed_channels: HashSet<String>,
     pub approvals: Arc<SlackApprovals>,
+    pub files: Inbound,
 }
 
 /// What an event asks of warden.
@@ -162,17 +164,24 @@ impl Handler {
             .await;
             return true;
         }
-        if event["files"]
-            .as_array()
-            .is_some_and(|files| !files.is_empty())
-        {
+        let files = event["files"].as_array().cloned().unwrap_or_default();
+        let taken = self.files.take(&files).await;
+        if !taken.problems.is_empty() {
+            let list = taken.problems.join("; ");
             self.say(
                 &conversation,
-                "warden does not take files in Slack yet: only the text was passed on.",
+                &format!("I could not take this file: {list}"),
             )
             .await;
         }
-        if text.is_empty() {
+        let mut prompt = taken.notes.join("\n");
+        if !text.is_empty() {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(&text);
+        }
+        if prompt.is_empty() {
             return true;
         }
         let chat = match self.store.chat_of(&conversation) {
@@ -182,14 +191,14 @@ impl Handler {
                 return false;
             }
         };
-        let submission = Submission::text(
-            chat,
-            Origin::User {
-                user_id: user_number(&user),
-            },
-            text,
-        )
-        .dedup_key(format!("slack:{key}"));
+        let preview = match taken.notes.len() {
+            0 => text.clone(),
+            n => format!("[{n} file(s)] {text}").trim_end().to_string(),
+        };
+        let user_id = user_number(&user);
+        let mut submission = Submission::text(chat, Origin::User { user_id }, prompt)
+            .dedup_key(format!("slack:{key}"));
+        submission.preview = crate::gateway::preview(&preview);
         match self.gateway.submit(submission) {
             Ok(_) => true,
             Err(SubmitError::ShuttingDown) => false,

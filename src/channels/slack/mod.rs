@@ -14,6 +14,7 @@
 pub mod api;
 mod approvals;
 pub mod config;
+mod files;
 pub mod format;
 mod handler;
 mod socket;
@@ -23,6 +24,7 @@ mod view;
 use crate::db::Database;
 use crate::egress::Grants;
 use crate::gateway::{AgentRunner, Gateway, GatewaySettings};
+use crate::policy::PathPolicy;
 use crate::tools::approval_rules::ApprovalRules;
 use anyhow::Context;
 use api::SlackApi;
@@ -39,6 +41,8 @@ use view::SlackChannel;
 pub struct SlackSetup<'a> {
     pub config: &'a SlackConfig,
     pub db: &'a Arc<Database>,
+    /// The workspace: shared files are saved there, `send_file` uploads from there.
+    pub paths: &'a Arc<PathPolicy>,
     /// Who runs the agents (a worker process, or an agent in this process).
     pub agent: Arc<dyn AgentRunner>,
     /// `[trust] untrusted_paths`.
@@ -85,11 +89,13 @@ impl SlackBot {
         let gateway = Gateway::new(
             setup.agent,
             setup.db.clone(),
-            Arc::new(SlackChannel::new(
-                api.clone(),
-                store.clone(),
-                approvals.clone(),
-            )),
+            Arc::new(SlackChannel {
+                api: api.clone(),
+                store: store.clone(),
+                approvals: approvals.clone(),
+                paths: setup.paths.clone(),
+                max_send_bytes: config.max_send_bytes,
+            }),
             GatewaySettings {
                 queue_depth: config.queue_depth,
                 session_prefix: "slack".into(),
@@ -109,6 +115,11 @@ impl SlackBot {
             allowed_users: config.allowed_users.iter().cloned().collect(),
             allowed_channels: config.allowed_channels.iter().cloned().collect(),
             approvals: approvals.clone(),
+            files: files::Inbound {
+                api: api.clone(),
+                paths: setup.paths.clone(),
+                max_bytes: config.max_file_bytes,
+            },
         });
         handler.handle_pending().await;
         Ok(SlackBot {

@@ -9,12 +9,15 @@
 
 use super::api::{id_to_ts, ts_to_id, ApiError, SlackApi};
 use super::approvals::{SlackApprovals, SlackApprover};
+use super::files::SlackOutbox;
 use super::format::{escape, parts, MESSAGE_LIMIT};
 use super::store::{Conversation, SlackStore};
 use crate::agent::{AgentEvent, EventFn, RunControl};
 use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
 use crate::locks::lock;
+use crate::policy::PathPolicy;
 use crate::tools::approval::{Approver, NoApprover};
+use crate::tools::outbox::{Nowhere, Outbox};
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,20 +36,21 @@ const MAYBE_REPEAT: &str =
     "_↻ Sent again: warden could not confirm that this arrived, so it may be a repeat._\n";
 
 pub struct SlackChannel {
-    api: SlackApi,
-    store: SlackStore,
-    approvals: Arc<SlackApprovals>,
+    pub api: SlackApi,
+    pub store: SlackStore,
+    pub approvals: Arc<SlackApprovals>,
+    /// The workspace: `send_file` uploads from here.
+    pub paths: Arc<PathPolicy>,
+    /// `slack.max_send_bytes`.
+    pub max_send_bytes: u64,
 }
 
-impl SlackChannel {
-    pub fn new(api: SlackApi, store: SlackStore, approvals: Arc<SlackApprovals>) -> SlackChannel {
-        SlackChannel {
-            api,
-            store,
-            approvals,
-        }
-    }
+/// Why a run whose answer is filtered first (the heartbeat) sends no files.
+const SILENT_RUN: Nowhere = Nowhere(
+    "this run's answer is checked before it reaches the conversation, so it sends no files",
+);
 
+impl SlackChannel {
     fn conversation(&self, chat_id: i64) -> Result<Conversation, SendError> {
         match self.store.conversation(chat_id) {
             Ok(Some(conversation)) => Ok(conversation),
@@ -93,6 +97,15 @@ impl Channel for SlackChannel {
             }),
             None => Arc::new(NoApprover),
         };
+        let outbox: Arc<dyn Outbox> = match (&conversation, run.deliver) {
+            (Some(conversation), true) => Arc::new(SlackOutbox {
+                api: self.api.clone(),
+                conversation: conversation.clone(),
+                paths: self.paths.clone(),
+                max_bytes: self.max_send_bytes,
+            }),
+            _ => Arc::new(SILENT_RUN),
+        };
         let task = conversation.map(|conversation| {
             tokio::spawn(
                 Presenter {
@@ -108,6 +121,7 @@ impl Channel for SlackChannel {
         });
         Box::new(SlackView {
             approver,
+            outbox,
             live,
             wake,
             done,
@@ -155,6 +169,7 @@ impl Channel for SlackChannel {
 
 struct SlackView {
     approver: Arc<dyn Approver>,
+    outbox: Arc<dyn Outbox>,
     live: Arc<Mutex<Live>>,
     wake: Arc<Notify>,
     done: CancellationToken,
@@ -165,6 +180,10 @@ struct SlackView {
 impl RunView for SlackView {
     fn approver(&self) -> Arc<dyn Approver> {
         self.approver.clone()
+    }
+
+    fn outbox(&self) -> Arc<dyn Outbox> {
+        self.outbox.clone()
     }
 
     fn events(&self) -> EventFn {
