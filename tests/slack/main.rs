@@ -11,6 +11,7 @@ mod doctor;
 mod durability;
 mod files;
 mod messages;
+mod slash;
 mod start;
 mod threads;
 

@@ -248,6 +248,24 @@ impl FakeSlack {
         })
     }
 
+    /// `/warden TEXT` typed by `user` in `channel`: a `slash_commands` envelope.
+    pub fn slash(&self, user: &str, channel: &str, text: &str) -> String {
+        let mut inner = self.inner();
+        inner.next_envelope += 1;
+        let envelope_id = format!("env-{}", inner.next_envelope);
+        drop(inner);
+        self.push(json!({
+            "envelope_id": envelope_id,
+            "type": "slash_commands",
+            "accepts_response_payload": true,
+            "payload": {
+                "command": "/warden", "text": text, "user_id": user, "channel_id": channel,
+                "team_id": "T1", "trigger_id": "1.2.3",
+            },
+        }));
+        envelope_id
+    }
+
     /// Files the bot uploaded: (name, bytes, the `files.completeUploadExternal` body).
     pub fn uploads(&self) -> Vec<Upload> {
         self.inner().uploads.clone()

@@ -10,9 +10,12 @@ use super::api::SlackApi;
 use super::approvals::{Pressed, SlackApprovals};
 use super::files::Inbound;
 use super::format::escape;
+use super::slash::Slash;
 use super::socket::Envelope;
 use super::store::{Conversation, Recorded, SlackStore};
+use crate::egress::Grants;
 use crate::gateway::{Gateway, Origin, Submission, SubmitError};
+use crate::tools::approval_rules::ApprovalRules;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -27,6 +30,9 @@ pub struct Handler {
     pub allowed_channels: HashSet<String>,
     pub approvals: Arc<SlackApprovals>,
     pub files: Inbound,
+    /// What `/warden approvals` lists.
+    pub rules: ApprovalRules,
+    pub grants: Grants,
 }
 
 /// What an event asks of warden.
@@ -89,6 +95,10 @@ impl Handler {
                 self.interaction(&envelope.payload).await;
                 true
             }
+            "slash_commands" => {
+                self.slash(&envelope.payload).await;
+                true
+            }
             other => {
                 tracing::debug!("slack: a {other} envelope (not taken by warden yet)");
                 true
@@ -96,6 +106,30 @@ impl Handler {
         };
         if finished {
             self.done(key);
+        }
+    }
+
+    /// `/warden …`: answered to the person who typed it only.
+    async fn slash(&self, payload: &Value) {
+        let user = payload["user_id"].as_str().unwrap_or_default();
+        let channel = payload["channel_id"].as_str().unwrap_or_default();
+        let answer = if self.allowed_users.contains(user) {
+            Slash {
+                gateway: &self.gateway,
+                store: &self.store,
+                rules: &self.rules,
+                grants: &self.grants,
+            }
+            .answer(payload)
+        } else {
+            format!(
+                "warden answers only the people its owner allowed, and your user ID ({}) is \
+                 not one of them.",
+                escape(user)
+            )
+        };
+        if let Err(e) = self.api.tell(channel, user, None, &answer).await {
+            tracing::warn!("slack: answering /warden: {e}");
         }
     }
 

@@ -17,6 +17,7 @@ pub mod config;
 mod files;
 pub mod format;
 mod handler;
+mod slash;
 mod socket;
 pub mod store;
 mod view;
@@ -83,8 +84,8 @@ impl SlackBot {
         }
         let approvals = Arc::new(SlackApprovals::new(
             Duration::from_secs(config.approval_timeout_secs.max(1)),
-            setup.host_grants,
-            setup.approval_rules,
+            setup.host_grants.clone(),
+            setup.approval_rules.clone(),
         ));
         let gateway = Gateway::new(
             setup.agent,
@@ -120,6 +121,8 @@ impl SlackBot {
                 paths: setup.paths.clone(),
                 max_bytes: config.max_file_bytes,
             },
+            rules: setup.approval_rules,
+            grants: setup.host_grants,
         });
         handler.handle_pending().await;
         Ok(SlackBot {
