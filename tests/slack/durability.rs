@@ -44,3 +44,38 @@ async fn kill_9_mid_run_loses_nothing_and_repeats_nothing() {
         .count();
     assert_eq!(slow_runs, 1, "the interrupted run is not run again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_stream_turns_the_draft_into_the_notice_not_a_second_message() {
+    let mut s = start(&[]).await;
+    s.slack.send_event(dm(OWNER, "stream forever", "1.000001"));
+    s.slack
+        .wait_until("the draft was edited", WAIT, |f| {
+            f.messages_in(DM)
+                .first()
+                .is_some_and(|m| !m.edits.is_empty())
+        })
+        .await;
+    // Let the draft's id reach the database (it is stored as soon as the message exists).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.bot.kill9();
+    let drafts = s.slack.messages_in(DM).len();
+    assert_eq!(drafts, 1);
+
+    let bot = BotProcess::start(&s.env);
+    connected(&s.slack, 2, &bot).await;
+    s.slack
+        .wait_until("the draft shows the restart notice", WAIT, |f| {
+            f.messages_in(DM)[0]
+                .shown()
+                .contains("restarted while working on")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        s.slack.messages_in(DM).len(),
+        1,
+        "no second message: {:?}",
+        shown(&s.slack, DM)
+    );
+}
