@@ -5,6 +5,7 @@
 //! waits for messages.
 
 use crate::app::{prepare_workspace, App};
+use crate::channels::slack::{self, SlackBot, SlackSetup};
 use crate::channels::telegram::{self, TelegramBot, TelegramSetup, VoiceLimits};
 use crate::config::Config;
 use crate::db::Database;
@@ -114,6 +115,21 @@ impl BotApp {
         }
     }
 
+    /// What the Slack channel needs.
+    pub fn slack(&self) -> SlackSetup<'_> {
+        SlackSetup {
+            config: &self.config.slack,
+            db: &self.db,
+            paths: &self.paths,
+            agent: self.agent.clone(),
+            untrusted_folders: self.config.trust.untrusted_paths.clone(),
+            approval_rules: ApprovalRules::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+            host_grants: Grants::new(self.db.clone())
+                .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+        }
+    }
+
     /// What the scheduler's loops need.
     pub fn scheduler(&self) -> DaemonSetup<'_> {
         DaemonSetup {
@@ -162,7 +178,7 @@ fn forget_the_workers_secrets(config: &mut Config) {
 pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
     let config = crate::cli::load_config(config_path)?;
     // Refuse before starting anything: no token, or nobody allowed.
-    telegram::check_config(&config.telegram).map_err(anyhow::Error::msg)?;
+    channels_to_run(&config).map_err(anyhow::Error::msg)?;
     // Two threads whatever the machine: the gateway mostly waits, and each thread costs memory
     // (a stack, a malloc arena) for as long as the bot runs.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -175,17 +191,79 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
     })
 }
 
+/// Which channels `warden bot` runs: (Telegram, Slack) — each one whose token is set, and
+/// that one completely set up; refused when neither is.
+pub fn channels_to_run(config: &Config) -> Result<(bool, bool), String> {
+    let telegram_on = !config.telegram.token.is_empty();
+    let slack_on = config.slack.is_configured();
+    if !telegram_on && !slack_on {
+        let telegram = telegram::check_config(&config.telegram)
+            .err()
+            .unwrap_or_default();
+        return Err(format!(
+            "{telegram}. Or run warden in Slack: set SLACK_APP_TOKEN, SLACK_BOT_TOKEN and \
+             SLACK_ALLOWED_USERS (see the README's Slack section)"
+        ));
+    }
+    if telegram_on {
+        telegram::check_config(&config.telegram)?;
+    }
+    if slack_on {
+        slack::config::check_ready(&config.slack)?;
+    }
+    Ok((telegram_on, slack_on))
+}
+
 /// `warden bot`: run until SIGTERM or SIGINT.
 async fn serve(app: BotApp) -> anyhow::Result<i32> {
     // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let bot = TelegramBot::connect(app.telegram()).await?;
-    // Scheduled jobs and the heartbeat go through the same gateway as the chats.
-    let scheduler = Daemon::start(app.scheduler(), bot.gateway(), shutdown.clone());
-    eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");
-    let result = bot.run(shutdown).await;
-    scheduler.stopped(Duration::from_secs(5)).await;
+    let (telegram_on, slack_on) = channels_to_run(&app.config).map_err(anyhow::Error::msg)?;
+    let telegram = match telegram_on {
+        true => Some(TelegramBot::connect(app.telegram()).await?),
+        false => None,
+    };
+    let slack = match slack_on {
+        true => Some(SlackBot::connect(app.slack()).await?),
+        false => None,
+    };
+    // Scheduled jobs and the heartbeat go through the same gateway as the chats (Telegram's:
+    // the jobs answer its owner).
+    let scheduler = telegram
+        .as_ref()
+        .map(|bot| Daemon::start(app.scheduler(), bot.gateway(), shutdown.clone()));
+    let names: Vec<&str> = [(telegram_on, "Telegram"), (slack_on, "Slack")]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
+    eprintln!(
+        "warden bot: serving {} (Ctrl-C or SIGTERM stops)",
+        names.join(" and ")
+    );
+    // When one channel stops for good, the other stops too.
+    let stop_all = |result: anyhow::Result<()>| {
+        shutdown.cancel();
+        result
+    };
+    let telegram_run = async {
+        match telegram {
+            Some(bot) => stop_all(bot.run(shutdown.clone()).await),
+            None => Ok(()),
+        }
+    };
+    let slack_run = async {
+        match slack {
+            Some(bot) => stop_all(bot.run(shutdown.clone()).await),
+            None => Ok(()),
+        }
+    };
+    let (telegram_result, slack_result) = tokio::join!(telegram_run, slack_run);
+    let result = telegram_result.and(slack_result);
+    if let Some(scheduler) = scheduler {
+        scheduler.stopped(Duration::from_secs(5)).await;
+    }
     signals.abort();
     // The worker aborts what is left and releases its sandboxes (Docker containers).
     if let Some(worker) = &app.worker {
@@ -228,11 +306,12 @@ mod tests {
             .secrets
             .insert("GITHUB_TOKEN".into(), Secret::new("ghp"));
         config.telegram.token = Secret::new("123:abc");
+        config.slack.bot_token = Secret::new("xoxb-1");
         config.llm.token_dir = Some("/data/oauth".into());
-        assert_eq!(config.secrets().len(), 7);
+        assert_eq!(config.secrets().len(), 8);
         forget_the_workers_secrets(&mut config);
         let left: Vec<&str> = config.secrets().iter().map(|s| s.expose()).collect();
-        assert_eq!(left, ["123:abc"]);
+        assert_eq!(left, ["123:abc", "xoxb-1"]);
         assert_eq!(
             config.llm.token_dir, None,
             "no sign-in is read by the gateway"

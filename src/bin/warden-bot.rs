@@ -1,5 +1,5 @@
-//! `warden bot` (the front hands it here): the Telegram gateway, in a binary that links none
-//! of the agent. Runs are done by `warden-full agent-worker` processes it starts (see
+//! `warden bot` (the front hands it here): the Telegram and Slack gateway, in a binary that
+//! links none of the agent. Runs are done by `warden-full agent-worker` processes it starts (see
 //! `warden::gateway::worker`). Anything but a plain `warden [--config FILE] bot` — `--help`, a
 //! typo — goes to `warden-full`, which owns the command line's help and errors.
 
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use warden::cli;
 
 fn main() -> ExitCode {
-    // The bot token is in this process: no core dumps, /proc entries readable by root only.
+    // The bot tokens are in this process: no core dumps, /proc entries readable by root only.
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("warden: cannot mark the process non-dumpable: {e}");
     }

@@ -1,5 +1,7 @@
-//! Where messages come from and answers go: the terminal, Telegram and the HTTP API.
+//! Where messages come from and answers go: the terminal, Telegram, Slack and the HTTP API.
 
+pub mod attachments;
 pub mod http;
+pub mod slack;
 pub mod telegram;
 pub mod terminal;

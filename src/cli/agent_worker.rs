@@ -24,6 +24,8 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
     // The bot token stays with the bot, even when it is written in the config file.
     config.telegram.token = Default::default();
     config.http.token = Default::default();
+    config.slack.app_token = Default::default();
+    config.slack.bot_token = Default::default();
     let app = App::build(config)?;
     let supports_images = app.agent.provider().supports_images();
     let voice = app.voice.clone();

@@ -63,7 +63,8 @@ pub enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
-    /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS).
+    /// The daemon: answers allowed Telegram users (TELEGRAM_BOT_TOKEN, TELEGRAM_ALLOWED_USERS),
+    /// allowed Slack users (SLACK_APP_TOKEN, SLACK_BOT_TOKEN, SLACK_ALLOWED_USERS), or both.
     Bot,
     /// The gateway with the HTTP control API (Bearer token from WARDEN_HTTP_TOKEN or
     /// [http] token); no Telegram needed.

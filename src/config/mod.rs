@@ -70,6 +70,8 @@ pub struct Config {
     pub caps: crate::sizes::Caps,
     /// `[http]`: the HTTP control API of `warden serve` (see `crate::channels::http`).
     pub http: crate::channels::http::config::HttpConfig,
+    /// `[slack]`: the Slack channel of `warden bot` (see `crate::channels::slack`).
+    pub slack: crate::channels::slack::config::SlackConfig,
 }
 
 impl Default for Config {
@@ -95,6 +97,7 @@ impl Default for Config {
             project_workspace: false,
             caps: crate::sizes::Caps::default(),
             http: Default::default(),
+            slack: Default::default(),
         }
     }
 }
@@ -176,6 +179,7 @@ impl Config {
             .and_then(|()| config.trust.check())
             .and_then(|()| crate::mcp::config::check(&config.mcp))
             .and_then(|()| crate::channels::http::config::check(&config.http))
+            .and_then(|()| crate::channels::slack::config::check(&config.slack))
             .and_then(|()| config.search.check())
             .and_then(|()| config.caps.check())
             .and_then(|()| match config.delegate.max_iterations {
@@ -218,6 +222,18 @@ impl Config {
             (
                 "telegram.approval_timeout_secs".into(),
                 Some(self.telegram.approval_timeout_secs),
+            ),
+            (
+                "slack.approval_timeout_secs".into(),
+                Some(self.slack.approval_timeout_secs),
+            ),
+            (
+                "slack.shutdown_grace_secs".into(),
+                Some(self.slack.shutdown_grace_secs),
+            ),
+            (
+                "slack.request_timeout_secs".into(),
+                Some(self.slack.request_timeout_secs),
             ),
             (
                 "telegram.shutdown_grace_secs".into(),
@@ -314,6 +330,7 @@ impl Config {
         .into_iter()
         .chain(self.skills.secrets.values())
         .chain(self.http.hooks.values().map(|hook| &hook.secret))
+        .chain(self.slack.secrets())
         .filter(|s| !s.is_empty())
         .collect()
     }
@@ -350,6 +367,7 @@ impl Config {
         if let Some(v) = env.var("WARDEN_HTTP_TOKEN") {
             self.http.token = Secret::new(v);
         }
+        self.slack.apply_env(|name| env.var(name));
         if let Some(v) = env.var("TELEGRAM_API_URL") {
             self.telegram.api_url = Some(v);
         }

@@ -108,6 +108,7 @@ pub fn checks(config: &Config, offline: bool) -> Vec<Check> {
     vec![
         model(config, offline),
         telegram(config, offline),
+        slack(config, offline),
         http(config, offline),
         binaries(),
         workspace(&config.workspace),
@@ -253,6 +254,57 @@ fn telegram(config: &Config, offline: bool) -> Check {
             "check the network (or TELEGRAM_API_URL / telegram.api_url)",
         ),
         Err(why) => Check::fail("telegram", why, "report this as a bug"),
+    }
+}
+
+/// Slack: both tokens checked with `auth.test` against the configured API.
+fn slack(config: &Config, offline: bool) -> Check {
+    use crate::channels::slack::api::SlackApi;
+    let slack = &config.slack;
+    if !slack.is_configured() {
+        return Check::skip(
+            "slack",
+            "no Slack tokens (optional: `warden bot` in Slack needs SLACK_APP_TOKEN and \
+             SLACK_BOT_TOKEN)",
+        );
+    }
+    if let Err(why) = crate::channels::slack::config::check_ready(slack) {
+        return Check::fail("slack", "the Slack setup is incomplete", why);
+    }
+    if offline {
+        return Check::skip("slack", "tokens not checked: --offline");
+    }
+    let api = match SlackApi::new(
+        &slack.api_url(),
+        slack.app_token.clone(),
+        slack.bot_token.clone(),
+        PROBE_TIMEOUT,
+    ) {
+        Ok(api) => api,
+        Err(why) => return Check::fail("slack", why, "report this as a bug"),
+    };
+    let checked = block_on(async move {
+        let bot = api.identity().await;
+        let app = api.check_app_token().await;
+        (bot, app)
+    });
+    let fix_bot = "set SLACK_BOT_TOKEN (or slack.bot_token) to the app's Bot User OAuth Token \
+                   (xoxb-…), from OAuth & Permissions";
+    let fix_app = "set SLACK_APP_TOKEN (or slack.app_token) to an app-level token (xapp-…) with \
+                   connections:write, from Basic Information → App-Level Tokens";
+    match checked {
+        Ok((Ok(me), Ok(()))) => Check::ok(
+            "slack",
+            format!(
+                "both tokens work: the bot is {} in {}, answering {} user(s)",
+                me.user_id,
+                me.team,
+                slack.allowed_users.len()
+            ),
+        ),
+        Ok((Err(e), _)) => Check::fail("slack", format!("the bot token: {e}"), fix_bot),
+        Ok((Ok(_), Err(e))) => Check::fail("slack", format!("the app token: {e}"), fix_app),
+        Err(why) => Check::fail("slack", why, "report this as a bug"),
     }
 }
 

@@ -613,7 +613,7 @@ where
 }
 
 /// TLS to a route's upstream, verified against the bundled web PKI roots.
-async fn tls_connect(
+pub(crate) async fn tls_connect(
     host: &str,
     upstream: TcpStream,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {

@@ -11,6 +11,7 @@ pub mod deliver;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_oauth;
+pub mod fake_slack;
 pub mod fake_telegram;
 pub mod fake_transcribe;
 pub mod fake_web;

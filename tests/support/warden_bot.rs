@@ -18,6 +18,8 @@ pub struct BotEnv {
     pub llm_url: String,
     pub allowed: String,
     pub extra: Vec<(String, String)>,
+    /// Configure Telegram (the default); off for a bot that serves only Slack.
+    pub telegram: bool,
 }
 
 impl BotEnv {
@@ -28,6 +30,7 @@ impl BotEnv {
             llm_url,
             allowed: OWNER.to_string(),
             extra: vec![("RUST_LOG".into(), "warden=info".into())],
+            telegram: true,
         }
     }
 
@@ -36,12 +39,14 @@ impl BotEnv {
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("TELEGRAM_BOT_TOKEN", TOKEN)
-            .env("TELEGRAM_API_URL", &self.api_url)
-            .env("TELEGRAM_ALLOWED_USERS", &self.allowed)
             .env("ANTHROPIC_BASE_URL", &self.llm_url)
             .env("ANTHROPIC_API_KEY", "test-key")
             .arg("bot");
+        if self.telegram {
+            cmd.env("TELEGRAM_BOT_TOKEN", TOKEN)
+                .env("TELEGRAM_API_URL", &self.api_url)
+                .env("TELEGRAM_ALLOWED_USERS", &self.allowed);
+        }
         for (k, v) in &self.extra {
             cmd.env(k, v);
         }

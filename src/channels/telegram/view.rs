@@ -83,9 +83,11 @@ impl TelegramChannel {
 
 #[async_trait]
 impl Channel for TelegramChannel {
-    /// Every chat but the HTTP API's threads (their runs are `warden serve`'s).
+    /// Every chat but the HTTP API's threads (their runs are `warden serve`'s) and Slack's
+    /// conversations.
     fn serves(&self, chat_id: i64) -> bool {
         !crate::channels::http::threads::Threads::is_thread(chat_id)
+            && !crate::channels::slack::store::SlackStore::is_slack(chat_id)
     }
 
     fn open_run(&self, run: &RunInfo, control: &RunControl, draft: DraftFn) -> Box<dyn RunView> {

@@ -293,6 +293,9 @@ async fn spawn(command: &WorkerCommand) -> Result<(Arc<Connection>, Replies, Chi
         .env_remove("TELEGRAM_BOT_TOKEN")
         // Nor the HTTP API's token: only the gateway checks it.
         .env_remove("WARDEN_HTTP_TOKEN")
+        // Nor Slack's tokens.
+        .env_remove("SLACK_APP_TOKEN")
+        .env_remove("SLACK_BOT_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -1,0 +1,502 @@
+//! Approvals in Slack: an `ask` command is posted verbatim (escaped, in a code block) with
+//! Block Kit buttons — Approve once, Always in this channel (for 1 hour, today, until
+//! revoked; for a host: always, 1 hour, today) and Deny — and the run waits for a press.
+//!
+//! A press arrives over Socket Mode as an `interactive` envelope. It counts only from an
+//! allowed user (checked on the payload's user id; anyone else is told, only they see it)
+//! and only in the conversation the request was posted in. No answer within the timeout, a
+//! stopped run, a shutdown or a request that could not be posted all mean deny. A request too
+//! long for one message — or one a code block could not show as it is — goes first as a file,
+//! whole, and the message with the buttons points at it: nothing is approved unseen.
+
+use super::api::SlackApi;
+use super::format::escape;
+use super::store::Conversation;
+use crate::egress::Grants;
+use crate::locks::lock;
+use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
+use crate::tools::approval_rules::ApprovalRules;
+use crate::tools::lasting::Lasting;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// A section's text holds 3,000 characters; a longer request goes as a file.
+const MAX_SHOWN: usize = 2800;
+/// How much of a long command the message with the buttons shows.
+const HEAD_SHOWN: usize = 1000;
+/// The `value` of every approval button starts so.
+const PREFIX: &str = "ap:";
+
+pub struct SlackApprovals {
+    pending: Mutex<HashMap<u64, Pending>>,
+    timeout: Duration,
+    closing: CancellationToken,
+    grants: Grants,
+    rules: ApprovalRules,
+}
+
+struct Pending {
+    /// Where the request was posted: a press elsewhere does not answer it.
+    channel: String,
+    answer: oneshot::Sender<Decision>,
+}
+
+enum Decision {
+    Approved { by: String },
+    Always { by: String, lasting: Lasting },
+    Denied { by: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    Approve,
+    Deny,
+    Always(Lasting),
+}
+
+/// What a press came to, for the presser.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pressed {
+    /// It answered a request.
+    Answered,
+    /// Not an approval button of warden's.
+    NotMine,
+    /// Refused: tell the presser this (only they see it).
+    Refused(String),
+}
+
+impl SlackApprovals {
+    pub fn new(timeout: Duration, grants: Grants, rules: ApprovalRules) -> SlackApprovals {
+        SlackApprovals {
+            pending: Mutex::new(HashMap::new()),
+            timeout,
+            closing: CancellationToken::new(),
+            grants,
+            rules,
+        }
+    }
+
+    /// Shutdown: every waiting request is denied now, and new ones at once.
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    /// A `block_actions` payload: a button press.
+    pub fn on_press(&self, payload: &Value, allowed: &HashSet<String>) -> Pressed {
+        let Some((id, answer)) = payload["actions"]
+            .as_array()
+            .and_then(|actions| actions.first())
+            .and_then(|action| action["value"].as_str())
+            .and_then(parse_value)
+        else {
+            return Pressed::NotMine;
+        };
+        let user = payload["user"]["id"].as_str().unwrap_or_default();
+        if !allowed.contains(user) {
+            tracing::warn!(
+                user,
+                "slack: an approval button pressed by a user who is not allowed"
+            );
+            return Pressed::Refused(format!(
+                "You ({user}) are not allowed to approve commands here; the request still \
+                 waits for someone who is."
+            ));
+        }
+        let channel = payload["channel"]["id"]
+            .as_str()
+            .or_else(|| payload["container"]["channel_id"].as_str())
+            .unwrap_or_default();
+        let by = payload["user"]["name"]
+            .as_str()
+            .or_else(|| payload["user"]["username"].as_str())
+            .unwrap_or(user)
+            .to_string();
+        let mut pending = lock(&self.pending);
+        match pending.get(&id) {
+            Some(p) if p.channel == channel => {}
+            Some(_) => {
+                return Pressed::Refused("This request belongs to another conversation.".into())
+            }
+            None => return Pressed::Refused("This request is no longer waiting.".into()),
+        }
+        let Some(p) = pending.remove(&id) else {
+            return Pressed::NotMine;
+        };
+        let decision = match answer {
+            Answer::Approve => Decision::Approved { by },
+            Answer::Always(lasting) => Decision::Always { by, lasting },
+            Answer::Deny => Decision::Denied { by },
+        };
+        let _ = p.answer.send(decision);
+        Pressed::Answered
+    }
+
+    fn register(&self, channel: &str) -> (u64, oneshot::Receiver<Decision>) {
+        let (tx, rx) = oneshot::channel();
+        let mut pending = lock(&self.pending);
+        let mut id: u64 = rand::random();
+        while pending.contains_key(&id) {
+            id = rand::random();
+        }
+        pending.insert(
+            id,
+            Pending {
+                channel: channel.to_string(),
+                answer: tx,
+            },
+        );
+        (id, rx)
+    }
+
+    fn forget(&self, id: u64) {
+        lock(&self.pending).remove(&id);
+    }
+
+    fn can_store(&self, always: &Always) -> bool {
+        match always {
+            Always::Host(_) => true,
+            Always::Commands(shapes) => !shapes.is_empty(),
+        }
+    }
+
+    /// Store `always` for `session`; the note says what was stored.
+    fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
+        let granted_by = format!("{by} in Slack");
+        let stored = match always {
+            Always::Host(host) => {
+                self.grants
+                    .allow(session, host, lasting, &granted_by)
+                    .map(|()| {
+                        format!(
+                            "{} is allowed in this channel {} (`warden egress rm {}` revokes it)",
+                            escape(host),
+                            lasting.label(),
+                            escape(host)
+                        )
+                    })
+            }
+            Always::Commands(shapes) => self
+                .rules
+                .grant(session, shapes, lasting, &granted_by)
+                .map(|()| {
+                    format!(
+                        "in this channel {}: {} (`warden approvals list` and `rm` revoke it)",
+                        lasting.label(),
+                        shown_list(shapes)
+                    )
+                }),
+        };
+        match stored {
+            Ok(what) => format!("✅ Approved by {}; {what}.", escape(by)),
+            Err(e) => {
+                tracing::error!("storing an approval rule: {e}");
+                format!(
+                    "✅ Approved by {} this once; the rule could not be stored.",
+                    escape(by)
+                )
+            }
+        }
+    }
+}
+
+/// `ap:<id>:y|n|h|d|a`.
+fn parse_value(value: &str) -> Option<(u64, Answer)> {
+    let (id, verdict) = value.strip_prefix(PREFIX)?.split_once(':')?;
+    let answer = match verdict {
+        "y" => Answer::Approve,
+        "n" => Answer::Deny,
+        other => Answer::Always(Lasting::from_code(other)?),
+    };
+    Some((id.parse().ok()?, answer))
+}
+
+fn shown_list(shapes: &[(crate::policy::shape::CommandShape, String)]) -> String {
+    shapes
+        .iter()
+        .map(|(_, shown)| format!("`{}`", escape(shown)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The request as posted, whole, in mrkdwn.
+fn request_mrkdwn(request: &ApprovalRequest, offered: Option<&Always>) -> String {
+    let mut text = format!(
+        ":warning: *Approval needed* ({})\n```{}```\n{}",
+        escape(&request.tool),
+        escape(&request.command),
+        escape(&request.reason),
+    );
+    if let Some(Always::Commands(shapes)) = offered {
+        text.push_str(&format!(
+            "\n“Always in this channel” would approve from now on: {}",
+            shown_list(shapes)
+        ));
+    }
+    if let Some(detail) = &request.detail {
+        text.push_str(&format!("\n```{}```", escape(detail)));
+    }
+    text
+}
+
+/// The whole request as plain text, for the file.
+fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
+    let mut text = format!(
+        "Approval needed ({})\n\nWhat would run:\n{}\n\nWhy it asks: {}\n",
+        request.tool, request.command, request.reason
+    );
+    if let Some(Always::Commands(shapes)) = offered {
+        let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
+        text.push_str(&format!(
+            "\n“Always in this channel” would approve from now on: {}\n",
+            shown.join(", ")
+        ));
+    }
+    if let Some(detail) = &request.detail {
+        text.push_str(&format!("\n{detail}\n"));
+    }
+    text
+}
+
+/// Whether a code block shows the request exactly: not when it is too long, or when a
+/// backtick fence inside would end the block early.
+fn fits(request: &ApprovalRequest, mrkdwn: &str) -> bool {
+    mrkdwn.chars().count() <= MAX_SHOWN
+        && !request.command.contains("```")
+        && !request.detail.as_deref().unwrap_or("").contains("```")
+}
+
+/// The message with the buttons for a request sent whole as a file.
+fn pointer_mrkdwn(request: &ApprovalRequest, text: &str, digest: &str) -> String {
+    let head: String = request
+        .command
+        .replace("```", "'''")
+        .chars()
+        .take(HEAD_SHOWN)
+        .collect();
+    format!(
+        ":warning: *Approval needed* ({tool})\n```{head}\n…```\n{reason}\n\n:paperclip: The \
+         whole request ({lines} lines, sha256 {digest}) is in the file above: it cannot be \
+         shown here exactly, and approving approves exactly that. Read it to the end.",
+        tool = escape(&request.tool),
+        head = escape(&head),
+        reason = escape(&request.reason),
+        lines = text.lines().count(),
+    )
+}
+
+fn sha256_prefix(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])
+}
+
+fn button(text: &str, value: String, style: Option<&str>) -> Value {
+    let mut button = json!({
+        "type": "button",
+        "text": {"type": "plain_text", "text": text},
+        "value": value,
+        "action_id": format!("warden_{}", value.rsplit(':').next().unwrap_or("x")),
+    });
+    if let Some(style) = style {
+        button["style"] = json!(style);
+    }
+    button
+}
+
+/// The buttons for request `id`.
+fn buttons(id: u64, always: Option<&Always>) -> Vec<Value> {
+    let mut row = vec![button(
+        "Approve once",
+        format!("{PREFIX}{id}:y"),
+        Some("primary"),
+    )];
+    let label = |lasting: Lasting| match (always, lasting) {
+        (Some(Always::Host(_)), Lasting::UntilRevoked) => "Always for this host",
+        (Some(Always::Host(_)), Lasting::Hour) => "This host for 1 hour",
+        (Some(Always::Host(_)), Lasting::Today) => "This host today",
+        (_, Lasting::Hour) => "Always in this channel for 1 hour",
+        (_, Lasting::Today) => "Always in this channel today",
+        (_, Lasting::UntilRevoked) => "Always in this channel",
+    };
+    if always.is_some() {
+        for lasting in Lasting::ALL {
+            row.push(button(
+                label(lasting),
+                format!("{PREFIX}{id}:{}", lasting.code()),
+                None,
+            ));
+        }
+    }
+    row.push(button("Deny", format!("{PREFIX}{id}:n"), Some("danger")));
+    row
+}
+
+fn section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+}
+
+/// The approver for one run in one conversation.
+pub struct SlackApprover {
+    pub approvals: Arc<SlackApprovals>,
+    pub api: SlackApi,
+    pub conversation: Conversation,
+    /// The run's abort signal: a stopped run stops waiting.
+    pub cancel: CancellationToken,
+}
+
+#[async_trait]
+impl Approver for SlackApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let approvals = &self.approvals;
+        if approvals.closing.is_cancelled() {
+            return Approval::Denied("warden is shutting down".into());
+        }
+        let (channel, thread) = (
+            self.conversation.channel.as_str(),
+            self.conversation.thread_ts.as_deref(),
+        );
+        let always = request.always.as_ref().filter(|a| approvals.can_store(a));
+        let mut text = request_mrkdwn(request, always);
+        if !fits(request, &text) {
+            let whole = request_text(request, always);
+            let digest = sha256_prefix(&whole);
+            let comment = format!(
+                ":warning: The whole request to approve (sha256 {digest}); the buttons follow."
+            );
+            if let Err(e) = self
+                .api
+                .upload(
+                    channel,
+                    thread,
+                    "approval-request.txt",
+                    whole.clone().into_bytes(),
+                    Some(&comment),
+                )
+                .await
+            {
+                return Approval::Denied(format!(
+                    "the request cannot be shown whole in one message and could not be sent \
+                     as a file ({e}); nothing is approved unseen"
+                ));
+            }
+            text = pointer_mrkdwn(request, &whole, &digest);
+        }
+        let (id, answer) = approvals.register(channel);
+        let blocks = json!([section(&text), {"type": "actions", "elements": buttons(id, always)}]);
+        let ts = match self
+            .api
+            .post_blocks(channel, thread, "Approval needed", &blocks)
+            .await
+        {
+            Ok(ts) => ts,
+            Err(e) => {
+                approvals.forget(id);
+                return Approval::Denied(format!("the approval request could not be sent ({e})"));
+            }
+        };
+        let timeout = approvals.timeout;
+        let (approval, note) = tokio::select! {
+            decision = answer => match decision {
+                Ok(Decision::Approved { by }) => {
+                    (Approval::Approved, format!("✅ Approved by {} this once.", escape(&by)))
+                }
+                Ok(Decision::Always { by, lasting }) => match always {
+                    Some(always) => (
+                        Approval::Approved,
+                        approvals.store(&request.session, always, lasting, &by),
+                    ),
+                    // Not offered for this request: a forged press approves nothing.
+                    None => (
+                        Approval::Denied("an answer that was not offered".into()),
+                        "❌ Not approved.".into(),
+                    ),
+                },
+                Ok(Decision::Denied { by }) => (
+                    Approval::Denied(format!("denied by {by} in Slack")),
+                    format!("❌ Denied by {}.", escape(&by)),
+                ),
+                Err(_) => (Approval::Denied("the request was dropped".into()), "❌ Dropped.".into()),
+            },
+            _ = tokio::time::sleep(timeout) => (
+                Approval::Denied(format!("no answer within {} s", timeout.as_secs())),
+                format!("⌛ No answer within {} s: denied.", timeout.as_secs()),
+            ),
+            _ = self.cancel.cancelled() => (
+                Approval::Denied("the run was stopped".into()),
+                "⏹ The run was stopped: denied.".into(),
+            ),
+            _ = approvals.closing.cancelled() => (
+                Approval::Denied("warden is shutting down".into()),
+                "⏹ warden is shutting down: denied.".into(),
+            ),
+        };
+        approvals.forget(id);
+        let outcome = format!("{text}\n\n{note}");
+        let blocks = json!([section(&outcome)]);
+        if let Err(e) = self.api.update_blocks(channel, &ts, &note, &blocks).await {
+            tracing::debug!("slack: editing an approval message: {e}");
+        }
+        approval
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            session: "slack:1".into(),
+            tool: "bash".into(),
+            command: command.into(),
+            reason: "rm -r deletes a tree".into(),
+            always: None,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn values_round_trip_and_garbage_is_not_mine() {
+        assert_eq!(parse_value("ap:7:y"), Some((7, Answer::Approve)));
+        assert_eq!(parse_value("ap:7:n"), Some((7, Answer::Deny)));
+        assert_eq!(
+            parse_value("ap:7:h"),
+            Some((7, Answer::Always(Lasting::Hour)))
+        );
+        assert_eq!(parse_value("ap:7:maybe"), None);
+        assert_eq!(parse_value("rv:7"), None);
+    }
+
+    #[test]
+    fn the_request_is_shown_exactly_or_sent_whole() {
+        let short = request("rm -r 'a <b>' && echo <!channel>");
+        let text = request_mrkdwn(&short, None);
+        assert!(text.contains("```rm -r 'a &lt;b&gt;' &amp;&amp; echo &lt;!channel&gt;```"));
+        assert!(fits(&short, &text));
+        let fenced = request("echo '```' ; rm -rf x");
+        assert!(!fits(&fenced, &request_mrkdwn(&fenced, None)));
+        let long = request(&"x".repeat(5000));
+        let text = request_mrkdwn(&long, None);
+        assert!(!fits(&long, &text));
+        let whole = request_text(&long, None);
+        assert!(whole.contains(&"x".repeat(5000)), "the file is whole");
+        let pointer = pointer_mrkdwn(&long, &whole, &sha256_prefix(&whole));
+        assert!(pointer.chars().count() <= MAX_SHOWN);
+    }
+
+    #[test]
+    fn buttons_offer_always_only_when_it_can_be_stored() {
+        let plain = buttons(9, None);
+        let values: Vec<&str> = plain.iter().map(|b| b["value"].as_str().unwrap()).collect();
+        assert_eq!(values, ["ap:9:y", "ap:9:n"]);
+        let always = Always::Host("example.com".into());
+        assert_eq!(buttons(9, Some(&always)).len(), 5);
+        for b in buttons(9, Some(&always)) {
+            assert!(b["text"]["text"].as_str().unwrap().chars().count() <= 75);
+        }
+    }
+}
