@@ -1,6 +1,6 @@
 //! Approvals as Block Kit buttons through the real binary: the command policy asks about
 //! `rm -r`; a stranger's press is refused (and they are told), the owner's approves; "Always
-//! in this channel" stores a rule so the same command runs unasked; a request too long for
+//! in this conversation" stores a rule so the same command runs unasked; a request too long for
 //! one message goes whole as a file before the buttons.
 
 use crate::support::fake_slack::{dm, FakeSlack, Posted, DM, OWNER};
@@ -63,9 +63,9 @@ async fn an_ask_is_approved_by_the_owners_button_not_a_strangers() {
         labels,
         [
             "Approve once",
-            "Always in this channel for 1 hour",
-            "Always in this channel today",
-            "Always in this channel",
+            "Always in this conversation for 1 hour",
+            "Always in this conversation today",
+            "Always in this conversation",
             "Deny"
         ]
     );
@@ -128,8 +128,11 @@ async fn always_in_this_channel_stores_a_rule_and_deny_refuses() {
         .wait_until("the approval request", WAIT, |f| !requests(f).is_empty())
         .await;
     let request = requests(&s.slack).remove(0);
-    s.slack
-        .press(OWNER, &request, &button(&request, "Always in this channel"));
+    s.slack.press(
+        OWNER,
+        &request,
+        &button(&request, "Always in this conversation"),
+    );
     s.slack
         .wait_until("the result", WAIT, |f| results(f).len() == 1)
         .await;

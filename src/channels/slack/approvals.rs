@@ -1,5 +1,5 @@
 //! Approvals in Slack: an `ask` command is posted verbatim (escaped, in a code block) with
-//! Block Kit buttons — Approve once, Always in this channel (for 1 hour, today, until
+//! Block Kit buttons — Approve once, Always in this conversation (for 1 hour, today, until
 //! revoked; for a host: always, 1 hour, today) and Deny — and the run waits for a press.
 //!
 //! A press arrives over Socket Mode as an `interactive` envelope. It counts only from an
@@ -168,24 +168,22 @@ impl SlackApprovals {
     fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
         let granted_by = format!("{by} in Slack");
         let stored = match always {
-            Always::Host(host) => {
-                self.grants
-                    .allow(session, host, lasting, &granted_by)
-                    .map(|()| {
-                        format!(
-                            "{} is allowed in this channel {} (`warden egress rm {}` revokes it)",
-                            escape(host),
-                            lasting.label(),
-                            escape(host)
-                        )
-                    })
-            }
+            Always::Host(host) => self.grants.allow(session, host, lasting, &granted_by).map(
+                |()| {
+                    format!(
+                        "{} is allowed in this conversation {} (`warden egress rm {}` revokes it)",
+                        escape(host),
+                        lasting.label(),
+                        escape(host)
+                    )
+                },
+            ),
             Always::Commands(shapes) => self
                 .rules
                 .grant(session, shapes, lasting, &granted_by)
                 .map(|()| {
                     format!(
-                        "in this channel {}: {} (`warden approvals list` and `rm` revoke it)",
+                        "in this conversation {}: {} (`warden approvals list` and `rm` revoke it)",
                         lasting.label(),
                         shown_list(shapes)
                     )
@@ -233,7 +231,7 @@ fn request_mrkdwn(request: &ApprovalRequest, offered: Option<&Always>) -> String
     );
     if let Some(Always::Commands(shapes)) = offered {
         text.push_str(&format!(
-            "\n“Always in this channel” would approve from now on: {}",
+            "\n“Always in this conversation” would approve from now on: {}",
             shown_list(shapes)
         ));
     }
@@ -252,7 +250,7 @@ fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     if let Some(Always::Commands(shapes)) = offered {
         let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
         text.push_str(&format!(
-            "\n“Always in this channel” would approve from now on: {}\n",
+            "\n“Always in this conversation” would approve from now on: {}\n",
             shown.join(", ")
         ));
     }
@@ -318,9 +316,9 @@ fn buttons(id: u64, always: Option<&Always>) -> Vec<Value> {
         (Some(Always::Host(_)), Lasting::UntilRevoked) => "Always for this host",
         (Some(Always::Host(_)), Lasting::Hour) => "This host for 1 hour",
         (Some(Always::Host(_)), Lasting::Today) => "This host today",
-        (_, Lasting::Hour) => "Always in this channel for 1 hour",
-        (_, Lasting::Today) => "Always in this channel today",
-        (_, Lasting::UntilRevoked) => "Always in this channel",
+        (_, Lasting::Hour) => "Always in this conversation for 1 hour",
+        (_, Lasting::Today) => "Always in this conversation today",
+        (_, Lasting::UntilRevoked) => "Always in this conversation",
     };
     if always.is_some() {
         for lasting in Lasting::ALL {
