@@ -12,7 +12,7 @@ use crate::egress::Grants;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
 use crate::policy::paths::PathPolicy;
-use crate::scheduler::daemon::{Daemon, DaemonSetup};
+use crate::scheduler::daemon::{Daemon, DaemonSetup, Owner};
 use crate::scheduler::{JobManager, Settings, SystemClock};
 use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
@@ -118,7 +118,7 @@ impl BotApp {
     pub fn scheduler(&self) -> DaemonSetup<'_> {
         DaemonSetup {
             settings: &self.scheduler,
-            allowed_users: &self.config.telegram.allowed_users,
+            owner: Owner::telegram(&self.config.telegram.allowed_users),
             jobs: &self.jobs,
             paths: &self.paths,
             db: &self.db,

@@ -1,4 +1,5 @@
-//! `warden serve`: the gateway with the HTTP control API, no Telegram needed. It is built like
+//! `warden serve`: the gateway with the HTTP control API and the scheduler (jobs and the
+//! heartbeat), no Telegram needed. It is built like
 //! `warden bot` (see [`crate::bot`]): this process holds the durable queues, the approvals and
 //! the API's token; agents run in a `warden-full agent-worker` it starts, which never sees the
 //! token.
@@ -10,8 +11,10 @@ use crate::channels::http::config::plan;
 use crate::channels::http::events::Hub;
 use crate::channels::http::listener::Bound;
 use crate::channels::http::metrics::Metrics;
+use crate::channels::http::threads::{Threads, SCHEDULED};
 use crate::channels::http::{router, Api};
 use crate::gateway::{Gateway, GatewaySettings};
+use crate::scheduler::daemon::{Daemon, Owner};
 use anyhow::Context;
 use std::path::Path;
 use std::sync::Arc;
@@ -75,8 +78,20 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         inbox.clone(),
         hub,
         metrics,
+        app.jobs.clone(),
         &http,
     ));
+    // Scheduled jobs and the heartbeat run here too, through the same gateway; without a
+    // Telegram chat to answer, they answer on an API thread.
+    let scheduled = Threads::new(app.db.clone())
+        .chat_of(SCHEDULED)
+        .context("creating the scheduled thread")?;
+    let mut setup = app.scheduler();
+    setup.owner = Some(Owner {
+        chat: scheduled,
+        session: gateway.session_key(scheduled),
+    });
+    let scheduler = Daemon::start(setup, gateway.clone(), shutdown.clone());
     let addr = bound
         .local_addr()
         .context("reading the listener's address")?;
@@ -90,6 +105,7 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
     gateway
         .shutdown(Duration::from_secs(http.shutdown_grace_secs))
         .await;
+    scheduler.stopped(Duration::from_secs(5)).await;
     signals.abort();
     if let Some(worker) = &app.worker {
         worker.shutdown(Duration::from_secs(30)).await;

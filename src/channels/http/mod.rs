@@ -9,7 +9,7 @@
 //! ever sent, so a web page elsewhere cannot read an answer.
 //!
 //! ```ignore
-//! let api = Api::new(gateway, db, inbox, &config.http);
+//! let api = Api::new(gateway, db, inbox, hub, metrics, jobs, &config.http);
 //! listener::serve(&plan, router(api, config.http.max_body_bytes), shutdown).await?;
 //! ```
 
@@ -19,6 +19,7 @@ pub mod channel;
 pub mod config;
 pub mod events;
 pub mod hooks;
+mod jobs;
 pub mod listener;
 mod live;
 pub mod metrics;
@@ -30,6 +31,7 @@ pub mod threads;
 use crate::db::{Database, DbError};
 use crate::gateway::store::{RunRow, RunStore};
 use crate::gateway::Gateway;
+use crate::scheduler::JobManager;
 use approvals::Inbox;
 use auth::{Auth, Refused};
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -60,6 +62,8 @@ pub struct Api {
     pub hooks: BTreeMap<String, HookConfig>,
     /// For the audit log.
     pub db: Arc<Database>,
+    /// The scheduled jobs (`/v1/jobs`), the store `warden cron` changes.
+    pub jobs: Arc<JobManager>,
 }
 
 /// How a webhook's payload is introduced to the model.
@@ -76,6 +80,7 @@ impl Api {
         inbox: Arc<Inbox>,
         hub: Arc<Hub>,
         metrics: Arc<Metrics>,
+        jobs: Arc<JobManager>,
         config: &HttpConfig,
     ) -> Api {
         Api {
@@ -87,6 +92,7 @@ impl Api {
             metrics,
             hooks: config.hooks.clone(),
             db: db.clone(),
+            jobs,
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
         }
     }
@@ -142,6 +148,8 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .route("/v1/openapi.json", get(routes::openapi))
         .route("/metrics", get(routes::metrics))
         .route("/v1/audit", get(routes::audit))
+        .route("/v1/jobs", get(jobs::list).post(jobs::add))
+        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::remove))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/healthz", get(routes::healthz))
