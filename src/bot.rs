@@ -5,7 +5,10 @@
 //! waits for messages.
 
 use crate::app::{prepare_workspace, App};
-use crate::channels::telegram::{self, TelegramBot, TelegramSetup, VoiceLimits};
+use crate::channels::http::config::plan;
+use crate::channels::http::listener::Bound;
+use crate::channels::http::{router, HttpParts};
+use crate::channels::telegram::{self, Beside, TelegramBot, TelegramSetup, VoiceLimits};
 use crate::config::Config;
 use crate::db::Database;
 use crate::egress::Grants;
@@ -111,6 +114,7 @@ impl BotApp {
                 .with_clock(Arc::new(SystemClock), self.scheduler.tz),
             host_grants: Grants::new(self.db.clone())
                 .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+            beside: None,
         }
     }
 
@@ -169,22 +173,64 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // `[http] listen`: the HTTP API too, checked like `warden serve` checks it.
+    let listen = match config.http.listen {
+        Some(_) => Some(plan(&config.http, None).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     runtime.block_on(async {
+        // A port in use or a bad certificate fails before any worker starts.
+        let bound = match &listen {
+            Some(plan) => Some(Bound::bind(plan).await.map_err(anyhow::Error::msg)?),
+            None => None,
+        };
         let app = BotApp::build(config, config_path).await?;
-        serve(app).await
+        serve(app, bound).await
     })
 }
 
-/// `warden bot`: run until SIGTERM or SIGINT.
-async fn serve(app: BotApp) -> anyhow::Result<i32> {
+/// `warden bot`: run until SIGTERM or SIGINT; with `bound`, serve the HTTP API there too,
+/// on the same gateway (an API thread and a Telegram chat are two chats of one queue, one
+/// store, one agent).
+async fn serve(app: BotApp, bound: Option<Bound>) -> anyhow::Result<i32> {
     // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let bot = TelegramBot::connect(app.telegram()).await?;
+    let http = bound.as_ref().map(|_| HttpParts::new(&app.config.http));
+    let mut setup = app.telegram();
+    if let Some(parts) = &http {
+        setup.beside = Some(Beside {
+            channel: parts.channel(),
+            approvals: parts.inbox.clone(),
+        });
+    }
+    let bot = TelegramBot::connect(setup).await?;
+    let listener = match (bound, &http) {
+        (Some(bound), Some(parts)) => {
+            let config = &app.config.http;
+            let api = parts.api(bot.gateway(), app.db.clone(), app.jobs.clone(), config);
+            let addr = bound
+                .local_addr()
+                .context("reading the listener's address")?;
+            let scheme = if bound.is_tls() { "https" } else { "http" };
+            eprintln!("warden bot: HTTP API on {scheme}://{addr}");
+            let (inbox, stop) = (parts.inbox.clone(), shutdown.clone());
+            let routes = router(api, config.max_body_bytes);
+            Some(tokio::spawn(async move {
+                bound.serve(routes, stop).await;
+                // API threads' runs waiting for an answer are denied as the gateway stops.
+                inbox.close();
+            }))
+        }
+        _ => None,
+    };
     // Scheduled jobs and the heartbeat go through the same gateway as the chats.
     let scheduler = Daemon::start(app.scheduler(), bot.gateway(), shutdown.clone());
     eprintln!("warden bot: polling Telegram (Ctrl-C or SIGTERM stops)");
     let result = bot.run(shutdown).await;
+    if let Some(listener) = listener {
+        let _ = listener.await;
+    }
     scheduler.stopped(Duration::from_secs(5)).await;
     signals.abort();
     // The worker aborts what is left and releases its sandboxes (Docker containers).

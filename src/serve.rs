@@ -5,19 +5,15 @@
 //! token.
 
 use crate::bot::{cancel_on_signal, BotApp};
-use crate::channels::http::approvals::Inbox;
-use crate::channels::http::channel::HttpChannel;
+use crate::channels::http::channel::SESSION_PREFIX;
 use crate::channels::http::config::plan;
-use crate::channels::http::events::Hub;
 use crate::channels::http::listener::Bound;
-use crate::channels::http::metrics::Metrics;
 use crate::channels::http::threads::{Threads, SCHEDULED};
-use crate::channels::http::{router, Api};
+use crate::channels::http::{router, HttpParts};
 use crate::gateway::{Gateway, GatewaySettings};
 use crate::scheduler::daemon::{Daemon, Owner};
 use anyhow::Context;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -42,24 +38,14 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
     let http = app.config.http.clone();
-    let hub = Arc::new(Hub::default());
-    let metrics = Arc::new(Metrics::new());
-    let inbox = Arc::new(
-        Inbox::new(Duration::from_secs(http.approval_timeout_secs.max(1)))
-            .with_hub(hub.clone())
-            .with_metrics(metrics.clone()),
-    );
+    let parts = HttpParts::new(&http);
     let gateway = Gateway::new(
         app.agent.clone(),
         app.db.clone(),
-        Arc::new(HttpChannel::new(
-            inbox.clone(),
-            hub.clone(),
-            metrics.clone(),
-        )),
+        parts.channel(),
         GatewaySettings {
             queue_depth: http.queue_depth,
-            session_prefix: "http".into(),
+            session_prefix: SESSION_PREFIX.into(),
             untrusted_folders: app.config.trust.untrusted_paths.clone(),
             min_free_bytes: app.config.telegram.min_free_mb.saturating_mul(1024 * 1024),
             scheduled_patience: Some(Duration::from_secs(
@@ -72,15 +58,7 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         .recover()
         .await
         .context("recovering unfinished runs")?;
-    let api = Arc::new(Api::new(
-        gateway.clone(),
-        app.db.clone(),
-        inbox.clone(),
-        hub,
-        metrics,
-        app.jobs.clone(),
-        &http,
-    ));
+    let api = parts.api(gateway.clone(), app.db.clone(), app.jobs.clone(), &http);
     // Scheduled jobs and the heartbeat run here too, through the same gateway; without a
     // Telegram chat to answer, they answer on an API thread.
     let scheduled = Threads::new(app.db.clone())
@@ -101,7 +79,7 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         .serve(router(api, http.max_body_bytes), shutdown.clone())
         .await;
     tracing::info!("stopping: waiting for running agents");
-    inbox.close();
+    parts.inbox.close();
     gateway
         .shutdown(Duration::from_secs(http.shutdown_grace_secs))
         .await;

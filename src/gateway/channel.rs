@@ -43,7 +43,7 @@ pub trait Channel: Send + Sync + 'static {
 
     /// The messages `text` (markdown) is sent as: split the same way every time, so a restart
     /// can go on where the last process stopped.
-    fn parts(&self, text: &str) -> Vec<String>;
+    fn parts(&self, chat_id: i64, text: &str) -> Vec<String>;
 
     /// Send part `index` (from 0) of `parts(text)` to the run's chat; part 0 replies to the
     /// run's message and replaces its draft, if it has one. `again`: an earlier try of this part may have arrived (a restart
@@ -62,6 +62,12 @@ pub trait Channel: Send + Sync + 'static {
     /// share it) are that channel's to finish and deliver.
     fn serves(&self, _chat_id: i64) -> bool {
         true
+    }
+
+    /// The prefix of `chat_id`'s session key when it is not the gateway's own (an API thread
+    /// is `http:<chat>` whichever process serves it).
+    fn session_prefix(&self, _chat_id: i64) -> Option<&'static str> {
+        None
     }
 }
 

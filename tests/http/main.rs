@@ -5,6 +5,7 @@
 mod support;
 
 mod api;
+mod bot;
 mod jobs;
 
 use std::time::Duration;

@@ -12,6 +12,10 @@ use crate::tools::approval::Approver;
 use async_trait::async_trait;
 use std::sync::Arc;
 
+/// The prefix of an API thread's session key (`http:<chat>`), in `warden serve` and in
+/// `warden bot` alike: one thread is one session whichever process serves it.
+pub const SESSION_PREFIX: &str = "http";
+
 pub struct HttpChannel {
     inbox: Arc<Inbox>,
     hub: Arc<Hub>,
@@ -48,8 +52,12 @@ impl Channel for HttpChannel {
     }
 
     /// One part: the stored answer is the whole answer.
-    fn parts(&self, text: &str) -> Vec<String> {
+    fn parts(&self, _chat_id: i64, text: &str) -> Vec<String> {
         vec![text.to_string()]
+    }
+
+    fn session_prefix(&self, chat_id: i64) -> Option<&'static str> {
+        Threads::is_thread(chat_id).then_some(SESSION_PREFIX)
     }
 
     async fn send_part(

@@ -232,6 +232,10 @@ pub async fn answer_approval(
     };
     match api.inbox.answer(&id, approve) {
         Answered::Done => Ok(Json(json!({ "id": id, "decision": decision })).into_response()),
+        Answered::Elsewhere(who) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("approval {id} was decided already ({who})"),
+        )),
         Answered::NotWaiting => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!(

@@ -116,6 +116,7 @@ impl Channel for TelegramChannel {
         Box::new(TelegramView {
             approver: Arc::new(ChatApprover {
                 approvals: self.approvals.clone(),
+                run_id: run.run_id,
                 tg: self.tg.clone(),
                 chat_id: run.chat_id,
                 topic: run.topic,
@@ -130,7 +131,7 @@ impl Channel for TelegramChannel {
         })
     }
 
-    fn parts(&self, text: &str) -> Vec<String> {
+    fn parts(&self, _chat_id: i64, text: &str) -> Vec<String> {
         Telegram::parts(text)
     }
 
