@@ -87,6 +87,25 @@ async fn an_approval_answered_over_http_lets_the_run_finish_with_the_answer() {
     ] {
         assert_eq!(samples.get(series), Some(&value), "{series} in\n{metrics}");
     }
+    // Measured in the agent worker, carried back on its event messages: one latency per
+    // model call the fake answered, their tokens, and the jail's start of `rm`.
+    let model_calls = s.llm.requests().len() as f64;
+    assert_eq!(
+        samples.get("warden_llm_latency_seconds_count"),
+        Some(&model_calls),
+        "{metrics}"
+    );
+    assert!(samples["warden_llm_latency_seconds_sum"] > 0.0, "{metrics}");
+    for kind in ["input", "output"] {
+        let tokens = samples[&format!("warden_llm_tokens_total{{kind=\"{kind}\"}}")];
+        assert!(tokens >= model_calls, "{kind} tokens: {metrics}");
+    }
+    let starts = samples["warden_sandbox_start_seconds_count{backend=\"host\"}"];
+    assert!(
+        starts >= 1.0,
+        "the approved rm started in the host jail: {metrics}"
+    );
+    assert!(samples["warden_sandbox_start_seconds_sum{backend=\"host\"}"] > 0.0);
     assert_eq!(s.api.with_token(None).get("/metrics").await.status, 401);
 
     // And in the audit log, each call with its decision.

@@ -6,7 +6,7 @@ use super::approvals::{Inbox, RunApprover};
 use super::events::{Hub, RunEvent};
 use super::metrics::Metrics;
 use super::threads::Threads;
-use crate::agent::{EventFn, RunControl};
+use crate::agent::{AgentEvent, EventFn, RunControl};
 use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
 use crate::tools::approval::Approver;
 use async_trait::async_trait;
@@ -88,7 +88,9 @@ impl RunView for HttpRunView {
         let (hub, metrics, run_id) = (self.hub.clone(), self.metrics.clone(), self.run_id);
         Arc::new(move |event| {
             metrics.on_event(&event);
-            hub.publish(run_id, RunEvent::Agent(event));
+            if !matches!(event, AgentEvent::Measured(_)) {
+                hub.publish(run_id, RunEvent::Agent(event));
+            }
         })
     }
 
