@@ -4,8 +4,13 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+/// Only this suite drives a browser.
+#[path = "../support/cdp.rs"]
+mod cdp;
+
 mod api;
 mod bot;
+mod dashboard;
 mod jobs;
 
 use std::time::Duration;

@@ -17,6 +17,7 @@ pub mod approvals;
 pub mod auth;
 pub mod channel;
 pub mod config;
+pub mod dashboard;
 pub mod events;
 pub mod hooks;
 mod jobs;
@@ -64,6 +65,10 @@ pub struct Api {
     pub db: Arc<Database>,
     /// The scheduled jobs (`/v1/jobs`), the store `warden cron` changes.
     pub jobs: Arc<JobManager>,
+    /// The dashboard's sign-ins.
+    pub sessions: dashboard::sessions::Sessions,
+    /// Whether the listener speaks TLS (the session cookie is then `Secure`).
+    pub tls: bool,
 }
 
 /// The HTTP channel's own pieces, made before the gateway they serve (`warden serve` and
@@ -148,6 +153,8 @@ impl Api {
             hooks: config.hooks.clone(),
             db: db.clone(),
             jobs,
+            sessions: Default::default(),
+            tls: config.tls_cert.is_some() && config.tls_key.is_some(),
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
         }
     }
@@ -208,6 +215,12 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/healthz", get(routes::healthz))
+        // The dashboard's page, assets and sign-in; its data comes from the routes above.
+        .route("/", get(dashboard::page))
+        .route("/ui/app.js", get(dashboard::script))
+        .route("/ui/app.css", get(dashboard::style))
+        .route("/login", post(dashboard::sign_in))
+        .route("/logout", post(dashboard::sign_out))
         // Signed with the hook's own secret instead of the token.
         .route("/v1/hooks/{name}", post(hooks::deliver))
         .merge(protected)
@@ -218,6 +231,20 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
 }
 
 async fn require_token(State(api): State<Arc<Api>>, request: Request, next: Next) -> Response {
+    // The dashboard's session, when there is no token (a token always decides alone).
+    if !request.headers().contains_key(header::AUTHORIZATION) {
+        match dashboard::session_auth(&api.sessions, &request) {
+            dashboard::SessionAuth::Ok => return next.run(request).await,
+            dashboard::SessionAuth::NoCsrf => {
+                return routes::ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "missing or wrong CSRF token (X-CSRF-Token)",
+                )
+                .into_response()
+            }
+            dashboard::SessionAuth::None => {}
+        }
+    }
     let peer = request
         .extensions()
         .get::<Peer>()
@@ -255,9 +282,18 @@ async fn safe_headers(mut response: Response) -> impl IntoResponse {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    if !headers.contains_key(header::REFERRER_POLICY) {
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+    }
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(dashboard::CSP),
+        );
+    }
     response
 }
