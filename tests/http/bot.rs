@@ -153,3 +153,31 @@ async fn an_http_answer_after_telegrams_is_refused_with_409() {
     );
     assert!(b.request_now(&request).shown().contains("Denied by"));
 }
+
+#[test]
+fn doctor_shows_the_listener_warden_bot_serves() {
+    let home = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let dir = home.path().join(".warden");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("WARDEN_HTTP_TOKEN", API_TOKEN)
+        .args(["doctor", "--offline"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = format!("`warden serve` and `warden bot` listen on http://127.0.0.1:{port}");
+    assert!(
+        text.contains(&want),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
