@@ -43,7 +43,12 @@ pub trait Channel: Send + Sync + 'static {
 
     /// The messages `text` (markdown) is sent as: split the same way every time, so a restart
     /// can go on where the last process stopped.
-    fn parts(&self, chat_id: i64, text: &str) -> Vec<String>;
+    fn parts(&self, text: &str) -> Vec<String>;
+
+    /// The parts for chat `chat_id` (where channels share a gateway, each splits its own).
+    fn parts_for(&self, _chat_id: i64, text: &str) -> Vec<String> {
+        self.parts(text)
+    }
 
     /// Send part `index` (from 0) of `parts(text)` to the run's chat; part 0 replies to the
     /// run's message and replaces its draft, if it has one. `again`: an earlier try of this part may have arrived (a restart

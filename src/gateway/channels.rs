@@ -35,8 +35,13 @@ impl Channel for Channels {
         self.of(run.chat_id).open_run(run, control, draft)
     }
 
-    fn parts(&self, chat_id: i64, text: &str) -> Vec<String> {
-        self.of(chat_id).parts(chat_id, text)
+    /// The catch-all channel's parts; the gateway asks [`Channel::parts_for`].
+    fn parts(&self, text: &str) -> Vec<String> {
+        self.channels[self.channels.len() - 1].parts(text)
+    }
+
+    fn parts_for(&self, chat_id: i64, text: &str) -> Vec<String> {
+        self.of(chat_id).parts_for(chat_id, text)
     }
 
     async fn send_part(

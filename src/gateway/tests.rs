@@ -121,7 +121,7 @@ impl Channel for Recorder {
         Box::new(View)
     }
     /// Paragraphs are parts.
-    fn parts(&self, _chat_id: i64, text: &str) -> Vec<String> {
+    fn parts(&self, text: &str) -> Vec<String> {
         text.split("\n\n").map(str::to_string).collect()
     }
     async fn send_part(

@@ -52,7 +52,7 @@ impl Channel for HttpChannel {
     }
 
     /// One part: the stored answer is the whole answer.
-    fn parts(&self, _chat_id: i64, text: &str) -> Vec<String> {
+    fn parts(&self, text: &str) -> Vec<String> {
         vec![text.to_string()]
     }
 

@@ -131,7 +131,7 @@ impl Channel for TelegramChannel {
         })
     }
 
-    fn parts(&self, _chat_id: i64, text: &str) -> Vec<String> {
+    fn parts(&self, text: &str) -> Vec<String> {
         Telegram::parts(text)
     }
 
