@@ -1,8 +1,7 @@
 //! `warden serve`: the gateway with the HTTP control API and the scheduler (jobs and the
-//! heartbeat), no Telegram needed. It is built like
-//! `warden bot` (see [`crate::bot`]): this process holds the durable queues, the approvals and
-//! the API's token; agents run in a `warden-full agent-worker` it starts, which never sees the
-//! token.
+//! heartbeat), no Telegram needed. It is built like `warden bot` (see [`crate::bot`]): this
+//! process holds the durable queues, the approvals and the API's token; agents run in a
+//! `warden-full agent-worker` it starts, which never sees the token.
 
 use crate::bot::{cancel_on_signal, BotApp};
 use crate::channels::http::channel::SESSION_PREFIX;

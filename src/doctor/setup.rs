@@ -257,8 +257,8 @@ fn telegram(config: &Config, offline: bool) -> Check {
 }
 
 /// The HTTP API's listener (`warden serve`, and `warden bot` with `[http] listen`): where it
-/// would listen, whether its token and TLS files are
-/// usable, and (online) whether something listens there now.
+/// would listen, whether its token and TLS files are usable, and (online) whether something
+/// listens there now.
 fn http(config: &Config, offline: bool) -> Check {
     use crate::channels::http::config::{plan, Transport};
     let http = &config.http;
