@@ -14,9 +14,11 @@ use crate::db::Database;
 use crate::egress::Grants;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
+use crate::mcp::servers::McpServers;
 use crate::policy::paths::PathPolicy;
 use crate::scheduler::daemon::{Daemon, DaemonSetup, Owner};
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::skills::settings::SkillSettings;
 use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use anyhow::Context;
@@ -96,6 +98,15 @@ impl BotApp {
             supports_images,
             voice,
         })
+    }
+
+    /// The configured MCP servers and the skill settings, for the HTTP API's read-only
+    /// listings: prepared once here (this writes the bundled skills' copies), never per
+    /// request. Nothing is started.
+    pub fn listed_grants(&self) -> anyhow::Result<Arc<McpServers>> {
+        let workspace = prepare_workspace(&self.config.workspace)?;
+        let settings = Arc::new(SkillSettings::prepare(&self.config, &workspace)?);
+        Ok(McpServers::new(&self.config.mcp, settings, self.db.clone()))
     }
 
     /// What the Telegram channel needs.
@@ -208,7 +219,13 @@ async fn serve(app: BotApp, bound: Option<Bound>) -> anyhow::Result<i32> {
     let listener = match (bound, &http) {
         (Some(bound), Some(parts)) => {
             let config = &app.config.http;
-            let api = parts.api(bot.gateway(), app.db.clone(), app.jobs.clone(), config);
+            let api = parts.api(
+                bot.gateway(),
+                app.db.clone(),
+                app.jobs.clone(),
+                app.listed_grants()?,
+                config,
+            );
             let addr = bound
                 .local_addr()
                 .context("reading the listener's address")?;

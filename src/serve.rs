@@ -57,7 +57,13 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         .recover()
         .await
         .context("recovering unfinished runs")?;
-    let api = parts.api(gateway.clone(), app.db.clone(), app.jobs.clone(), &http);
+    let api = parts.api(
+        gateway.clone(),
+        app.db.clone(),
+        app.jobs.clone(),
+        app.listed_grants()?,
+        &http,
+    );
     // Scheduled jobs and the heartbeat run here too, through the same gateway; without a
     // Telegram chat to answer, they answer on an API thread.
     let scheduled = Threads::new(app.db.clone())

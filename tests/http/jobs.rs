@@ -81,6 +81,39 @@ async fn a_job_added_over_http_is_listed_fires_on_its_thread_and_is_removed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_with_the_id_in_the_query_removes_the_job_too() {
+    let s = start("").await;
+    let mut ids = Vec::new();
+    for name in ["one", "two"] {
+        let added = s
+            .api
+            .post(
+                "/v1/jobs",
+                json!({"thread": "t", "name": name, "every": "1h", "prompt": "p"}),
+            )
+            .await;
+        assert_eq!(added.status, 201, "{}", added.body);
+        ids.push(added.body["id"].as_i64().unwrap());
+    }
+    let removed = s.api.delete(&format!("/v1/jobs?id={}", ids[0])).await;
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    assert_eq!(removed.body["id"], ids[0]);
+    assert_eq!(removed.body["name"], "one");
+    assert_eq!(job_ids(&s.api).await, [ids[1]]);
+    // The same refusals as the path form.
+    let again = s.api.delete(&format!("/v1/jobs?id={}", ids[0])).await;
+    assert_eq!(again.status, 404, "{}", again.body);
+    let none = s.api.delete("/v1/jobs").await;
+    assert_eq!(none.status, 400, "{}", none.body);
+    assert!(none.body["error"].as_str().unwrap().contains("id"));
+    assert_eq!(s.api.delete("/v1/jobs?id=abc").await.status, 404);
+    let anonymous = s.api.with_token(None);
+    let refused = anonymous.delete(&format!("/v1/jobs?id={}", ids[1])).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(job_ids(&s.api).await, [ids[1]]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_jobs_are_refused_with_the_schedulers_reasons() {
     let s = start("[scheduler]\nmin_interval_secs = 300\n").await;
     let cases = [

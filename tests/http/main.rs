@@ -11,6 +11,7 @@ mod cdp;
 mod api;
 mod bot;
 mod dashboard;
+mod grants;
 mod jobs;
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `GET|POST /v1/jobs`, `GET|DELETE /v1/jobs/{id}`: the scheduled jobs, as `warden cron`
+//! `GET|POST /v1/jobs`, `GET|DELETE /v1/jobs/{id}` (and `DELETE /v1/jobs?id=ID`): the scheduled jobs, as `warden cron`
 //! lists, adds and removes them — the same [`JobManager`], so the same checks (schedule,
 //! minimum interval, prompt length, job limit) refuse the same things in the same words.
 //! A job added here runs on an API thread: its answers are that thread's runs.
@@ -8,7 +8,7 @@ use super::threads::check_name;
 use crate::scheduler::listing::job_json;
 use crate::scheduler::{JobError, JobRequest, Target};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -99,6 +99,23 @@ pub async fn add(State(api): Shared, job: Result<Json<NewJob>, JsonRejection>) -
 }
 
 pub async fn remove(State(api): Shared, Path(id): Path<String>) -> Answer {
+    let job = api.jobs.remove(job_id(&id)?).map_err(refused)?;
+    Ok(Json(job_json(&job)).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct JobQuery {
+    id: Option<String>,
+}
+
+/// `DELETE /v1/jobs?id=ID`: the same as `DELETE /v1/jobs/{id}`.
+pub async fn remove_by_query(State(api): Shared, Query(query): Query<JobQuery>) -> Answer {
+    let Some(id) = query.id.filter(|id| !id.is_empty()) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "say which job: DELETE /v1/jobs?id=ID (or /v1/jobs/ID)",
+        ));
+    };
     let job = api.jobs.remove(job_id(&id)?).map_err(refused)?;
     Ok(Json(job_json(&job)).into_response())
 }

@@ -9,7 +9,7 @@
 //! ever sent, so a web page elsewhere cannot read an answer.
 //!
 //! ```ignore
-//! let api = Api::new(gateway, db, inbox, hub, metrics, jobs, &config.http);
+//! let api = Api::new(gateway, db, inbox, hub, metrics, jobs, mcp, &config.http);
 //! listener::serve(&plan, router(api, config.http.max_body_bytes), shutdown).await?;
 //! ```
 
@@ -19,6 +19,7 @@ pub mod channel;
 pub mod config;
 pub mod dashboard;
 pub mod events;
+mod grants;
 pub mod hooks;
 mod jobs;
 pub mod listener;
@@ -32,6 +33,7 @@ pub mod threads;
 use crate::db::{Database, DbError};
 use crate::gateway::store::{RunRow, RunStore};
 use crate::gateway::Gateway;
+use crate::mcp::servers::McpServers;
 use crate::scheduler::JobManager;
 use approvals::Inbox;
 use auth::{Auth, Refused};
@@ -65,6 +67,9 @@ pub struct Api {
     pub db: Arc<Database>,
     /// The scheduled jobs (`/v1/jobs`), the store `warden cron` changes.
     pub jobs: Arc<JobManager>,
+    /// The MCP servers as configured and the skill settings, prepared once at start-up (for
+    /// the read-only listings; the gateway starts none of them).
+    pub mcp: Arc<McpServers>,
     /// The dashboard's sign-ins.
     pub sessions: dashboard::sessions::Sessions,
     /// Whether the listener speaks TLS (the session cookie is then `Secure`).
@@ -112,6 +117,7 @@ impl HttpParts {
         gateway: Gateway,
         db: Arc<Database>,
         jobs: Arc<JobManager>,
+        mcp: Arc<McpServers>,
         config: &HttpConfig,
     ) -> Arc<Api> {
         Arc::new(Api::new(
@@ -121,6 +127,7 @@ impl HttpParts {
             self.hub.clone(),
             self.metrics.clone(),
             jobs,
+            mcp,
             config,
         ))
     }
@@ -141,6 +148,7 @@ impl Api {
         hub: Arc<Hub>,
         metrics: Arc<Metrics>,
         jobs: Arc<JobManager>,
+        mcp: Arc<McpServers>,
         config: &HttpConfig,
     ) -> Api {
         Api {
@@ -153,6 +161,7 @@ impl Api {
             hooks: config.hooks.clone(),
             db: db.clone(),
             jobs,
+            mcp,
             sessions: Default::default(),
             tls: config.tls_cert.is_some() && config.tls_key.is_some(),
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
@@ -210,8 +219,15 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .route("/v1/openapi.json", get(routes::openapi))
         .route("/metrics", get(routes::metrics))
         .route("/v1/audit", get(routes::audit))
-        .route("/v1/jobs", get(jobs::list).post(jobs::add))
+        .route(
+            "/v1/jobs",
+            get(jobs::list)
+                .post(jobs::add)
+                .delete(jobs::remove_by_query),
+        )
         .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::remove))
+        .route("/v1/skills", get(grants::skills))
+        .route("/v1/mcp", get(grants::mcp))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/healthz", get(routes::healthz))
