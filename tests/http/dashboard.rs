@@ -5,7 +5,9 @@
 //! target/dashboard.png.
 
 use crate::cdp::{chromium, Browser};
+use crate::grants::install_skill;
 use crate::start;
+use crate::support::skills::SkillEnv;
 use crate::support::warden_serve::API_TOKEN;
 use crate::WAIT;
 use serde_json::json;
@@ -187,6 +189,9 @@ async fn in_a_real_browser_sign_in_approve_and_see_the_run_finish() {
     }
     let s = start("").await;
     let base = s.api.base.clone();
+    // A granted skill, to see among the grants.
+    let fixtures = SkillEnv::new("");
+    install_skill(s.home.path(), &fixtures, "weather");
     let id = s.api.message("home", "run: rm -r somedir").await;
     s.api.wait_approval(&id, WAIT).await;
 
@@ -229,6 +234,27 @@ async fn in_a_real_browser_sign_in_approve_and_see_the_run_finish() {
             WAIT,
         )
         .await;
+    // The skills, read-only: the granted one by name, its grant and what it may do, as text.
+    let skill = browser
+        .wait_for(
+            "(() => { const r = [...document.querySelectorAll('#skills tbody tr')] \
+             .find(r => r.children[0].textContent === 'weather'); \
+             return r ? r.innerText : ''; })()",
+            WAIT,
+        )
+        .await;
+    let skill = skill.as_str().unwrap();
+    assert!(
+        skill.contains("granted") && skill.contains("api.example.test"),
+        "{skill}"
+    );
+    assert_eq!(
+        browser
+            .eval("document.querySelectorAll('#skills td *, #mcp td *').length")
+            .await,
+        json!(0),
+        "only text in the cells"
+    );
     let run = s.api.get(&format!("/v1/runs/{id}")).await.body;
     assert_eq!(run["status"], "succeeded", "{run}");
     assert!(

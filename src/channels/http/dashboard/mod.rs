@@ -1,7 +1,8 @@
 //! The web dashboard at `/`: sign in with the API token, then the runs (live), the approvals
-//! inbox with Approve / Deny, the audit log and the scheduled jobs. Plain HTML, one script
-//! and one style sheet, all embedded in the binary and served from here: the page loads
-//! nothing from anywhere else, and its Content-Security-Policy (see [`CSP`]) would refuse it.
+//! inbox with Approve / Deny, the audit log, the scheduled jobs, and the skills and MCP
+//! servers with their grants (read-only). Plain HTML, one script and one style sheet, all
+//! embedded in the binary and served from here: the page loads nothing from anywhere else,
+//! and its Content-Security-Policy (see [`CSP`]) would refuse it.
 //!
 //! The page calls the same JSON endpoints as scripts do, signed in by its session cookie
 //! instead of the Bearer token ([`session_auth`]); every state-changing call carries the

@@ -136,5 +136,26 @@ async function refresh() {
   return pending;
 }
 
+// Skills and MCP grants change rarely (and listing skills hashes their files): read them
+// when the page opens and once a minute.
+async function refreshGrants() {
+  try {
+    const [skills, mcp] = await Promise.all([api("/v1/skills"), api("/v1/mcp")]);
+    fill("skills", skills.skills, (k) => [
+      [k.name], [k.source],
+      [k.invalid ? `invalid: ${k.invalid}` : (k.grant && k.grant.status), k.granted ? "granted" : ""],
+      [(k.allows || []).join("\n"), "lines"],
+    ]);
+    fill("mcp", mcp.servers, (m) => [
+      [m.name], [m.server], [m.status, m.granted ? "granted" : ""],
+      [(m.tools || []).map((t) => `${t.name}: ${t.decision}`).join("\n"), "lines"],
+    ]);
+  } catch (e) {
+    document.getElementById("live").textContent = `skills and MCP not read: ${e.message}`;
+  }
+}
+
 refresh();
+refreshGrants();
 setInterval(refresh, 3000);
+setInterval(refreshGrants, 60000);
