@@ -9,7 +9,7 @@
 //! ever sent, so a web page elsewhere cannot read an answer.
 //!
 //! ```ignore
-//! let api = Api::new(gateway, db, inbox, hub, metrics, jobs, mcp, &config.http);
+//! let api = parts.api(gateway, db, jobs, mcp, &config.http);
 //! listener::serve(&plan, router(api, config.http.max_body_bytes), shutdown).await?;
 //! ```
 
@@ -120,16 +120,7 @@ impl HttpParts {
         mcp: Arc<McpServers>,
         config: &HttpConfig,
     ) -> Arc<Api> {
-        Arc::new(Api::new(
-            gateway,
-            db,
-            self.inbox.clone(),
-            self.hub.clone(),
-            self.metrics.clone(),
-            jobs,
-            mcp,
-            config,
-        ))
+        Arc::new(Api::new(gateway, db, self, jobs, mcp, config))
     }
 }
 
@@ -144,9 +135,7 @@ impl Api {
     pub fn new(
         gateway: Gateway,
         db: Arc<Database>,
-        inbox: Arc<Inbox>,
-        hub: Arc<Hub>,
-        metrics: Arc<Metrics>,
+        parts: &HttpParts,
         jobs: Arc<JobManager>,
         mcp: Arc<McpServers>,
         config: &HttpConfig,
@@ -155,9 +144,9 @@ impl Api {
             gateway,
             store: RunStore::new(db.clone()),
             threads: Threads::new(db.clone()),
-            inbox,
-            hub,
-            metrics,
+            inbox: parts.inbox.clone(),
+            hub: parts.hub.clone(),
+            metrics: parts.metrics.clone(),
             hooks: config.hooks.clone(),
             db: db.clone(),
             jobs,
