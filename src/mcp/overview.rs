@@ -118,3 +118,67 @@ pub fn tool_decision(server: &ServerConfig, tool: &ToolDesc) -> &'static str {
         None => "asks each time (not marked read-only)",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skills::manifest::Bounds;
+
+    #[test]
+    fn an_http_servers_header_values_are_never_shown() {
+        let config = ServerConfig {
+            url: Some("https://docs.example/mcp".into()),
+            headers: [(
+                "Authorization".to_string(),
+                "Bearer {secret:DOCS_TOKEN}".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let bounds = Bounds {
+            timeout_secs: 60,
+            limits: Default::default(),
+        };
+        let def = ServerDef::load("docs", &config, &bounds, crate::sandbox::Backend::Host).unwrap();
+        let mut json = json!({});
+        describe_def(&def, &mut json);
+        assert_eq!(json["transport"], "http");
+        assert_eq!(json["url"], "https://docs.example/mcp");
+        assert_eq!(json["headers"], json!(["Authorization"]));
+        assert!(!json.to_string().contains("Bearer"), "{json}");
+    }
+
+    #[test]
+    fn the_config_decides_before_the_read_only_mark() {
+        let tool = |name: &str, read_only| ToolDesc {
+            name: name.into(),
+            description: String::new(),
+            input_schema: json!({}),
+            read_only,
+        };
+        let config = ServerConfig {
+            tools: [
+                ("search".to_string(), Decision::Deny),
+                ("write".to_string(), Decision::Allow),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            tool_decision(&config, &tool("search", true)),
+            "never called (config)"
+        );
+        assert_eq!(
+            tool_decision(&config, &tool("write", false)),
+            "allowed (config)"
+        );
+        assert_eq!(
+            tool_decision(&config, &tool("list", true)),
+            "allowed (marked read-only)"
+        );
+        assert_eq!(
+            tool_decision(&config, &tool("delete", false)),
+            "asks each time (not marked read-only)"
+        );
+    }
+}
