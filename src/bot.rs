@@ -5,16 +5,21 @@
 //! waits for messages.
 
 use crate::app::{prepare_workspace, App};
+use crate::channels::http::config::plan;
+use crate::channels::http::listener::Bound;
+use crate::channels::http::{router, HttpParts};
 use crate::channels::slack::{self, SlackBot, SlackSetup};
-use crate::channels::telegram::{self, TelegramBot, TelegramSetup, VoiceLimits};
+use crate::channels::telegram::{self, Beside, TelegramBot, TelegramSetup, VoiceLimits};
 use crate::config::Config;
 use crate::db::Database;
 use crate::egress::Grants;
 use crate::gateway::worker::{WorkerAgent, WorkerCommand};
 use crate::gateway::AgentRunner;
+use crate::mcp::servers::McpServers;
 use crate::policy::paths::PathPolicy;
-use crate::scheduler::daemon::{Daemon, DaemonSetup};
+use crate::scheduler::daemon::{Daemon, DaemonSetup, Owner};
 use crate::scheduler::{JobManager, Settings, SystemClock};
+use crate::skills::settings::SkillSettings;
 use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use anyhow::Context;
@@ -96,6 +101,15 @@ impl BotApp {
         })
     }
 
+    /// The configured MCP servers and the skill settings, for the HTTP API's read-only
+    /// listings: prepared once here (this writes the bundled skills' copies), never per
+    /// request. Nothing is started.
+    pub fn listed_grants(&self) -> anyhow::Result<Arc<McpServers>> {
+        let workspace = prepare_workspace(&self.config.workspace)?;
+        let settings = Arc::new(SkillSettings::prepare(&self.config, &workspace)?);
+        Ok(McpServers::new(&self.config.mcp, settings, self.db.clone()))
+    }
+
     /// What the Telegram channel needs.
     pub fn telegram(&self) -> TelegramSetup<'_> {
         TelegramSetup {
@@ -112,6 +126,7 @@ impl BotApp {
                 .with_clock(Arc::new(SystemClock), self.scheduler.tz),
             host_grants: Grants::new(self.db.clone())
                 .with_clock(Arc::new(SystemClock), self.scheduler.tz),
+            beside: None,
         }
     }
 
@@ -134,7 +149,7 @@ impl BotApp {
     pub fn scheduler(&self) -> DaemonSetup<'_> {
         DaemonSetup {
             settings: &self.scheduler,
-            allowed_users: &self.config.telegram.allowed_users,
+            owner: Owner::telegram(&self.config.telegram.allowed_users),
             jobs: &self.jobs,
             paths: &self.paths,
             db: &self.db,
@@ -185,9 +200,19 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<i32> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // `[http] listen`: the HTTP API too, checked like `warden serve` checks it.
+    let listen = match config.http.listen {
+        Some(_) => Some(plan(&config.http, None).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     runtime.block_on(async {
+        // A port in use or a bad certificate fails before any worker starts.
+        let bound = match &listen {
+            Some(plan) => Some(Bound::bind(plan).await.map_err(anyhow::Error::msg)?),
+            None => None,
+        };
         let app = BotApp::build(config, config_path).await?;
-        serve(app).await
+        serve(app, bound).await
     })
 }
 
@@ -214,19 +239,62 @@ pub fn channels_to_run(config: &Config) -> Result<(bool, bool), String> {
     Ok((telegram_on, slack_on))
 }
 
-/// `warden bot`: run until SIGTERM or SIGINT.
-async fn serve(app: BotApp) -> anyhow::Result<i32> {
+/// `warden bot`: run until SIGTERM or SIGINT; with `bound`, serve the HTTP API there too,
+/// on Telegram's gateway (an API thread and a Telegram chat are two chats of one queue, one
+/// store, one agent).
+async fn serve(app: BotApp, bound: Option<Bound>) -> anyhow::Result<i32> {
     // Watch signals first: recovery may start runs, and those deserve a graceful stop too.
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
     let (telegram_on, slack_on) = channels_to_run(&app.config).map_err(anyhow::Error::msg)?;
+    if bound.is_some() && !telegram_on {
+        anyhow::bail!(
+            "[http] listen: warden bot serves the HTTP API on the Telegram channel's gateway, \
+             and Telegram is not set up; run `warden serve` beside the Slack bot for the API"
+        );
+    }
+    let http = bound.as_ref().map(|_| HttpParts::new(&app.config.http));
     let telegram = match telegram_on {
-        true => Some(TelegramBot::connect(app.telegram()).await?),
+        true => {
+            let mut setup = app.telegram();
+            if let Some(parts) = &http {
+                setup.beside = Some(Beside {
+                    channel: parts.channel(),
+                    approvals: parts.inbox.clone(),
+                });
+            }
+            Some(TelegramBot::connect(setup).await?)
+        }
         false => None,
     };
     let slack = match slack_on {
         true => Some(SlackBot::connect(app.slack()).await?),
         false => None,
+    };
+    let listener = match (bound, &http, &telegram) {
+        (Some(bound), Some(parts), Some(bot)) => {
+            let config = &app.config.http;
+            let api = parts.api(
+                bot.gateway(),
+                app.db.clone(),
+                app.jobs.clone(),
+                app.listed_grants()?,
+                config,
+            );
+            let addr = bound
+                .local_addr()
+                .context("reading the listener's address")?;
+            let scheme = if bound.is_tls() { "https" } else { "http" };
+            eprintln!("warden bot: HTTP API on {scheme}://{addr}");
+            let (inbox, stop) = (parts.inbox.clone(), shutdown.clone());
+            let routes = router(api, config.max_body_bytes);
+            Some(tokio::spawn(async move {
+                bound.serve(routes, stop).await;
+                // API threads' runs waiting for an answer are denied as the gateway stops.
+                inbox.close();
+            }))
+        }
+        _ => None,
     };
     // Scheduled jobs and the heartbeat go through the same gateway as the chats (Telegram's:
     // the jobs answer its owner).
@@ -261,6 +329,9 @@ async fn serve(app: BotApp) -> anyhow::Result<i32> {
     };
     let (telegram_result, slack_result) = tokio::join!(telegram_run, slack_run);
     let result = telegram_result.and(slack_result);
+    if let Some(listener) = listener {
+        let _ = listener.await;
+    }
     if let Some(scheduler) = scheduler {
         scheduler.stopped(Duration::from_secs(5)).await;
     }

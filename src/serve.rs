@@ -1,20 +1,18 @@
-//! `warden serve`: the gateway with the HTTP control API, no Telegram needed. It is built like
-//! `warden bot` (see [`crate::bot`]): this process holds the durable queues, the approvals and
-//! the API's token; agents run in a `warden-full agent-worker` it starts, which never sees the
-//! token.
+//! `warden serve`: the gateway with the HTTP control API and the scheduler (jobs and the
+//! heartbeat), no Telegram needed. It is built like `warden bot` (see [`crate::bot`]): this
+//! process holds the durable queues, the approvals and the API's token; agents run in a
+//! `warden-full agent-worker` it starts, which never sees the token.
 
 use crate::bot::{cancel_on_signal, BotApp};
-use crate::channels::http::approvals::Inbox;
-use crate::channels::http::channel::HttpChannel;
+use crate::channels::http::channel::SESSION_PREFIX;
 use crate::channels::http::config::plan;
-use crate::channels::http::events::Hub;
 use crate::channels::http::listener::Bound;
-use crate::channels::http::metrics::Metrics;
-use crate::channels::http::{router, Api};
+use crate::channels::http::threads::{Threads, SCHEDULED};
+use crate::channels::http::{router, HttpParts};
 use crate::gateway::{Gateway, GatewaySettings};
+use crate::scheduler::daemon::{Daemon, Owner};
 use anyhow::Context;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -39,24 +37,14 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
     let shutdown = CancellationToken::new();
     let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
     let http = app.config.http.clone();
-    let hub = Arc::new(Hub::default());
-    let metrics = Arc::new(Metrics::new());
-    let inbox = Arc::new(
-        Inbox::new(Duration::from_secs(http.approval_timeout_secs.max(1)))
-            .with_hub(hub.clone())
-            .with_metrics(metrics.clone()),
-    );
+    let parts = HttpParts::new(&http);
     let gateway = Gateway::new(
         app.agent.clone(),
         app.db.clone(),
-        Arc::new(HttpChannel::new(
-            inbox.clone(),
-            hub.clone(),
-            metrics.clone(),
-        )),
+        parts.channel(),
         GatewaySettings {
             queue_depth: http.queue_depth,
-            session_prefix: "http".into(),
+            session_prefix: SESSION_PREFIX.into(),
             untrusted_folders: app.config.trust.untrusted_paths.clone(),
             min_free_bytes: app.config.telegram.min_free_mb.saturating_mul(1024 * 1024),
             scheduled_patience: Some(Duration::from_secs(
@@ -69,14 +57,24 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         .recover()
         .await
         .context("recovering unfinished runs")?;
-    let api = Arc::new(Api::new(
+    let api = parts.api(
         gateway.clone(),
         app.db.clone(),
-        inbox.clone(),
-        hub,
-        metrics,
+        app.jobs.clone(),
+        app.listed_grants()?,
         &http,
-    ));
+    );
+    // Scheduled jobs and the heartbeat run here too, through the same gateway; without a
+    // Telegram chat to answer, they answer on an API thread.
+    let scheduled = Threads::new(app.db.clone())
+        .chat_of(SCHEDULED)
+        .context("creating the scheduled thread")?;
+    let mut setup = app.scheduler();
+    setup.owner = Some(Owner {
+        chat: scheduled,
+        session: gateway.session_key(scheduled),
+    });
+    let scheduler = Daemon::start(setup, gateway.clone(), shutdown.clone());
     let addr = bound
         .local_addr()
         .context("reading the listener's address")?;
@@ -86,10 +84,11 @@ async fn serve(app: BotApp, bound: Bound) -> anyhow::Result<i32> {
         .serve(router(api, http.max_body_bytes), shutdown.clone())
         .await;
     tracing::info!("stopping: waiting for running agents");
-    inbox.close();
+    parts.inbox.close();
     gateway
         .shutdown(Duration::from_secs(http.shutdown_grace_secs))
         .await;
+    scheduler.stopped(Duration::from_secs(5)).await;
     signals.abort();
     if let Some(worker) = &app.worker {
         worker.shutdown(Duration::from_secs(30)).await;

@@ -8,6 +8,7 @@
 
 pub mod control;
 pub mod delegate;
+pub mod measure;
 pub mod prompt;
 
 pub use crate::prompt_section::PromptSection;
@@ -58,6 +59,8 @@ pub enum AgentEvent {
     Steered(String),
     /// Progress reported by a tool ("Running `ls -la`…").
     Progress(String),
+    /// A number for `/metrics` (model latency and tokens, sandbox start time); not shown.
+    Measured(measure::Measure),
 }
 
 pub type EventFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
@@ -370,6 +373,7 @@ impl Agent {
                 model: None,
                 patience,
             };
+            let asked = Instant::now();
             let response = match self.provider.chat(&request, &sink, &ctx.cancel).await {
                 Ok(r) => r,
                 Err(e) if e.is_cancelled() => {
@@ -382,6 +386,11 @@ impl Agent {
                     return Err(e.into());
                 }
             };
+            events(AgentEvent::Measured(measure::Measure::ModelCall {
+                latency: asked.elapsed(),
+                input_tokens: response.usage.input_tokens,
+                output_tokens: response.usage.output_tokens,
+            }));
             last_input_tokens = response.usage.input_tokens;
             let assistant = response.to_message();
             self.sessions
@@ -450,6 +459,12 @@ impl Agent {
                     duration: started.elapsed(),
                     detail: refused.then(|| output.content.clone()),
                 });
+                for (backend, took) in crate::sandbox::starts::STARTS.take() {
+                    events(AgentEvent::Measured(measure::Measure::SandboxStart {
+                        backend,
+                        took,
+                    }));
+                }
                 results.push(ContentBlock::tool_result(
                     id,
                     output.content,

@@ -5,13 +5,11 @@
 
 use crate::config::Config;
 use crate::gateway::ChatKey;
+use crate::scheduler::listing::job_json;
 use crate::scheduler::runner::RESCAN;
 use crate::scheduler::settings::owner_chat_session;
-use crate::scheduler::{
-    Job, JobError, JobManager, JobRequest, Schedule, Settings, SystemClock, Target,
-};
+use crate::scheduler::{JobError, JobManager, JobRequest, Settings, SystemClock, Target};
 use anyhow::Context;
-use serde_json::json;
 use std::sync::Arc;
 
 /// The session of jobs added without Telegram: `warden daemon` prints their answers.
@@ -150,29 +148,4 @@ fn in_topic(session: &str, topic: i32) -> Result<String, String> {
             "--topic needs a Telegram chat to deliver to, not {session} (set              telegram.allowed_users or give --session telegram:<chat id>)"
         )),
     }
-}
-
-fn job_json(job: &Job) -> serde_json::Value {
-    let (spec, timezone) = match &job.schedule {
-        Schedule::At(at) => (at.to_rfc3339(), None),
-        Schedule::Every { interval, .. } => {
-            (crate::scheduler::schedule::format_duration(*interval), None)
-        }
-        Schedule::Cron { expr, tz } => (expr.clone(), Some(tz.name())),
-    };
-    json!({
-        "id": job.id,
-        "name": job.name,
-        "kind": job.schedule.kind(),
-        "spec": spec,
-        "timezone": timezone,
-        "prompt": job.prompt,
-        "session": job.target.chat_session(),
-        "fresh_session": matches!(job.target, Target::Fresh { .. }),
-        "delete_after_run": job.delete_after_run,
-        "enabled": job.enabled,
-        "next_run_at": job.next_run_at.map(|t| t.to_rfc3339()),
-        "failures": job.failures,
-        "running": job.running,
-    })
 }

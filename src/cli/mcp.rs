@@ -9,12 +9,12 @@
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::config::Config;
 use crate::db::Database;
+use crate::mcp::config::ServerConfig;
 use crate::mcp::definition::{ServerDef, ServerKind};
-use crate::mcp::grants::{McpGrantStatus, McpGrants, ToolDesc};
+use crate::mcp::grants::{McpGrants, ToolDesc};
+use crate::mcp::overview;
 use crate::mcp::servers::McpServers;
-use crate::policy::Decision;
 use crate::skills::describe::permission_lines;
-use crate::skills::grants::short_time;
 use crate::skills::settings::SkillSettings;
 use crate::skills::tree::short_hash;
 use anyhow::Context;
@@ -75,50 +75,18 @@ pub fn run(config: Config, action: Action) -> anyhow::Result<i32> {
     }
 }
 
-fn status(db: &Database, def: &ServerDef) -> String {
-    match McpGrants::new(db).status(&def.name, &def.hash) {
-        Ok(McpGrantStatus::Granted(g)) => format!(
-            "granted {} ({} tool(s))",
-            short_time(&g.granted_at),
-            g.tools.len()
-        ),
-        Ok(McpGrantStatus::NotGranted) => "not granted".into(),
-        Ok(McpGrantStatus::Changed(g)) => format!(
-            "changed since its grant ({} for {}, now {}): not started",
-            short_time(&g.granted_at),
-            short_hash(&g.hash),
-            short_hash(&def.hash)
-        ),
-        Err(e) => format!("grant unreadable: {e}"),
-    }
-}
-
 fn list(servers: &McpServers, db: &Database, json: bool) -> anyhow::Result<i32> {
-    let mut rows = Vec::new();
-    for (name, server) in &servers.config().servers {
-        let (summary, state) = match servers.load(name) {
-            Ok(def) => (def.summary(), status(db, &def)),
-            Err(why) => ("invalid".to_string(), why),
-        };
-        let state = if server.enabled() {
-            state
-        } else {
-            format!("disabled (enabled = false); {state}")
-        };
-        rows.push(json!({"name": name, "server": summary, "status": state}));
-    }
+    let rows = overview::rows(servers, db);
     if json {
-        println!("{}", serde_json::Value::Array(rows));
+        println!(
+            "{}",
+            serde_json::Value::Array(rows.into_iter().map(|r| r.json).collect())
+        );
     } else if rows.is_empty() {
         println!("No MCP servers configured ([mcp.servers.NAME] in the config).");
     } else {
         for row in rows {
-            println!(
-                "{}  {}\n    {}",
-                row["name"].as_str().unwrap_or(""),
-                row["server"].as_str().unwrap_or(""),
-                row["status"].as_str().unwrap_or("")
-            );
+            println!("{}  {}\n    {}", row.name, row.server, row.status);
         }
     }
     Ok(0)
@@ -133,7 +101,7 @@ fn tools(servers: &McpServers, db: &Database, name: &str) -> anyhow::Result<i32>
             return Ok(EXIT_REFUSED);
         }
     };
-    println!("{name}: {}", status(db, &def));
+    println!("{name}: {}", overview::status(db, &def));
     let granted = McpGrants::new(db).get(name).ok().flatten();
     let tools = match granted {
         Some(grant) => grant.tools,
@@ -263,16 +231,11 @@ fn describe_tools(servers: &McpServers, name: &str, tools: &[ToolDesc]) -> Strin
     if tools.is_empty() {
         return "  (none)\n".into();
     }
-    let rules = servers.config().servers.get(name);
+    let unconfigured = ServerConfig::default();
+    let rules = servers.config().servers.get(name).unwrap_or(&unconfigured);
     let mut out = String::new();
     for tool in tools {
-        let decision = match rules.and_then(|r| r.tool_rule(&tool.name)) {
-            Some(Decision::Allow) => "allowed (config)",
-            Some(Decision::Ask) => "asks each time (config)",
-            Some(Decision::Deny) => "never called (config)",
-            None if tool.read_only => "allowed (marked read-only)",
-            None => "asks each time (not marked read-only)",
-        };
+        let decision = overview::tool_decision(rules, tool);
         let description: String = tool.description.chars().take(300).collect();
         out.push_str(&format!(
             "  - {}: {decision}\n      {description}\n",

@@ -9,13 +9,14 @@ use super::sandbox as cli_sandbox;
 use crate::audit::AuditDecision;
 use crate::config::Config;
 use crate::db::Database;
-use crate::skills::discovery::{discover, Catalog};
-use crate::skills::grants::{short_time, GrantStatus, Grants};
+use crate::skills::describe;
+use crate::skills::discovery::discover;
+use crate::skills::grants::Grants;
 use crate::skills::install::{self, Review};
+use crate::skills::listing::{self, SkillRow};
 use crate::skills::runner::{Invocation, SkillRequest, SkillRunner, CLI_SESSION};
 use crate::skills::settings::SkillSettings;
 use crate::skills::tree::short_hash;
-use crate::skills::{describe, Skill, Source};
 use crate::tools::approval::NoApprover;
 use anyhow::Context;
 use serde_json::json;
@@ -228,12 +229,11 @@ fn show(settings: &SkillSettings, db: &Database, name: &str) -> anyhow::Result<i
 }
 
 fn list(settings: &SkillSettings, db: &Database, as_json: bool) -> anyhow::Result<i32> {
-    let catalog = discover(&settings.roots(), &settings.bounds);
-    let rows = rows(&catalog, db)?;
+    let rows = listing::rows(settings, db)?;
     if as_json {
         println!(
             "{}",
-            serde_json::Value::Array(rows.iter().map(Row::json).collect())
+            serde_json::Value::Array(rows.iter().map(|r| r.json.clone()).collect())
         );
         return Ok(0);
     }
@@ -243,7 +243,7 @@ fn list(settings: &SkillSettings, db: &Database, as_json: bool) -> anyhow::Resul
         );
         return Ok(0);
     }
-    let width = |f: fn(&Row) -> &str, title: &str| {
+    let width = |f: fn(&SkillRow) -> &str, title: &str| {
         rows.iter()
             .map(|r| f(r).chars().count())
             .chain([title.len()])
@@ -267,92 +267,4 @@ fn list(settings: &SkillSettings, db: &Database, as_json: bool) -> anyhow::Resul
         );
     }
     Ok(0)
-}
-
-struct Row {
-    name: String,
-    source: String,
-    hash: Option<String>,
-    grant: String,
-    last_run: String,
-    json: serde_json::Value,
-}
-
-impl Row {
-    fn json(&self) -> serde_json::Value {
-        self.json.clone()
-    }
-}
-
-fn rows(catalog: &Catalog, db: &Database) -> anyhow::Result<Vec<Row>> {
-    let grants = Grants::new(db);
-    let mut rows = Vec::new();
-    for skill in &catalog.skills {
-        let status = grants.status(skill)?;
-        let last = grants.last_run(&skill.name)?;
-        let last_run = last.as_ref().map_or_else(
-            || "never".to_string(),
-            |r| {
-                let exit = r
-                    .exit_code
-                    .map(|c| format!(", exit {c}"))
-                    .unwrap_or_default();
-                format!("{} {}{exit}", short_time(&r.at), r.decision)
-            },
-        );
-        let source = source_of(skill, &status);
-        let grant_json = match &status {
-            GrantStatus::Bundled => json!({"status": "bundled"}),
-            GrantStatus::NotGranted => json!({"status": "not granted"}),
-            GrantStatus::Granted(g) => json!({"status": "granted", "hash": g.hash,
-                "granted_at": g.granted_at, "origin": g.origin}),
-            GrantStatus::Changed(g) => json!({"status": "changed since grant", "hash": g.hash,
-                "granted_at": g.granted_at, "origin": g.origin}),
-        };
-        rows.push(Row {
-            name: skill.name.clone(),
-            json: json!({
-                "name": skill.name,
-                "description": skill.description,
-                "source": source,
-                "dir": skill.dir,
-                "hash": skill.hash,
-                "grant": grant_json,
-                "last_run": last,
-            }),
-            source,
-            hash: Some(skill.hash.clone()),
-            grant: status.describe(),
-            last_run,
-        });
-    }
-    for skipped in &catalog.skipped {
-        rows.push(Row {
-            name: skipped.name.clone(),
-            source: skipped.source.to_string(),
-            hash: None,
-            grant: format!("invalid: {}", skipped.reason),
-            last_run: String::new(),
-            json: json!({
-                "name": skipped.name,
-                "source": skipped.source,
-                "dir": skipped.dir,
-                "invalid": skipped.reason,
-            }),
-        });
-    }
-    Ok(rows)
-}
-
-/// `bundled`, `installed from PATH`, or `workspace`.
-fn source_of(skill: &Skill, status: &GrantStatus) -> String {
-    match (skill.source, status) {
-        (Source::Bundled, _) => "bundled".into(),
-        (_, GrantStatus::Granted(g) | GrantStatus::Changed(g))
-            if g.origin.starts_with("installed from") =>
-        {
-            g.origin.clone()
-        }
-        _ => "workspace".into(),
-    }
 }

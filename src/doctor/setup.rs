@@ -308,8 +308,9 @@ fn slack(config: &Config, offline: bool) -> Check {
     }
 }
 
-/// `warden serve`'s listener: where it would listen, whether its token and TLS files are
-/// usable, and (online) whether something listens there now.
+/// The HTTP API's listener (`warden serve`, and `warden bot` with `[http] listen`): where it
+/// would listen, whether its token and TLS files are usable, and (online) whether something
+/// listens there now.
 fn http(config: &Config, offline: bool) -> Check {
     use crate::channels::http::config::{plan, Transport};
     let http = &config.http;
@@ -342,8 +343,14 @@ fn http(config: &Config, offline: bool) -> Check {
             "https"
         }
     };
+    // `warden bot` serves the API too, but only when [http] listen says where.
+    let who = if http.listen.is_some() {
+        "`warden serve` and `warden bot` listen"
+    } else {
+        "`warden serve` listens"
+    };
     let mut detail = format!(
-        "`warden serve` listens on {scheme}://{}{}",
+        "{who} on {scheme}://{}{}",
         plan.addr,
         match http.hooks.len() {
             0 => String::new(),

@@ -282,7 +282,7 @@ async fn spawn(
         .into_spec(command.argv_with_status(ctx.last_status), ctx.cwd.clone())
         .map_err(|e| SpawnFailure::Fatal(ExecError::Io(e)))?;
     spec.env = command.env.clone();
-    match ctx.sandbox.spawn(spec).await {
+    match crate::sandbox::starts::spawn_timed(ctx.sandbox, spec).await {
         Ok(process) => Ok(process),
         Err(SandboxError::NotFound(program)) => {
             ctx.outputs

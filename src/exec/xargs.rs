@@ -88,7 +88,7 @@ pub async fn run(setup: Setup<'_>, plan: &XargsPlan) -> Result<i32, ExecError> {
         let table = FdTable::new(null.clone(), stdout.clone(), stderr.clone(), null);
         let mut spec = table.into_spec(command.argv.clone(), setup.cwd.clone())?;
         spec.env = command.env.clone();
-        let process = match setup.sandbox.spawn(spec).await {
+        let process = match crate::sandbox::starts::spawn_timed(setup.sandbox, spec).await {
             Ok(process) => process,
             Err(SandboxError::NotFound(program)) => {
                 setup

@@ -254,7 +254,7 @@ fn draft_recorder(inner: &Inner, run: i64, cell: &Arc<Mutex<Option<i64>>>) -> su
 async fn deliver(inner: &Inner, row: &RunRow, text: &str) {
     if row.deliver {
         let info = info(row);
-        let parts = inner.channel.parts(text);
+        let parts = inner.channel.parts_for(row.chat_id, text);
         for (index, part) in parts.iter().enumerate().skip(row.parts_sent) {
             let number = index + 1;
             let mut again = row.sending >= number;

@@ -45,6 +45,11 @@ pub trait Channel: Send + Sync + 'static {
     /// can go on where the last process stopped.
     fn parts(&self, text: &str) -> Vec<String>;
 
+    /// The parts for chat `chat_id` (where channels share a gateway, each splits its own).
+    fn parts_for(&self, _chat_id: i64, text: &str) -> Vec<String> {
+        self.parts(text)
+    }
+
     /// Send part `index` (from 0) of `parts(text)` to the run's chat; part 0 replies to the
     /// run's message and replaces its draft, if it has one. `again`: an earlier try of this part may have arrived (a restart
     /// or a time-out came between sending it and hearing back) — a new message says it may be
@@ -62,6 +67,12 @@ pub trait Channel: Send + Sync + 'static {
     /// share it) are that channel's to finish and deliver.
     fn serves(&self, _chat_id: i64) -> bool {
         true
+    }
+
+    /// The prefix of `chat_id`'s session key when it is not the gateway's own (an API thread
+    /// is `http:<chat>` whichever process serves it).
+    fn session_prefix(&self, _chat_id: i64) -> Option<&'static str> {
+        None
     }
 }
 

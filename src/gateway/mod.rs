@@ -24,6 +24,7 @@
 mod actor;
 mod cancel;
 pub mod channel;
+pub mod channels;
 mod failure;
 mod notices;
 mod recovery;
@@ -377,12 +378,16 @@ impl Gateway {
 
     /// The session key of a chat (or of one of its topics).
     pub fn session_key(&self, chat: impl Into<ChatKey>) -> String {
-        chat.into().session_key(&self.inner.settings.session_prefix)
+        self.inner.session_key(chat.into())
     }
 
     /// The chat (and topic) whose session `key` is; `None` for any other session.
     pub fn chat_of_session(&self, key: &str) -> Option<ChatKey> {
-        ChatKey::from_session_key(&self.inner.settings.session_prefix, key)
+        let (prefix, _) = key.split_once(':')?;
+        let chat = ChatKey::from_session_key(prefix, key)?;
+        // Only the key this gateway itself gives the chat (`http:` for a Telegram chat is
+        // nobody's session).
+        (self.inner.session_key(chat) == key).then_some(chat)
     }
 
     /// Queue a prompt in its chat. Fails with [`SubmitError::Busy`] when `queue_depth` prompts
@@ -649,7 +654,13 @@ impl Inner {
     fn session_of(&self, row: &RunRow) -> String {
         row.session
             .clone()
-            .unwrap_or_else(|| row.chat_key().session_key(&self.settings.session_prefix))
+            .unwrap_or_else(|| self.session_key(row.chat_key()))
+    }
+
+    /// The session key of `chat`: its channel's prefix, or the gateway's.
+    fn session_key(&self, chat: ChatKey) -> String {
+        let prefix = self.channel.session_prefix(chat.chat_id);
+        chat.session_key(prefix.unwrap_or(&self.settings.session_prefix))
     }
 
     /// A run failed: the details go to the log and the audit log (the chat gets plain words).

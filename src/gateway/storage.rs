@@ -127,7 +127,12 @@ impl Inner {
             draft: None,
         };
         // The channel replies with the first part only.
-        for (index, part) in self.channel.parts(text).iter().enumerate() {
+        for (index, part) in self
+            .channel
+            .parts_for(chat.chat_id, text)
+            .iter()
+            .enumerate()
+        {
             self.channel
                 .send_part(&info, index, part, false)
                 .await

@@ -27,6 +27,7 @@ pub mod definition;
 pub mod grants;
 pub mod http;
 pub mod listing;
+pub mod overview;
 pub mod serve;
 pub mod servers;
 pub mod stdio;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 pub mod docker;
 pub mod host;
 pub mod pool;
+pub mod starts;
 
 /// Which sandbox implementation runs commands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -1,8 +1,7 @@
-//! What `warden bot` runs beside Telegram: the job runner and the heartbeat, both delivering
-//! through the gateway, both stopping with the bot.
+//! What `warden bot` and `warden serve` run beside their channels: the job runner and the
+//! heartbeat, both delivering through the gateway, both stopping with it.
 
 use super::gateway_deliver::GatewayDeliver;
-use super::settings::owner_chat_session;
 use super::{Heartbeat, JobManager, Runner, Settings};
 use crate::db::Database;
 use crate::gateway::Gateway;
@@ -12,11 +11,31 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// The chat whom the heartbeat and jobs without a chat of this gateway answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub chat: i64,
+    /// The chat's session key (the heartbeat runs there).
+    pub session: String,
+}
+
+impl Owner {
+    /// Telegram's owner: the first allowed user (in a private chat the chat id is the user
+    /// id, and its session is `telegram:<chat>`).
+    pub fn telegram(allowed_users: &[i64]) -> Option<Owner> {
+        let chat = *allowed_users.first()?;
+        Some(Owner {
+            chat,
+            session: super::settings::owner_chat_session(allowed_users)?,
+        })
+    }
+}
+
 /// What the loops need from the bot.
 pub struct DaemonSetup<'a> {
     pub settings: &'a Settings,
-    /// Telegram's allowed users: the first is the owner, whom jobs and the heartbeat answer.
-    pub allowed_users: &'a [i64],
+    /// Whom jobs and the heartbeat answer; without one the loops do not run.
+    pub owner: Option<Owner>,
     pub jobs: &'a Arc<JobManager>,
     /// The workspace (the heartbeat reads HEARTBEAT.md there).
     pub paths: &'a Arc<PathPolicy>,
@@ -33,18 +52,17 @@ impl Daemon {
     /// nothing when `scheduler.enabled` is false or there is no owner to answer.
     pub fn start(app: DaemonSetup<'_>, gateway: Gateway, shutdown: CancellationToken) -> Daemon {
         let settings = app.settings;
-        let Some(&owner) = app.allowed_users.first() else {
+        let Some(owner) = app.owner else {
             return Daemon { tasks: Vec::new() };
         };
         if !settings.enabled {
             tracing::info!("scheduler disabled (scheduler.enabled = false)");
             return Daemon { tasks: Vec::new() };
         }
-        let deliver = Arc::new(GatewayDeliver::new(gateway, owner));
+        let deliver = Arc::new(GatewayDeliver::new(gateway, owner.chat));
         let runner = Runner::new(app.jobs, deliver.clone(), settings.retry, settings.tz);
         let mut tasks = vec![tokio::spawn(runner.run(shutdown.clone()))];
-        let owner_chat = owner_chat_session(app.allowed_users).unwrap_or_default();
-        match settings.heartbeat(&owner_chat) {
+        match settings.heartbeat(&owner.session) {
             Some(heartbeat) => {
                 tracing::info!(every = ?heartbeat.every, tz = %heartbeat.tz, "heartbeat on");
                 let heartbeat = Heartbeat::new(

@@ -6,6 +6,7 @@
 //! - [`schedule`]: next-run computation (`at`, `every`, cron with DST rules), durations, backoff;
 //! - [`store`]: jobs in SQLite; [`runs`]: their run history (a run is recorded before it is
 //!   delivered, once per slot);
+//! - [`listing`]: a job as JSON (`warden cron list --json`, `GET /v1/jobs`);
 //! - [`manage`]: add / list / remove / run now, shared by the cron tool and `warden cron`;
 //! - [`clock`]: the real clock and a test clock;
 //! - [`runner`]: the timer loop;
@@ -21,6 +22,7 @@ pub mod deliver;
 pub mod gateway_deliver;
 pub mod heartbeat;
 pub mod job;
+pub mod listing;
 pub mod manage;
 pub mod runner;
 pub mod runs;

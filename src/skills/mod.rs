@@ -24,6 +24,7 @@ pub mod frontmatter;
 pub mod grants;
 pub mod install;
 pub mod jail;
+pub mod listing;
 pub mod manifest;
 pub mod policy;
 pub mod prompt;

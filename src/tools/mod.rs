@@ -3,6 +3,7 @@
 //! written to the audit log before its result reaches the model.
 
 pub mod approval;
+pub mod approval_mirror;
 pub mod approval_rules;
 pub mod background;
 pub mod bash;

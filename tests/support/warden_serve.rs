@@ -147,6 +147,35 @@ impl Client {
             .await
     }
 
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(self.http.delete(format!("{}{path}", self.base)))
+            .await
+    }
+
+    /// Poll `GET /v1/runs?thread=` until a run of `thread` passes `done`; that run.
+    pub async fn wait_thread_run(
+        &self,
+        thread: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let list = self.get(&format!("/v1/runs?thread={thread}")).await.body;
+            if let Some(run) = list["runs"]
+                .as_array()
+                .and_then(|runs| runs.iter().find(|r| done(r)))
+            {
+                return run.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no such run on thread {thread}: {list}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Wait until `/healthz` answers (the process has bound its port and recovered).
     pub async fn wait_healthy(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;

@@ -2,33 +2,47 @@
 //! `POST /v1/approvals/{id}` answers it. No answer within the timeout, a cancelled run or a
 //! shutdown all mean deny; an id is answered once (the first answer wins, a second one finds
 //! nothing waiting).
+//!
+//! When `warden bot` serves the API, a Telegram chat's requests are shown here too (the
+//! inbox is their [`ApprovalMirror`]): whichever channel answers first decides, and an answer
+//! here after Telegram's is refused, naming who answered.
 
 use super::events::{Hub, PendingApproval, RunEvent};
 use super::metrics::Metrics;
 use crate::locks::lock;
 use crate::tools::approval::{Approval, ApprovalRequest, Approver};
+use crate::tools::approval_mirror::{ApprovalMirror, FirstAnswer};
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// How an answer went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answered {
     Done,
     /// Answered already, timed out, its run ended, or never was.
     NotWaiting,
+    /// Shown in another channel too, and answered there first (by whom).
+    Elsewhere(String),
 }
+
+/// How many taken-down mirrored requests are remembered, to say who answered them.
+const REMEMBERED: usize = 256;
 
 struct Waiting {
     shown: PendingApproval,
     answer: oneshot::Sender<bool>,
+    /// A request shown in another channel too: the first answer claims it.
+    first: Option<FirstAnswer>,
 }
 
 pub struct Inbox {
     pending: Mutex<HashMap<String, Waiting>>,
+    /// Mirrored requests taken down, newest last: who answered them.
+    withdrawn: Mutex<VecDeque<(String, FirstAnswer)>>,
     timeout: Duration,
     closing: CancellationToken,
     /// Where a request is announced to the run's live listeners.
@@ -41,6 +55,7 @@ impl Inbox {
     pub fn new(timeout: Duration) -> Inbox {
         Inbox {
             pending: Mutex::new(HashMap::new()),
+            withdrawn: Mutex::new(VecDeque::new()),
             timeout,
             closing: CancellationToken::new(),
             hub: None,
@@ -92,13 +107,26 @@ impl Inbox {
 
     /// Approve (`true`) or deny request `id`.
     pub fn answer(&self, id: &str, approve: bool) -> Answered {
-        match lock(&self.pending).remove(id) {
-            Some(waiting) => {
-                let _ = waiting.answer.send(approve);
-                Answered::Done
+        let mut pending = lock(&self.pending);
+        let Some(waiting) = pending.get(id) else {
+            drop(pending);
+            return match lock(&self.withdrawn).iter().find(|(w, _)| w == id) {
+                Some((_, first)) => match first.claimed_by() {
+                    Some(who) => Answered::Elsewhere(who),
+                    None => Answered::NotWaiting,
+                },
+                None => Answered::NotWaiting,
+            };
+        };
+        if let Some(first) = &waiting.first {
+            if let Err(who) = first.claim(OVER_HTTP) {
+                return Answered::Elsewhere(who);
             }
-            None => Answered::NotWaiting,
         }
+        if let Some(waiting) = pending.remove(id) {
+            let _ = waiting.answer.send(approve);
+        }
+        Answered::Done
     }
 
     /// Shutdown: every waiting request is denied now, and new ones at once.
@@ -116,26 +144,7 @@ impl Inbox {
         if self.closing.is_cancelled() {
             return Approval::Denied("warden is shutting down".into());
         }
-        let id = format!("ap_{:016x}", rand::random::<u64>());
-        let (tx, rx) = oneshot::channel();
-        let shown = PendingApproval {
-            id: id.clone(),
-            run_id: run_id.to_string(),
-            tool: request.tool.clone(),
-            command: request.command.clone(),
-            reason: request.reason.clone(),
-            detail: request.detail.clone(),
-        };
-        lock(&self.pending).insert(
-            id.clone(),
-            Waiting {
-                shown: shown.clone(),
-                answer: tx,
-            },
-        );
-        if let Some(hub) = &self.hub {
-            hub.publish(run_id, RunEvent::Approval(shown));
-        }
+        let (id, rx) = self.post(run_id, request, None);
         tracing::info!(run = run_id, approval = %id, tool = %request.tool, "approval waiting");
         let asked = std::time::Instant::now();
         let (decision, how) = tokio::select! {
@@ -157,6 +166,69 @@ impl Inbox {
             metrics.on_approval_end(how, asked.elapsed());
         }
         decision
+    }
+}
+
+/// Who answered, as the other channel is told.
+pub const OVER_HTTP: &str = "answered over HTTP";
+
+impl Inbox {
+    /// Put `request` of run `run_id` in the inbox; its id and where its answer comes.
+    fn post(
+        &self,
+        run_id: i64,
+        request: &ApprovalRequest,
+        first: Option<FirstAnswer>,
+    ) -> (String, oneshot::Receiver<bool>) {
+        let id = format!("ap_{:016x}", rand::random::<u64>());
+        let (tx, rx) = oneshot::channel();
+        let shown = PendingApproval {
+            id: id.clone(),
+            run_id: run_id.to_string(),
+            tool: request.tool.clone(),
+            command: request.command.clone(),
+            reason: request.reason.clone(),
+            detail: request.detail.clone(),
+        };
+        lock(&self.pending).insert(
+            id.clone(),
+            Waiting {
+                shown: shown.clone(),
+                answer: tx,
+                first,
+            },
+        );
+        if let Some(hub) = &self.hub {
+            hub.publish(run_id, RunEvent::Approval(shown));
+        }
+        (id, rx)
+    }
+}
+
+/// A Telegram chat's requests, shown in the inbox too.
+impl ApprovalMirror for Inbox {
+    fn show(
+        &self,
+        run_id: i64,
+        request: &ApprovalRequest,
+        first: FirstAnswer,
+    ) -> (String, oneshot::Receiver<bool>) {
+        let (id, rx) = self.post(run_id, request, Some(first));
+        tracing::info!(run = run_id, approval = %id, tool = %request.tool, "approval shown in the HTTP inbox too");
+        (id, rx)
+    }
+
+    fn withdraw(&self, id: &str) {
+        let Some(waiting) = lock(&self.pending).remove(id) else {
+            return;
+        };
+        let mut withdrawn = lock(&self.withdrawn);
+        if let Some(first) = waiting.first {
+            if withdrawn.len() >= REMEMBERED {
+                withdrawn.pop_front();
+            }
+            withdrawn.push_back((id.to_string(), first));
+        }
     }
 }
 
@@ -255,5 +327,42 @@ mod tests {
         let shown = waiting(&inbox).await;
         inbox.answer(&shown.id, false);
         assert!(matches!(asked.await.unwrap(), Approval::Denied(why) if why.contains("denied")));
+    }
+
+    #[test]
+    fn a_mirrored_request_is_decided_by_whichever_channel_answers_first() {
+        let inbox = Inbox::new(Duration::from_secs(30));
+        // Answered over HTTP first: Telegram's later press finds it claimed.
+        let first = FirstAnswer::default();
+        let (id, mut answer) = inbox.show(4, &request(), first.clone());
+        assert_eq!(inbox.list()[0].command, "rm -r build");
+        assert_eq!(inbox.answer(&id, true), Answered::Done);
+        assert_eq!(answer.try_recv(), Ok(true));
+        assert_eq!(
+            first.claim("answered by Ann in Telegram"),
+            Err(OVER_HTTP.to_string())
+        );
+
+        // Answered in Telegram first: the inbox answer is refused, naming who answered, also
+        // after the request was taken down.
+        let first = FirstAnswer::default();
+        let (id, mut answer) = inbox.show(5, &request(), first.clone());
+        first.claim("answered by Ann in Telegram").unwrap();
+        assert_eq!(
+            inbox.answer(&id, true),
+            Answered::Elsewhere("answered by Ann in Telegram".into())
+        );
+        inbox.withdraw(&id);
+        assert!(inbox.list().is_empty());
+        assert_eq!(
+            inbox.answer(&id, false),
+            Answered::Elsewhere("answered by Ann in Telegram".into())
+        );
+        assert!(answer.try_recv().is_err(), "no answer came from the inbox");
+
+        // Timed out in Telegram (nobody claimed it): gone, nothing to say.
+        let (id, _answer) = inbox.show(6, &request(), FirstAnswer::default());
+        inbox.withdraw(&id);
+        assert_eq!(inbox.answer(&id, true), Answered::NotWaiting);
     }
 }

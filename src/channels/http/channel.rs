@@ -6,11 +6,15 @@ use super::approvals::{Inbox, RunApprover};
 use super::events::{Hub, RunEvent};
 use super::metrics::Metrics;
 use super::threads::Threads;
-use crate::agent::{EventFn, RunControl};
+use crate::agent::{AgentEvent, EventFn, RunControl};
 use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
 use crate::tools::approval::Approver;
 use async_trait::async_trait;
 use std::sync::Arc;
+
+/// The prefix of an API thread's session key (`http:<chat>`), in `warden serve` and in
+/// `warden bot` alike: one thread is one session whichever process serves it.
+pub const SESSION_PREFIX: &str = "http";
 
 pub struct HttpChannel {
     inbox: Arc<Inbox>,
@@ -52,6 +56,10 @@ impl Channel for HttpChannel {
         vec![text.to_string()]
     }
 
+    fn session_prefix(&self, chat_id: i64) -> Option<&'static str> {
+        Threads::is_thread(chat_id).then_some(SESSION_PREFIX)
+    }
+
     async fn send_part(
         &self,
         _run: &RunInfo,
@@ -80,7 +88,9 @@ impl RunView for HttpRunView {
         let (hub, metrics, run_id) = (self.hub.clone(), self.metrics.clone(), self.run_id);
         Arc::new(move |event| {
             metrics.on_event(&event);
-            hub.publish(run_id, RunEvent::Agent(event));
+            if !matches!(event, AgentEvent::Measured(_)) {
+                hub.publish(run_id, RunEvent::Agent(event));
+            }
         })
     }
 

@@ -101,6 +101,8 @@ pub fn sse(event: &RunEvent) -> SseEvent {
             ),
             AgentEvent::Steered(text) => ("steered", json!({ "text": text })),
             AgentEvent::Progress(text) => ("progress", json!({ "text": text })),
+            // Counted in /metrics; the HTTP channel does not publish them.
+            AgentEvent::Measured(measure) => ("measured", json!(measure)),
         },
     };
     SseEvent::default().event(name).data(data.to_string())

@@ -1,9 +1,12 @@
 //! `GET /metrics`: what the API's runs do, in the Prometheus text format (the Prometheus
 //! project's own client): runs by status, tool calls by tool and decision, approvals waiting
-//! and how long answers took. Counters are this process's since it started; the run counts
-//! and the approvals waiting are read when scraped.
+//! and how long answers took, model latency and tokens, sandbox start time. Counters are this
+//! process's since it started; the run counts and the approvals waiting are read when scraped.
+//! The model and sandbox numbers are measured where they happen (in the agent worker) and
+//! arrive as [`AgentEvent::Measured`] events of the API's runs.
 
 use super::runs::Status;
+use crate::agent::measure::Measure;
 use crate::agent::AgentEvent;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -22,6 +25,9 @@ pub struct Metrics {
     approvals_pending: Gauge,
     approval_answers: Family<Labels, Counter>,
     approval_wait: Histogram,
+    llm_latency: Histogram,
+    llm_tokens: Family<Labels, Counter>,
+    sandbox_start: Family<Labels, Histogram>,
 }
 
 impl Default for Metrics {
@@ -60,8 +66,35 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             approval_wait.clone(),
         );
+        let llm_latency = Histogram::new([0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0, 120.0]);
+        registry.register_with_unit(
+            "llm_latency",
+            "How long model calls took, from the request to the whole streamed answer",
+            prometheus_client::registry::Unit::Seconds,
+            llm_latency.clone(),
+        );
+        let llm_tokens = Family::<Labels, Counter>::default();
+        registry.register(
+            "llm_tokens",
+            "Tokens of model calls by kind (input, output)",
+            llm_tokens.clone(),
+        );
+        let sandbox_start = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+            ])
+        });
+        registry.register_with_unit(
+            "sandbox_start",
+            "How long the sandbox took to start a program, by backend (host, docker)",
+            prometheus_client::registry::Unit::Seconds,
+            sandbox_start.clone(),
+        );
         Metrics {
             registry,
+            llm_latency,
+            llm_tokens,
+            sandbox_start,
             runs,
             tool_calls,
             approvals_pending,
@@ -70,15 +103,35 @@ impl Metrics {
         }
     }
 
-    /// Count a finished tool call (other events are not counted).
+    /// Count a finished tool call and what a run measured (other events are not counted).
     pub fn on_event(&self, event: &AgentEvent) {
-        if let AgentEvent::ToolEnd { name, decision, .. } = event {
-            self.tool_calls
-                .get_or_create(&vec![
-                    ("tool", name.clone()),
-                    ("decision", decision.as_str().to_string()),
-                ])
-                .inc();
+        match event {
+            AgentEvent::ToolEnd { name, decision, .. } => {
+                self.tool_calls
+                    .get_or_create(&vec![
+                        ("tool", name.clone()),
+                        ("decision", decision.as_str().to_string()),
+                    ])
+                    .inc();
+            }
+            AgentEvent::Measured(Measure::ModelCall {
+                latency,
+                input_tokens,
+                output_tokens,
+            }) => {
+                self.llm_latency.observe(latency.as_secs_f64());
+                for (kind, n) in [("input", input_tokens), ("output", output_tokens)] {
+                    self.llm_tokens
+                        .get_or_create(&vec![("kind", kind.to_string())])
+                        .inc_by(*n);
+                }
+            }
+            AgentEvent::Measured(Measure::SandboxStart { backend, took }) => {
+                self.sandbox_start
+                    .get_or_create(&vec![("backend", backend.to_string())])
+                    .observe(took.as_secs_f64());
+            }
+            _ => {}
         }
     }
 
@@ -133,6 +186,15 @@ mod tests {
             });
         }
         metrics.on_approval_end("approved", Duration::from_secs(2));
+        metrics.on_event(&AgentEvent::Measured(Measure::ModelCall {
+            latency: Duration::from_millis(1500),
+            input_tokens: 120,
+            output_tokens: 30,
+        }));
+        metrics.on_event(&AgentEvent::Measured(Measure::SandboxStart {
+            backend: crate::sandbox::Backend::Host,
+            took: Duration::from_micros(1200),
+        }));
         let text = metrics.render(&[(Status::Succeeded, 3), (Status::Failed, 1)], 2);
         for line in [
             "warden_runs{status=\"succeeded\"} 3",
@@ -142,6 +204,11 @@ mod tests {
             "warden_approvals_pending 2",
             "warden_approval_answers_total{outcome=\"approved\"} 1",
             "warden_approval_wait_seconds_count 1",
+            "warden_llm_latency_seconds_count 1",
+            "warden_llm_latency_seconds_sum 1.5",
+            "warden_llm_tokens_total{kind=\"input\"} 120",
+            "warden_llm_tokens_total{kind=\"output\"} 30",
+            "warden_sandbox_start_seconds_count{backend=\"host\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }

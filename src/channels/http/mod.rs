@@ -9,7 +9,7 @@
 //! ever sent, so a web page elsewhere cannot read an answer.
 //!
 //! ```ignore
-//! let api = Api::new(gateway, db, inbox, &config.http);
+//! let api = parts.api(gateway, db, jobs, mcp, &config.http);
 //! listener::serve(&plan, router(api, config.http.max_body_bytes), shutdown).await?;
 //! ```
 
@@ -17,8 +17,11 @@ pub mod approvals;
 pub mod auth;
 pub mod channel;
 pub mod config;
+pub mod dashboard;
 pub mod events;
+mod grants;
 pub mod hooks;
+mod jobs;
 pub mod listener;
 mod live;
 pub mod metrics;
@@ -30,6 +33,8 @@ pub mod threads;
 use crate::db::{Database, DbError};
 use crate::gateway::store::{RunRow, RunStore};
 use crate::gateway::Gateway;
+use crate::mcp::servers::McpServers;
+use crate::scheduler::JobManager;
 use approvals::Inbox;
 use auth::{Auth, Refused};
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -60,6 +65,63 @@ pub struct Api {
     pub hooks: BTreeMap<String, HookConfig>,
     /// For the audit log.
     pub db: Arc<Database>,
+    /// The scheduled jobs (`/v1/jobs`), the store `warden cron` changes.
+    pub jobs: Arc<JobManager>,
+    /// The MCP servers as configured and the skill settings, prepared once at start-up (for
+    /// the read-only listings; the gateway starts none of them).
+    pub mcp: Arc<McpServers>,
+    /// The dashboard's sign-ins.
+    pub sessions: dashboard::sessions::Sessions,
+    /// Whether the listener speaks TLS (the session cookie is then `Secure`).
+    pub tls: bool,
+}
+
+/// The HTTP channel's own pieces, made before the gateway they serve (`warden serve` and
+/// `warden bot` build them the same way).
+pub struct HttpParts {
+    pub inbox: Arc<Inbox>,
+    pub hub: Arc<Hub>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl HttpParts {
+    pub fn new(config: &HttpConfig) -> HttpParts {
+        let hub = Arc::new(Hub::default());
+        let metrics = Arc::new(Metrics::new());
+        let inbox = Arc::new(
+            Inbox::new(std::time::Duration::from_secs(
+                config.approval_timeout_secs.max(1),
+            ))
+            .with_hub(hub.clone())
+            .with_metrics(metrics.clone()),
+        );
+        HttpParts {
+            inbox,
+            hub,
+            metrics,
+        }
+    }
+
+    /// The channel on the gateway's seam.
+    pub fn channel(&self) -> Arc<channel::HttpChannel> {
+        Arc::new(channel::HttpChannel::new(
+            self.inbox.clone(),
+            self.hub.clone(),
+            self.metrics.clone(),
+        ))
+    }
+
+    /// What the endpoints share, over `gateway`.
+    pub fn api(
+        &self,
+        gateway: Gateway,
+        db: Arc<Database>,
+        jobs: Arc<JobManager>,
+        mcp: Arc<McpServers>,
+        config: &HttpConfig,
+    ) -> Arc<Api> {
+        Arc::new(Api::new(gateway, db, self, jobs, mcp, config))
+    }
 }
 
 /// How a webhook's payload is introduced to the model.
@@ -73,20 +135,24 @@ impl Api {
     pub fn new(
         gateway: Gateway,
         db: Arc<Database>,
-        inbox: Arc<Inbox>,
-        hub: Arc<Hub>,
-        metrics: Arc<Metrics>,
+        parts: &HttpParts,
+        jobs: Arc<JobManager>,
+        mcp: Arc<McpServers>,
         config: &HttpConfig,
     ) -> Api {
         Api {
             gateway,
             store: RunStore::new(db.clone()),
             threads: Threads::new(db.clone()),
-            inbox,
-            hub,
-            metrics,
+            inbox: parts.inbox.clone(),
+            hub: parts.hub.clone(),
+            metrics: parts.metrics.clone(),
             hooks: config.hooks.clone(),
             db: db.clone(),
+            jobs,
+            mcp,
+            sessions: Default::default(),
+            tls: config.tls_cert.is_some() && config.tls_key.is_some(),
             auth: Auth::new(config.token.expose(), config.max_failed_auth_per_minute, db),
         }
     }
@@ -142,9 +208,24 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
         .route("/v1/openapi.json", get(routes::openapi))
         .route("/metrics", get(routes::metrics))
         .route("/v1/audit", get(routes::audit))
+        .route(
+            "/v1/jobs",
+            get(jobs::list)
+                .post(jobs::add)
+                .delete(jobs::remove_by_query),
+        )
+        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::remove))
+        .route("/v1/skills", get(grants::skills))
+        .route("/v1/mcp", get(grants::mcp))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/healthz", get(routes::healthz))
+        // The dashboard's page, assets and sign-in; its data comes from the routes above.
+        .route("/", get(dashboard::page))
+        .route("/ui/app.js", get(dashboard::script))
+        .route("/ui/app.css", get(dashboard::style))
+        .route("/login", post(dashboard::sign_in))
+        .route("/logout", post(dashboard::sign_out))
         // Signed with the hook's own secret instead of the token.
         .route("/v1/hooks/{name}", post(hooks::deliver))
         .merge(protected)
@@ -155,6 +236,20 @@ pub fn router(api: Arc<Api>, max_body_bytes: usize) -> Router {
 }
 
 async fn require_token(State(api): State<Arc<Api>>, request: Request, next: Next) -> Response {
+    // The dashboard's session, when there is no token (a token always decides alone).
+    if !request.headers().contains_key(header::AUTHORIZATION) {
+        match dashboard::session_auth(&api.sessions, &request) {
+            dashboard::SessionAuth::Ok => return next.run(request).await,
+            dashboard::SessionAuth::NoCsrf => {
+                return routes::ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "missing or wrong CSRF token (X-CSRF-Token)",
+                )
+                .into_response()
+            }
+            dashboard::SessionAuth::None => {}
+        }
+    }
     let peer = request
         .extensions()
         .get::<Peer>()
@@ -192,9 +287,18 @@ async fn safe_headers(mut response: Response) -> impl IntoResponse {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    if !headers.contains_key(header::REFERRER_POLICY) {
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+    }
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(dashboard::CSP),
+        );
+    }
     response
 }

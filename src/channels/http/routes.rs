@@ -72,7 +72,7 @@ pub async fn healthz() -> Json<Value> {
 }
 
 /// A JSON body, or the refusal that says what is wrong with it (413 when too large).
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+pub(super) fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     // A well-formed body of the wrong shape is a bad request too (axum says 422).
     body.map(|Json(t)| t).map_err(|r| match r.status() {
         StatusCode::UNPROCESSABLE_ENTITY => ApiError::bad(r.body_text()),
@@ -232,6 +232,10 @@ pub async fn answer_approval(
     };
     match api.inbox.answer(&id, approve) {
         Answered::Done => Ok(Json(json!({ "id": id, "decision": decision })).into_response()),
+        Answered::Elsewhere(who) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("approval {id} was decided already ({who})"),
+        )),
         Answered::NotWaiting => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!(

@@ -20,6 +20,10 @@ CREATE TABLE http_threads (
 /// Thread `id` is chat `BASE - id`.
 const BASE: i64 = -(1 << 60);
 
+/// The thread where `warden serve` answers the heartbeat and jobs made for no API thread
+/// (`warden cron add` without Telegram, a Telegram chat's job when no bot runs).
+pub const SCHEDULED: &str = "scheduled";
+
 /// The longest thread name.
 pub const MAX_NAME: usize = 64;
 

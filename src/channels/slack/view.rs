@@ -244,6 +244,8 @@ impl Live {
             }
             AgentEvent::Progress(text) => self.status = Some(format!("⏳ {}", escape(text))),
             AgentEvent::Steered(_) => self.status = Some("⏳ Got your steer; continuing…".into()),
+            // Numbers for /metrics, not for the person.
+            AgentEvent::Measured(_) => {}
         }
     }
 

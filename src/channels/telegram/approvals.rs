@@ -6,6 +6,10 @@
 //! for the chat (`warden egress list|rm`); a bash approval the policy asked for offers
 //! "Always in this chat" for 1 hour, for today or until revoked, which stores the commands'
 //! shapes with that expiry (`warden approvals list|rm`, `/approvals`).
+//!
+//! With a mirror (`warden bot` serving the HTTP API) each request also waits in the API's
+//! inbox; the first answer from either place decides, and the message says where it came
+//! from.
 
 use super::access::Access;
 use super::api::{chat_key, describe, Telegram, Upload};
@@ -14,6 +18,7 @@ use crate::egress::Grants;
 use crate::gateway::ChatKey;
 use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
+use crate::tools::approval_mirror::{ApprovalMirror, FirstAnswer};
 use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
@@ -43,6 +48,8 @@ pub struct Approvals {
     grants: Option<Grants>,
     /// Where "Always in this chat" is stored; `None`: the button is not offered.
     rules: Option<ApprovalRules>,
+    /// Where each request is shown too (the HTTP API's inbox).
+    mirror: Option<Arc<dyn ApprovalMirror>>,
 }
 
 struct Pending {
@@ -50,6 +57,8 @@ struct Pending {
     /// answer it.
     chat: ChatKey,
     answer: oneshot::Sender<Decision>,
+    /// Claimed by the first answer, here or in the mirror.
+    first: FirstAnswer,
 }
 
 enum Decision {
@@ -82,7 +91,14 @@ impl Approvals {
             closing: CancellationToken::new(),
             grants: None,
             rules: None,
+            mirror: None,
         }
+    }
+
+    /// Show every request in `mirror` too; the first answer from either place decides.
+    pub fn with_mirror(mut self, mirror: Arc<dyn ApprovalMirror>) -> Approvals {
+        self.mirror = Some(mirror);
+        self
     }
 
     /// Offer "Always for this host" on egress approvals, storing the answers in `grants`,
@@ -149,6 +165,7 @@ impl Approvals {
     pub async fn on_callback(&self, tg: &Telegram, access: &Access, query: CallbackQuery) {
         let user_id = query.from.id.0 as i64;
         let parsed = query.data.as_deref().and_then(parse_data);
+        let decided: String;
         let reply = match parsed {
             None => "This button is not mine.",
             Some(_) if !access.is_allowed(user_id) => {
@@ -168,21 +185,31 @@ impl Approvals {
                 match pending.entry(id) {
                     Entry::Occupied(entry) if Some(entry.get().chat) == chat => {
                         let by = query.from.first_name.clone();
-                        let p = entry.remove();
-                        let (decision, reply) = match answer {
-                            Answer::Approve => (Decision::Approved { by }, "Approved."),
-                            Answer::Always(lasting) => (
-                                Decision::Always { by, lasting },
-                                match lasting {
-                                    Lasting::Hour => "Approved for 1 hour.",
-                                    Lasting::Today => "Approved for today.",
-                                    Lasting::UntilRevoked => "Approved, always.",
-                                },
-                            ),
-                            Answer::Deny => (Decision::Denied { by }, "Denied."),
-                        };
-                        let _ = p.answer.send(decision);
-                        reply
+                        if let Err(who) = entry
+                            .get()
+                            .first
+                            .claim(&format!("answered by {by} in Telegram"))
+                        {
+                            // Its waiter takes the other answer and edits the message.
+                            decided = format!("This request was decided already ({who}).");
+                            decided.as_str()
+                        } else {
+                            let p = entry.remove();
+                            let (decision, reply) = match answer {
+                                Answer::Approve => (Decision::Approved { by }, "Approved."),
+                                Answer::Always(lasting) => (
+                                    Decision::Always { by, lasting },
+                                    match lasting {
+                                        Lasting::Hour => "Approved for 1 hour.",
+                                        Lasting::Today => "Approved for today.",
+                                        Lasting::UntilRevoked => "Approved, always.",
+                                    },
+                                ),
+                                Answer::Deny => (Decision::Denied { by }, "Denied."),
+                            };
+                            let _ = p.answer.send(decision);
+                            reply
+                        }
                     }
                     Entry::Occupied(_) => "This request belongs to another chat or topic.",
                     Entry::Vacant(_) => "This request is no longer waiting.",
@@ -195,14 +222,21 @@ impl Approvals {
         }
     }
 
-    fn register(&self, chat: ChatKey) -> (u64, oneshot::Receiver<Decision>) {
+    fn register(&self, chat: ChatKey, first: FirstAnswer) -> (u64, oneshot::Receiver<Decision>) {
         let (tx, rx) = oneshot::channel();
         let mut pending = lock(&self.pending);
         let mut id: u64 = rand::random();
         while pending.contains_key(&id) {
             id = rand::random();
         }
-        pending.insert(id, Pending { chat, answer: tx });
+        pending.insert(
+            id,
+            Pending {
+                chat,
+                answer: tx,
+                first,
+            },
+        );
         (id, rx)
     }
 
@@ -227,6 +261,8 @@ fn parse_data(data: &str) -> Option<(u64, Answer)> {
 /// The approver for one run in one chat.
 pub struct ChatApprover {
     pub approvals: Arc<Approvals>,
+    /// The run asking (the mirror shows it).
+    pub run_id: i64,
     pub tg: Telegram,
     pub chat_id: i64,
     /// The run's topic: its requests are posted there.
@@ -365,7 +401,8 @@ impl Approver for ChatApprover {
             }
             html = pointer_html(request, &text, &digest);
         }
-        let (id, answer) = self.approvals.register(self.chat_key());
+        let first = FirstAnswer::default();
+        let (id, answer) = self.approvals.register(self.chat_key(), first.clone());
         let approve = match always {
             Some(Always::Commands(_)) => "✅ Approve once",
             _ => "✅ Approve",
@@ -423,8 +460,35 @@ impl Approver for ChatApprover {
                 return Approval::Denied(format!("the approval request could not be sent ({e})"));
             }
         };
+        let mirrored = self
+            .approvals
+            .mirror
+            .as_ref()
+            .map(|mirror| mirror.show(self.run_id, request, first.clone()));
+        let (mirror_id, mirror_answer) = match mirrored {
+            Some((id, answer)) => (Some(id), Some(answer)),
+            None => (None, None),
+        };
+        let over_http = async move {
+            match mirror_answer {
+                Some(answer) => match answer.await {
+                    Ok(approve) => approve,
+                    // Never answered there: only this chat can answer.
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
         let timeout = self.approvals.timeout;
         let (approval, note) = tokio::select! {
+            approve = over_http => if approve {
+                (Approval::Approved, "✅ Approved over HTTP (the API's inbox).".to_string())
+            } else {
+                (
+                    Approval::Denied("denied over the HTTP API".into()),
+                    "❌ Denied over HTTP (the API's inbox).".to_string(),
+                )
+            },
             decision = answer => match decision {
                 Ok(Decision::Approved { by }) => {
                     (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
@@ -459,7 +523,13 @@ impl Approver for ChatApprover {
                 "⏹ warden is shutting down: denied.".into(),
             ),
         };
+        // An ending that was no answer (timeout, stop, shutdown) is claimed too: a late answer
+        // in the mirror is told the request is decided.
+        let _ = first.claim(&note);
         self.approvals.forget(id);
+        if let (Some(mirror), Some(id)) = (&self.approvals.mirror, &mirror_id) {
+            mirror.withdraw(id);
+        }
         let outcome = format!("{html}\n\n{note}");
         if let Err(e) = self
             .tg

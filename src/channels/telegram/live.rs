@@ -97,7 +97,7 @@ fn status_line(event: &AgentEvent) -> Option<String> {
         )),
         AgentEvent::Progress(text) => Some(format!("⏳ {}", escape(text))),
         AgentEvent::Steered(_) => Some("⏳ Got your steer; continuing…".into()),
-        AgentEvent::TextDelta(_) | AgentEvent::ToolEnd { .. } => None,
+        AgentEvent::TextDelta(_) | AgentEvent::ToolEnd { .. } | AgentEvent::Measured(_) => None,
     }
 }
 

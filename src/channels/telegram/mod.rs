@@ -35,8 +35,10 @@ pub use inputs::safe_file_name;
 use crate::config::TelegramConfig;
 use crate::db::Database;
 use crate::egress::Grants;
-use crate::gateway::{AgentRunner, Gateway, GatewaySettings};
+use crate::gateway::channels::Channels;
+use crate::gateway::{AgentRunner, Channel, Gateway, GatewaySettings};
 use crate::policy::PathPolicy;
+use crate::tools::approval_mirror::ApprovalMirror;
 use crate::tools::approval_rules::ApprovalRules;
 use crate::voice::Transcribe;
 use access::Access;
@@ -97,6 +99,15 @@ pub struct TelegramSetup<'a> {
     pub approval_rules: ApprovalRules,
     /// Where "Always for this host" is stored, on whose clock it expires.
     pub host_grants: Grants,
+    /// Another channel on the same gateway (the HTTP API's threads, `[http] listen`): its
+    /// chats are its own, every other chat is Telegram's.
+    pub beside: Option<Beside>,
+}
+
+/// A channel that shares the bot's gateway, and where it shows Telegram's approval requests.
+pub struct Beside {
+    pub channel: Arc<dyn Channel>,
+    pub approvals: Arc<dyn ApprovalMirror>,
 }
 
 /// A connected bot, ready to poll.
@@ -136,16 +147,24 @@ impl TelegramBot {
         if let Err(e) = log.prune() {
             tracing::warn!("pruning old updates: {e}");
         }
-        let approvals = Arc::new(
+        let mut approvals =
             Approvals::new(Duration::from_secs(config.approval_timeout_secs.max(1)))
-                .with_grants(app.host_grants.clone(), app.approval_rules.clone()),
-        );
-        let channel = Arc::new(TelegramChannel::new(
+                .with_grants(app.host_grants.clone(), app.approval_rules.clone());
+        if let Some(beside) = &app.beside {
+            approvals = approvals.with_mirror(beside.approvals.clone());
+        }
+        let approvals = Arc::new(approvals);
+        let telegram: Arc<dyn Channel> = Arc::new(TelegramChannel::new(
             tg.clone(),
             approvals.clone(),
             app.paths.clone(),
             config.max_send_bytes,
         ));
+        let channel: Arc<dyn Channel> = match &app.beside {
+            // The other channel's chats first: Telegram serves every chat.
+            Some(beside) => Arc::new(Channels::new(vec![beside.channel.clone(), telegram])),
+            None => telegram,
+        };
         let gateway = Gateway::new(
             app.agent,
             app.db.clone(),

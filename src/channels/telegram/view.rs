@@ -118,6 +118,7 @@ impl Channel for TelegramChannel {
         Box::new(TelegramView {
             approver: Arc::new(ChatApprover {
                 approvals: self.approvals.clone(),
+                run_id: run.run_id,
                 tg: self.tg.clone(),
                 chat_id: run.chat_id,
                 topic: run.topic,

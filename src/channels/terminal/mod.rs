@@ -91,6 +91,9 @@ fn printer(text: Option<Arc<Mutex<TextOut>>>, spinner: Arc<Spinner>) -> EventFn 
         }
     };
     Arc::new(move |event| {
+        if matches!(event, AgentEvent::Measured(_)) {
+            return;
+        }
         spinner.stop();
         match event {
             AgentEvent::TextDelta(delta) => {
@@ -121,6 +124,7 @@ fn printer(text: Option<Arc<Mutex<TextOut>>>, spinner: Arc<Spinner>) -> EventFn 
             }
             AgentEvent::Steered(text) => eprintln!("[steer] {text}"),
             AgentEvent::Progress(text) => eprintln!("[..] {}", escape_controls(&text)),
+            AgentEvent::Measured(_) => {}
         }
     })
 }
@@ -147,6 +151,8 @@ fn json_printer() -> EventFn {
             }),
             AgentEvent::Steered(text) => json!({"event": "steered", "text": text}),
             AgentEvent::Progress(text) => json!({"event": "progress", "text": text}),
+            // For /metrics, not for the reader.
+            AgentEvent::Measured(_) => return,
         };
         println!("{line}");
     })

@@ -3,87 +3,10 @@
 //! runs the command and the run succeeds with the model's answer; idempotency keys; cancel;
 //! the token (401, rate limits, audit) and the listener's refusals; `kill -9` mid-run.
 
-mod support;
-
+use crate::support::warden_serve::{parse_metrics, Client, ServeEnv, API_TOKEN};
+use crate::{llm, start, WAIT};
 use serde_json::json;
 use std::time::Duration;
-use support::command_model;
-use support::fake_llm::{FakeLlm, Request, Turn};
-use support::warden_bot::BotProcess;
-use support::warden_serve::{parse_metrics, Client, ServeEnv, API_TOKEN};
-
-const WAIT: Duration = Duration::from_secs(30);
-
-/// The command model (`run: CMD` calls bash), plus `slow…` prompts the model takes 30 s to
-/// answer (a run that is surely still going) and anything else answered `answer: TEXT`.
-async fn llm() -> FakeLlm {
-    FakeLlm::anthropic_with(|req: &Request| {
-        let (prompt, _) = req.prompt_and_step();
-        if prompt.starts_with("run: ") || prompt.starts_with("bg: ") {
-            return command_model::script(req);
-        }
-        let turn = Turn::text(format!("answer: {prompt}"));
-        if prompt.starts_with("slow") {
-            turn.delay(Duration::from_secs(30))
-        } else {
-            turn
-        }
-    })
-    .await
-}
-
-struct Setup {
-    llm: FakeLlm,
-    env: ServeEnv,
-    api: Client,
-    serve: BotProcess,
-    home: tempfile::TempDir,
-}
-
-async fn start(config: &str) -> Setup {
-    let llm = llm().await;
-    let home = tempfile::tempdir().unwrap();
-    let workspace = home.path().join(".warden/workspace");
-    for dir in ["somedir", "keepdir"] {
-        std::fs::create_dir_all(workspace.join(dir)).unwrap();
-        std::fs::write(workspace.join(dir).join("file.txt"), "x").unwrap();
-    }
-    let env = ServeEnv::new(home.path(), llm.base_url());
-    if !config.is_empty() {
-        env.write_config(config);
-    }
-    let serve = env.start();
-    let api = env.client();
-    api.wait_healthy(WAIT).await;
-    Setup {
-        llm,
-        api,
-        serve,
-        env,
-        home,
-    }
-}
-
-impl Setup {
-    fn workspace(&self) -> std::path::PathBuf {
-        self.home.path().join(".warden/workspace")
-    }
-
-    /// How many model requests began a run of `prompt`.
-    fn runs_of(&self, prompt: &str) -> usize {
-        let firsts: Vec<(String, usize)> = self
-            .llm
-            .requests()
-            .iter()
-            .map(|r| r.prompt_and_step())
-            .collect();
-        eprintln!("model requests (prompt, step): {firsts:?}");
-        firsts
-            .iter()
-            .filter(|(p, step)| p == prompt && *step == 0)
-            .count()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_answered_over_http_lets_the_run_finish_with_the_answer() {
@@ -164,6 +87,25 @@ async fn an_approval_answered_over_http_lets_the_run_finish_with_the_answer() {
     ] {
         assert_eq!(samples.get(series), Some(&value), "{series} in\n{metrics}");
     }
+    // Measured in the agent worker, carried back on its event messages: one latency per
+    // model call the fake answered, their tokens, and the jail's start of `rm`.
+    let model_calls = s.llm.requests().len() as f64;
+    assert_eq!(
+        samples.get("warden_llm_latency_seconds_count"),
+        Some(&model_calls),
+        "{metrics}"
+    );
+    assert!(samples["warden_llm_latency_seconds_sum"] > 0.0, "{metrics}");
+    for kind in ["input", "output"] {
+        let tokens = samples[&format!("warden_llm_tokens_total{{kind=\"{kind}\"}}")];
+        assert!(tokens >= model_calls, "{kind} tokens: {metrics}");
+    }
+    let starts = samples["warden_sandbox_start_seconds_count{backend=\"host\"}"];
+    assert!(
+        starts >= 1.0,
+        "the approved rm started in the host jail: {metrics}"
+    );
+    assert!(samples["warden_sandbox_start_seconds_sum{backend=\"host\"}"] > 0.0);
     assert_eq!(s.api.with_token(None).get("/metrics").await.status, 401);
 
     // And in the audit log, each call with its decision.
@@ -418,6 +360,10 @@ async fn bodies_are_capped_no_cors_and_the_openapi_document_lists_every_route() 
         "/metrics",
         "/v1/hooks/{name}",
         "/v1/audit",
+        "/v1/jobs",
+        "/v1/jobs/{id}",
+        "/v1/skills",
+        "/v1/mcp",
     ] {
         assert!(doc.body["paths"][path].is_object(), "{path} is documented");
     }
