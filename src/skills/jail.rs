@@ -139,6 +139,8 @@ impl Prepared {
                     rules: network.rules.clone(),
                     routes,
                     token: new_token(),
+                    network: None,
+                    asker: None,
                 };
                 let token = rules.token.clone();
                 let proxy = EgressProxy::serve_on(listener, rules)

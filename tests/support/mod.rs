@@ -14,6 +14,7 @@ pub mod fake_oauth;
 pub mod fake_telegram;
 pub mod fake_transcribe;
 pub mod fake_web;
+pub mod file_server;
 pub mod marked_repo;
 pub mod procs;
 pub mod pty;
