@@ -208,7 +208,8 @@ pub fn collect(config: &Config) -> Report {
             available: false,
             detail: format!(
                 "none ({why}); with [network] rules, network programs still run but without \
-                 network. Run warden as root to give them one"
+                 network. Run warden as root, or allow unprivileged user namespaces, to give \
+                 them one"
             ),
         },
     };

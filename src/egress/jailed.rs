@@ -4,8 +4,9 @@
 //! `[network]` (`super::network`) about every request. The jail's environment names the proxy,
 //! with the run's token in the URL's userinfo; DNS is resolved by warden after the decision.
 //!
-//! Where no such namespace can be made (warden not root), the network stays off: the jail
-//! keeps its seccomp filter without network sockets, and the caller says why.
+//! Where no such namespace can be made (warden not root and no unprivileged user namespaces),
+//! the network stays off: the jail keeps its seccomp filter without network sockets, and the
+//! caller says why.
 
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
 use crate::sandbox::host::netns::{Bypasses, JailNetwork};
@@ -60,8 +61,8 @@ pub fn unavailable_reason(why: &str) -> String {
     format!(
         "[network] has rules, but jailed commands get no network here: {why}. warden lets a \
          jail reach only its egress proxy through a network namespace of the jail's own, which \
-         needs warden to run as root (CAP_SYS_ADMIN); network programs run without network \
-         (see `warden doctor`)"
+         needs warden to run as root or the kernel to allow unprivileged user namespaces; \
+         network programs run without network (see `warden doctor`)"
     )
 }
 
@@ -130,6 +131,7 @@ impl JailedNetwork {
             .push(("GIT_ALLOW_PROTOCOL".into(), "file:http:https".into()));
         spec.egress_proxy = Some(addr);
         spec.network_namespace = Some(self.namespace.namespace());
+        spec.user_namespace = self.namespace.user_namespace();
     }
 
     /// Stop the proxy: every decision, the bytes by host, and what went around it.

@@ -1,6 +1,6 @@
 //! `warden exec` with `[network]`: curl, git clone and pip through the proxy to hosts a rule
-//! allows; refusals that name the config key; nothing else reachable, as root and as an
-//! unprivileged user.
+//! allows; refusals that name the config key; nothing else reachable, as root (a network
+//! namespace) and as an unprivileged user (the same, owned by a user namespace of warden's).
 
 use crate::common::*;
 use crate::support::file_server::FileServer;
@@ -47,7 +47,7 @@ impl Net {
     }
 
     /// The same through `setpriv` as uid 65534, or None when that cannot run here.
-    fn exec_as_nobody(&self, command: &str) -> Option<Run> {
+    fn exec_as_nobody(&self, flags: &[&str], command: &str) -> Option<Run> {
         if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
             eprintln!("skipped: switching to uid {NOBODY} needs root and setpriv");
             return None;
@@ -61,9 +61,8 @@ impl Net {
             "--",
             env!("CARGO_BIN_EXE_warden"),
             "exec",
-            "--",
-            command,
         ]);
+        cmd.args(flags).arg("--").arg(command);
         self.prepare(&mut cmd);
         cmd.env("TMPDIR", "/tmp");
         Some(run(cmd))
@@ -339,10 +338,12 @@ print("race connects", raced)
 
 const PYTHON_RUNS_SCRIPTS: &str = "[programs.python3]\nargs = \"read\"\n";
 
-#[test]
-fn direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
-    if !namespaces_available() || !have_python() {
-        return;
+/// Run the probe (as root, or as uid 65534 with `as_nobody`) and check that nothing but the
+/// proxy was reached. None when it could not run here.
+fn probe_reaches_nothing(as_nobody: bool) -> Option<()> {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 runs the probe");
+        return None;
     }
     let net = Net::allowing_pkgs();
     let policy = net.env.outside("policy").join("policy.toml");
@@ -352,10 +353,17 @@ fn direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
     target.set_nonblocking(true).unwrap();
     let port = target.local_addr().unwrap().port();
     let udp = std::net::UdpSocket::bind(("127.0.0.1", port)).ok();
-    let r = net.exec(
-        &["--policy", policy.to_str().unwrap()],
-        &format!("python3 probe.py {port}"),
-    );
+    let flags = ["--policy", policy.to_str().unwrap()];
+    let command = format!("python3 probe.py {port}");
+    let r = match as_nobody {
+        true => net.exec_as_nobody(&flags, &command)?,
+        false => {
+            if !namespaces_available() {
+                return None;
+            }
+            net.exec(&flags, &command)
+        }
+    };
     assert_eq!(r.status, 0, "{r:?}");
     assert!(!r.stdout.contains("CONNECTED"), "{r:?}");
     assert!(r.stdout.contains("tcp4 refused"), "{r:?}");
@@ -372,18 +380,43 @@ fn direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
         let mut byte = [0u8; 8];
         assert!(udp.recv_from(&mut byte).is_err(), "a datagram arrived");
     }
+    Some(())
 }
 
 #[test]
-fn an_unprivileged_warden_keeps_the_network_off_and_says_why() {
+fn direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
+    probe_reaches_nothing(false);
+}
+
+#[test]
+fn unprivileged_direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
+    probe_reaches_nothing(true);
+}
+
+#[test]
+fn an_unprivileged_warden_reaches_allowed_hosts_through_a_user_namespace() {
     let net = Net::allowing_pkgs();
-    let Some(r) = net.exec_as_nobody("curl -sS -f http://pkgs.test/hello.txt") else {
+    let Some(r) = net.exec_as_nobody(&[], "curl -sS -f http://pkgs.test/hello.txt") else {
         return;
     };
-    assert_ne!(r.status, 0, "{r:?}");
+    if r.stderr.contains("jailed commands get no network here") {
+        // The kernel refuses unprivileged user namespaces: the network stays off, said why.
+        assert_ne!(r.status, 0, "{r:?}");
+        assert!(r.stderr.contains("user namespace"), "{r:?}");
+        assert!(net.requests().is_empty(), "{:?}", net.requests());
+        return;
+    }
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, "hello from the test server\n", "{r:?}");
+    let refused = net
+        .exec_as_nobody(&[], "curl -sS -f http://other.test/hello.txt")
+        .unwrap();
+    assert_ne!(refused.status, 0, "{refused:?}");
     assert!(
-        r.stderr.contains("jailed commands get no network here"),
-        "{r:?}"
+        refused
+            .stderr
+            .contains("no [network.hosts] rule names other.test"),
+        "{refused:?}"
     );
-    assert!(net.requests().is_empty(), "{:?}", net.requests());
+    assert_eq!(net.requests(), ["GET /hello.txt HTTP/1.1"]);
 }
