@@ -23,6 +23,8 @@ pub struct Report {
     pub cgroup: Cgroup,
     /// How a skill's network is confined to the egress proxy on the host backend.
     pub skill_egress: Feature,
+    /// Whether `[network]` rules can give jailed commands a network (the same namespace).
+    pub command_network: Feature,
     /// Filled by the Docker backend (daemon reachable, version, runtime, image present).
     pub docker: DockerStatus,
     /// The command policy every command is checked against: loaded, or why not.
@@ -194,7 +196,24 @@ pub fn collect(config: &Config) -> Report {
         },
     };
 
-    let skill_egress = match crate::sandbox::host::netns::JailNetwork::check_available() {
+    let namespace = crate::sandbox::host::netns::JailNetwork::check_available();
+    let command_network = match &namespace {
+        Ok(()) => Feature {
+            available: true,
+            detail: "with [network] rules, jailed commands reach the hosts they name through \
+                     warden's egress proxy, in a network namespace of their own"
+                .into(),
+        },
+        Err(why) => Feature {
+            available: false,
+            detail: format!(
+                "none ({why}); with [network] rules, network programs still run but without \
+                 network. Run warden as root, or allow unprivileged user namespaces, to give \
+                 them one"
+            ),
+        },
+    };
+    let skill_egress = match namespace {
         Ok(()) => Feature {
             available: true,
             detail: "network namespace per run: only loopback, where only warden's egress proxy \
@@ -266,6 +285,7 @@ pub fn collect(config: &Config) -> Report {
         user_namespaces: kernel::user_namespaces(),
         cgroup,
         skill_egress,
+        command_network,
         docker,
         policy,
         backend,
@@ -373,6 +393,7 @@ impl Report {
             },
         );
         line("skill egress", self.skill_egress.detail.clone());
+        line("command network", self.command_network.detail.clone());
         line("root", yes(self.root).into());
         line(
             "docker",

@@ -60,14 +60,23 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
         }
     };
     let policy = args.policy.or_else(|| config.policy.clone());
-    let mut checker =
-        match super::policy::checker(policy.as_deref(), &workspace, &config.sandbox.read) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("warden: {e:#}");
-                return EXIT_USAGE;
-            }
-        };
+    let loaded = match crate::policy::Policy::load_with_network(policy.as_deref(), &config.network)
+    {
+        Ok(p) => std::sync::Arc::new(p),
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    // The config's `[network]` over the policy file's.
+    let network = config.network.over(loaded.network());
+    let mut checker = match loaded.checker(&workspace, &config.sandbox.read, &workspace) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
     if let Err(why) = checker
         .paths()
         .refuse_exposing(&config.own_files(policy.as_deref()))
@@ -109,6 +118,10 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             allow_without_landlock: args.allow_without_landlock,
             session: "exec",
             protection: Some(protection),
+            network: Some(cli_sandbox::NetworkRun {
+                config: network,
+                yes: args.yes,
+            }),
         },
     )
 }

@@ -39,6 +39,7 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
         Ok(p) => cli_sandbox::run_in_sandbox(
             &p.config,
             cli_sandbox::SandboxRun {
+                network: None,
                 backend: p.backend,
                 paths: p.paths,
                 script: &p.script,

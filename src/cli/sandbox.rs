@@ -3,6 +3,8 @@
 
 use super::EXIT_SETUP;
 use crate::config::Config;
+use crate::egress::jailed::JailedNetwork;
+use crate::egress::network::{NetworkAsker, NetworkConfig};
 use crate::exec::{run_script, ExecOptions};
 use crate::policy::{PathPolicy, Script};
 use crate::sandbox::host::{HostOptions, HostSandbox};
@@ -79,7 +81,22 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// are the checked roots), the script run on warden's own terminal until it ends, times out or
 /// warden is interrupted, and everything torn down. Returns the process exit code.
 pub fn run_in_sandbox(config: &Config, run: SandboxRun<'_>) -> i32 {
-    let spec = JailSpec::for_paths(&run.paths, &config.sandbox);
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warden: cannot start the async runtime: {e}");
+            return EXIT_SETUP;
+        }
+    };
+    let mut spec = JailSpec::for_paths(&run.paths, &config.sandbox);
+    // The proxy runs on this runtime while the script does.
+    let network = match &run.network {
+        Some(network) => {
+            let _entered = runtime.enter();
+            open_network(run.backend, network, &mut spec)
+        }
+        None => None,
+    };
     let pool = SandboxPool::new(
         run.backend,
         &config.sandbox,
@@ -88,7 +105,59 @@ pub fn run_in_sandbox(config: &Config, run: SandboxRun<'_>) -> i32 {
     );
     let mut options = ExecOptions::inherit(run.paths, timeout(run.timeout_flag, config));
     options.protection = run.protection;
-    run_with(options, run.script, pool.get(run.session), pool.shutdown())
+    let close = async {
+        pool.shutdown().await;
+        if let Some(network) = network {
+            for line in network.close().await.lines() {
+                eprintln!("warden: {line}");
+            }
+        }
+    };
+    run_with(runtime, options, run.script, pool.get(run.session), close)
+}
+
+/// The jail's network when `[network]` has rules and this backend can confine it to the
+/// proxy; otherwise none, said on stderr.
+fn open_network(
+    backend: Backend,
+    network: &NetworkRun,
+    spec: &mut JailSpec,
+) -> Option<JailedNetwork> {
+    if !network.config.has_rules() {
+        return None;
+    }
+    if backend == Backend::Docker {
+        eprintln!(
+            "warden: [network] applies to the host backend only; Docker containers run \
+             without any network"
+        );
+        return None;
+    }
+    let yes = network.yes;
+    let asker = NetworkAsker::new(move |request| {
+        if yes {
+            eprintln!("warden: approved with --yes: {}", request.describe());
+        } else {
+            eprintln!(
+                "warden: refused: {}; there is nobody to ask while the command runs (pass \
+                 --yes to approve [network.hosts] asks from a script)",
+                request.describe()
+            );
+        }
+        Box::pin(async move { yes })
+    });
+    match JailedNetwork::start(&network.config, Some(asker)) {
+        Ok(jailed) => {
+            if let Some(jailed) = &jailed {
+                jailed.apply(spec);
+            }
+            jailed
+        }
+        Err(why) => {
+            eprintln!("warden: {why}");
+            None
+        }
+    }
 }
 
 /// What [`run_in_sandbox`] runs, and how.
@@ -102,6 +171,15 @@ pub struct SandboxRun<'a> {
     pub session: &'a str,
     /// What the write verifier protects; `None` only for `warden jail` (no policy either).
     pub protection: Option<crate::verify::Protection>,
+    /// `[network]` (the config's over the policy file's); `None` for `warden jail`.
+    pub network: Option<NetworkRun>,
+}
+
+/// The network a run may use.
+pub struct NetworkRun {
+    pub config: NetworkConfig,
+    /// `--yes`: `ask` rules are approved without asking.
+    pub yes: bool,
 }
 
 /// [`run_in_sandbox`] on the host backend alone: the same jail, without linking the Docker
@@ -121,17 +199,6 @@ pub fn run_on_host(
     // `warden jail` runs a program without the policy, so with no IR to hold its writes to.
     let mut options = ExecOptions::inherit(paths, timeout(timeout_flag, config));
     options.protection = None;
-    run_with(options, script, open, async {})
-}
-
-/// Open a sandbox with `open`, run `script` in it, then `close` (inside one runtime, with
-/// SIGINT/SIGTERM/SIGHUP cancelling the script).
-fn run_with(
-    mut options: ExecOptions,
-    script: &Script,
-    open: impl Future<Output = Result<Arc<dyn Sandbox>, SandboxError>>,
-    close: impl Future<Output = ()>,
-) -> i32 {
     let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -139,6 +206,18 @@ fn run_with(
             return EXIT_SETUP;
         }
     };
+    run_with(runtime, options, script, open, async {})
+}
+
+/// Open a sandbox with `open`, run `script` in it, then `close` (inside one runtime, with
+/// SIGINT/SIGTERM/SIGHUP cancelling the script).
+fn run_with(
+    runtime: tokio::runtime::Runtime,
+    mut options: ExecOptions,
+    script: &Script,
+    open: impl Future<Output = Result<Arc<dyn Sandbox>, SandboxError>>,
+    close: impl Future<Output = ()>,
+) -> i32 {
     runtime.block_on(async {
         let cancel = CancellationToken::new();
         cancel_on_signals(cancel.clone());

@@ -56,6 +56,9 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub skills: SkillsConfig,
     pub egress: EgressConfig,
+    /// `[network]`: hosts jailed commands may reach through the egress proxy (see
+    /// `crate::egress::network`).
+    pub network: crate::egress::network::NetworkConfig,
     pub trust: TrustConfig,
     /// `[mcp]`: MCP servers warden connects (see `crate::mcp`).
     pub mcp: crate::mcp::config::McpConfig,
@@ -89,6 +92,7 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             skills: SkillsConfig::default(),
             egress: EgressConfig::default(),
+            network: Default::default(),
             trust: TrustConfig::default(),
             mcp: Default::default(),
             search: SearchConfig::default(),
@@ -176,6 +180,7 @@ impl Config {
             .and_then(|()| crate::skills::domain::parse_hosts(&config.skills.hosts).map(|_| ()))
             .and_then(|()| crate::egress::rules::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::egress::fixed::parse_fixed(&config.egress.resolve).map(|_| ()))
+            .and_then(|()| config.network.check())
             .and_then(|()| config.trust.check())
             .and_then(|()| crate::mcp::config::check(&config.mcp))
             .and_then(|()| crate::channels::http::config::check(&config.http))

@@ -38,6 +38,14 @@ impl HostTarget {
 pub fn parse_fixed(
     entries: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, HostTarget>, String> {
+    parse_fixed_in(entries, "egress.resolve")
+}
+
+/// Check fixed addresses written under the config key `section` (`network.resolve`).
+pub fn parse_fixed_in(
+    entries: &BTreeMap<String, String>,
+    section: &str,
+) -> Result<BTreeMap<String, HostTarget>, String> {
     entries
         .iter()
         .map(|(name, value)| {
@@ -45,12 +53,12 @@ pub fn parse_fixed(
                 Ok(url::Host::Domain(d)) if !d.is_empty() => normalize_host(&d),
                 _ => {
                     return Err(format!(
-                        "egress.resolve.{name:?}: not a host name (map a name, without a port)"
+                        "{section}.{name:?}: not a host name (map a name, without a port)"
                     ))
                 }
             };
             let target =
-                HostTarget::parse(value).map_err(|e| format!("egress.resolve.{name:?}: {e}"))?;
+                HostTarget::parse(value).map_err(|e| format!("{section}.{name:?}: {e}"))?;
             Ok((host, target))
         })
         .collect()

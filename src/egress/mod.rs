@@ -24,7 +24,10 @@ pub mod echo;
 pub mod fixed;
 mod gate;
 pub mod grants;
+pub mod http_rules;
+pub mod jailed;
 pub mod links;
+pub mod network;
 pub mod provenance;
 pub mod rules;
 

@@ -65,6 +65,8 @@ pub struct HostRules {
     /// Keyed by the suffix without `*` (`.example.com`).
     suffixes: BTreeMap<String, Rule>,
     any: Option<Rule>,
+    /// The config key the rules came from (`egress.hosts`, `network.hosts`).
+    section: &'static str,
 }
 
 /// The form hosts are compared in: lowercase, IDNA (punycode), no trailing dot, IPv6 in
@@ -97,9 +99,21 @@ fn parse_name(name: &str) -> Result<String, String> {
 impl HostRules {
     /// Check `[egress.hosts]`; an invalid entry is an error naming its key.
     pub fn parse(hosts: &BTreeMap<String, String>) -> Result<HostRules, String> {
-        let mut rules = HostRules::default();
+        HostRules::parse_section(hosts, "egress.hosts")
+    }
+
+    /// Check host rules written under the config key `section` (`network.hosts`); errors and
+    /// [`Matched::origin`] name it.
+    pub fn parse_section(
+        hosts: &BTreeMap<String, String>,
+        section: &'static str,
+    ) -> Result<HostRules, String> {
+        let mut rules = HostRules {
+            section,
+            ..HostRules::default()
+        };
         for (key, value) in hosts {
-            let bad = |why: String| format!("egress.hosts.{key:?}: {why}");
+            let bad = |why: String| format!("{section}.{key:?}: {why}");
             let rule = Rule::parse(value).ok_or_else(|| {
                 bad(format!(
                     "{value:?} is not a rule; use \"allow\", \"ask\" or \"deny\""
@@ -131,7 +145,10 @@ impl HostRules {
         let matched = |key: String, rule: Rule| Matched {
             key,
             rule,
-            origin: "[egress.hosts]",
+            origin: match self.section {
+                "network.hosts" => "[network.hosts]",
+                _ => "[egress.hosts]",
+            },
         };
         if let Some(rule) = self.exact.get(&host) {
             return Some(matched(host, *rule));

@@ -653,8 +653,12 @@ impl Checker {
             .map_err(|d| Denial::new(format!("{name}: {}", d.reason)))?;
         asks.extend(analysis.ask);
         if let Some(what) = &analysis.runs_code {
+            let jailed = match self.policy.networked() {
+                true => JAILED_CODE_NETWORKED,
+                false => JAILED_CODE,
+            };
             asks.push(format!(
-                "{name} {what}, code the policy cannot read: {JAILED_CODE}"
+                "{name} {what}, code the policy cannot read: {jailed}"
             ));
         }
         // The shape is cut from argv as written, before an analyzer adds its safety options.
@@ -964,6 +968,11 @@ pub(super) fn program_name(arg0: &str) -> Result<String, Denial> {
 /// refuses such commands in a sandbox that does not confine code).
 pub const JAILED_CODE: &str = "it would run in the jail (Landlock + seccomp, or Docker), without \
                                network, writing only the workspace";
+
+/// The same when `[network]` has rules.
+pub const JAILED_CODE_NETWORKED: &str = "it would run in the jail (Landlock + seccomp, or \
+                                         Docker), reaching only the hosts [network] allows, \
+                                         writing only the workspace";
 
 /// With `unknown_programs = "ask"`: every argument that might be a path is checked as a read.
 fn unknown_program_rule() -> ProgramRule {

@@ -51,6 +51,17 @@ pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The embedded default policy (`policy/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
 
+/// The network programs added when `[network]` has rules (`policy/network.toml`).
+pub const NETWORK_POLICY: &str = include_str!("../../policy/network.toml");
+
+/// `policy/network.toml` as written: whole programs, and subcommands added to the default's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkPrograms {
+    programs: BTreeMap<String, ProgramRule>,
+    subcommands: BTreeMap<String, BTreeMap<String, ProgramRule>>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
@@ -142,6 +153,10 @@ pub struct Policy {
     read_roots: Vec<PathBuf>,
     write_roots: Vec<PathBuf>,
     egress_hosts: BTreeMap<String, String>,
+    /// The policy file's `[network]` (the config's is laid over it where it is used).
+    network: crate::egress::network::NetworkConfig,
+    /// Whether the network programs were added (`[network]` has rules).
+    networked: bool,
 }
 
 /// One program's rule: parsed (a user file, a skill's manifest), or the embedded default's text
@@ -195,23 +210,93 @@ impl Policy {
 
     /// The default, extended (or replaced, with `extends_default = false`) by a user file.
     pub fn load(user_file: Option<&Path>) -> Result<Policy, PolicyError> {
+        Policy::load_with_network(user_file, &Default::default())
+    }
+
+    /// [`Policy::load`], with the network programs added when the config's `[network]`
+    /// (`network`) or the policy file's has rules.
+    pub fn load_with_network(
+        user_file: Option<&Path>,
+        network: &crate::egress::network::NetworkConfig,
+    ) -> Result<Policy, PolicyError> {
         let Some(path) = user_file else {
-            return Ok(Policy::embedded_default());
+            let mut policy = Policy::embedded_default();
+            if network.has_rules() {
+                policy.add_network_programs();
+            }
+            return Ok(policy);
         };
         let text = std::fs::read_to_string(path).map_err(|error| PolicyError::Read {
             path: path.to_path_buf(),
             error,
         })?;
-        Policy::from_user_toml(&text, &path.display().to_string())
+        Policy::from_user_toml_with_network(&text, &path.display().to_string(), network)
     }
 
     /// Like [`Policy::load`] from text.
     pub fn from_user_toml(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        Policy::from_user_toml_with_network(text, origin, &Default::default())
+    }
+
+    fn from_user_toml_with_network(
+        text: &str,
+        origin: &str,
+        network: &crate::egress::network::NetworkConfig,
+    ) -> Result<Policy, PolicyError> {
         let file = parse_file(text, origin)?;
+        file.network.check().map_err(|message| PolicyError::Parse {
+            origin: origin.to_string(),
+            message,
+        })?;
+        let networked = network.has_rules() || file.network.has_rules();
         if file.extends_default == Some(false) {
             return Ok(Policy::from_file(file, None));
         }
-        Ok(Policy::from_file(file, Some(Policy::embedded_default())))
+        let mut base = Policy::embedded_default();
+        // Under the user's file: its own entries for these programs still replace them.
+        if networked {
+            base.add_network_programs();
+        }
+        Ok(Policy::from_file(file, Some(base)))
+    }
+
+    /// Add `policy/network.toml`: whole programs replace the default's entry, subcommands
+    /// join the default's program.
+    #[expect(
+        clippy::expect_used,
+        reason = "the embedded text is part of the binary; the network_policy_parses test \
+                  parses it on every build"
+    )]
+    fn add_network_programs(&mut self) {
+        let mut added: NetworkPrograms =
+            toml::from_str(NETWORK_POLICY).expect("policy/network.toml parses (tested)");
+        if let Some(pip) = added.programs.get("pip").cloned() {
+            added.programs.insert("pip3".into(), pip);
+        }
+        self.networked = true;
+        self.programs.extend(
+            added
+                .programs
+                .into_iter()
+                .map(|(name, rule)| (name, Program::Parsed(rule))),
+        );
+        for (program, subcommands) in added.subcommands {
+            if let Some(entry) = self.programs.get_mut(&program) {
+                let mut rule = entry.rule().clone();
+                rule.subcommands.extend(subcommands);
+                *entry = Program::Parsed(rule);
+            }
+        }
+    }
+
+    /// Whether jailed commands may reach the network (`[network]` has rules).
+    pub fn networked(&self) -> bool {
+        self.networked
+    }
+
+    /// The policy file's `[network]`.
+    pub fn network(&self) -> &crate::egress::network::NetworkConfig {
+        &self.network
     }
 
     fn from_file(file: PolicyFile, base: Option<Policy>) -> Policy {
@@ -221,6 +306,8 @@ impl Policy {
             read_roots: Vec::new(),
             write_roots: Vec::new(),
             egress_hosts: BTreeMap::new(),
+            network: Default::default(),
+            networked: false,
         });
         policy.settings = Settings::from_file(&file.settings, Some(&policy.settings));
         policy
@@ -236,6 +323,7 @@ impl Policy {
                 .map(|(name, rule)| (name, Program::Parsed(rule))),
         );
         policy.egress_hosts.extend(file.egress.hosts);
+        policy.network = file.network.over(&policy.network);
         policy
     }
 
@@ -310,6 +398,34 @@ mod tests {
     fn default_policy_parses() {
         let file = parse_file(DEFAULT_POLICY, "default").unwrap();
         assert!(file.programs.contains_key("ls"));
+    }
+
+    #[test]
+    fn network_policy_parses_and_applies_only_with_network_rules() {
+        let plain = Policy::embedded_default();
+        assert!(!plain.networked());
+        let git = plain.rule("git").unwrap();
+        assert!(!git.subcommands.contains_key("clone"));
+
+        let rules: crate::egress::network::NetworkConfig =
+            toml::from_str("[hosts]\n\"a.test\" = \"allow\"").unwrap();
+        let networked = Policy::load_with_network(None, &rules).unwrap();
+        assert!(networked.networked());
+        let git = networked.rule("git").unwrap();
+        assert!(git.subcommands.contains_key("clone") && git.subcommands.contains_key("status"));
+        assert_eq!(networked.rule("curl").unwrap().decision, Decision::Allow);
+        assert!(networked.rule("pip3").is_some());
+
+        // A policy file's own [network] turns them on too; its own entry for a program wins.
+        let from_file = Policy::from_user_toml(
+            "[network.hosts]\n\"b.test\" = \"allow\"\n[programs.wget]\ndecision = \"deny\"\n",
+            "u",
+        )
+        .unwrap();
+        assert!(from_file.networked());
+        assert_eq!(from_file.rule("wget").unwrap().decision, Decision::Deny);
+        assert_eq!(from_file.network().hosts.len(), 1);
+        assert!(Policy::from_user_toml("[network.hosts]\n\"b.test\" = \"maybe\"\n", "u").is_err());
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub struct PolicyFile {
     /// where the fetch tools are built, `crate::egress::HostRules`).
     #[serde(default)]
     pub egress: EgressFile,
+    /// `[network]`: hosts jailed commands may reach, under the config's (see
+    /// `crate::egress::network`); with rules, the network programs of `policy/network.toml`
+    /// are added.
+    #[serde(default)]
+    pub network: crate::egress::network::NetworkConfig,
     /// `warden policy test`'s workspace for the tests below (ignored by the checker).
     #[serde(default)]
     pub fixture: super::fixture::FixtureSpec,

@@ -83,6 +83,8 @@ pub struct JailSpec {
     /// The network namespace the host jail's processes join with an egress proxy: only
     /// loopback, on which only the proxy listens (`host::netns`). Required with a proxy.
     pub network_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// The user namespace that owns `network_namespace`, joined first (warden not root).
+    pub user_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 impl JailSpec {
@@ -96,6 +98,7 @@ impl JailSpec {
             limits: Limits::default(),
             egress_proxy: None,
             network_namespace: None,
+            user_namespace: None,
         }
     }
 }

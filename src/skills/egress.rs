@@ -30,6 +30,7 @@
 //! Every decision is recorded as an [`EgressEvent`] for the run's report and audit row.
 
 use crate::egress::fixed::HostTarget;
+use crate::egress::network::{NetworkAsk, NetworkAsker, NetworkRules};
 use crate::skills::domain::Domain;
 use crate::skills::routes::{HttpRules, Route};
 use crate::tools::web_fetch::forbidden_reason;
@@ -58,6 +59,11 @@ pub struct EgressRules {
     pub routes: Vec<Route>,
     /// The run's token; the proxy refuses everything while it is empty.
     pub token: String,
+    /// For jailed commands: `[network]` decides instead of `domains` and `rules` (the
+    /// fixed addresses of `[network.resolve]` join `hosts`).
+    pub network: Option<Arc<NetworkRules>>,
+    /// Who answers `[network.hosts]` rules that ask; without one they are refused.
+    pub asker: Option<NetworkAsker>,
 }
 
 /// A fresh random token for one run.
@@ -88,10 +94,18 @@ impl EgressEvent {
     }
 }
 
+/// Bytes relayed for one host, as the client sent and received them (after the request head).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    pub sent: u64,
+    pub received: u64,
+}
+
 /// A running proxy; it stops (and drops every connection) when stopped or dropped.
 pub struct EgressProxy {
     addr: SocketAddr,
     events: Arc<Mutex<Vec<EgressEvent>>>,
+    traffic: Arc<Mutex<BTreeMap<String, Traffic>>>,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -112,16 +126,21 @@ impl EgressProxy {
         let listener = TcpListener::from_std(listener)?;
         let addr = listener.local_addr()?;
         let events = Arc::new(Mutex::new(Vec::new()));
+        let traffic = Arc::new(Mutex::new(BTreeMap::new()));
         let cancel = CancellationToken::new();
         let task = tokio::spawn(serve(
             listener,
             Arc::new(rules),
-            events.clone(),
+            Log {
+                events: events.clone(),
+                traffic: traffic.clone(),
+            },
             cancel.clone(),
         ));
         Ok(EgressProxy {
             addr,
             events,
+            traffic,
             cancel,
             task,
         })
@@ -139,6 +158,21 @@ impl EgressProxy {
             .clone()
     }
 
+    /// Bytes relayed so far, by host.
+    pub fn traffic(&self) -> BTreeMap<String, Traffic> {
+        self.traffic
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Close the listener and every connection; all decisions, and the bytes by host.
+    pub async fn finish(mut self) -> (Vec<EgressEvent>, BTreeMap<String, Traffic>) {
+        self.cancel.cancel();
+        let _ = (&mut self.task).await;
+        (self.events(), self.traffic())
+    }
+
     /// Close the listener and every connection; returns all decisions.
     pub async fn stop(mut self) -> Vec<EgressEvent> {
         self.cancel.cancel();
@@ -153,10 +187,17 @@ impl Drop for EgressProxy {
     }
 }
 
+/// Where the proxy's connections report.
+#[derive(Clone)]
+struct Log {
+    events: Arc<Mutex<Vec<EgressEvent>>>,
+    traffic: Arc<Mutex<BTreeMap<String, Traffic>>>,
+}
+
 async fn serve(
     listener: TcpListener,
     rules: Arc<EgressRules>,
-    events: Arc<Mutex<Vec<EgressEvent>>>,
+    log: Log,
     cancel: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
@@ -171,7 +212,7 @@ async fn serve(
             drop(client);
             continue;
         }
-        let (rules, events) = (rules.clone(), events.clone());
+        let (rules, events, traffic) = (rules.clone(), log.events.clone(), log.traffic.clone());
         connections.spawn(async move {
             // The decision is recorded before any byte is relayed: a run that ends mid-transfer
             // still reports every connection it made.
@@ -183,7 +224,13 @@ async fn serve(
                 }
                 events.lock().unwrap_or_else(|p| p.into_inner()).push(event);
             };
-            handle(client, &rules, record).await;
+            let count = move |host: &str, sent: u64, received: u64| {
+                let mut traffic = traffic.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = traffic.entry(host.to_string()).or_default();
+                entry.sent += sent;
+                entry.received += received;
+            };
+            handle(client, &rules, record, count).await;
         });
     }
     connections.shutdown().await;
@@ -242,7 +289,12 @@ fn refusal(status: u16, target: impl Into<String>, why: impl Into<String>) -> Re
 
 /// Serve one client connection, reporting its decision through `record` (nothing for a
 /// client that sent no request at all).
-async fn handle(mut client: TcpStream, rules: &EgressRules, record: impl FnOnce(EgressEvent)) {
+async fn handle(
+    mut client: TcpStream,
+    rules: &EgressRules,
+    record: impl FnOnce(EgressEvent),
+    count: impl FnOnce(&str, u64, u64),
+) {
     let request = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
         Ok(Ok(Some(request))) => request,
         Ok(Ok(None)) | Err(_) => return,
@@ -258,15 +310,20 @@ async fn handle(mut client: TcpStream, rules: &EgressRules, record: impl FnOnce(
             return record(refused(r.target, r.why));
         }
     };
-    let (host, port, route) = match &plan {
-        Plan::Tunnel { host, port } => (host, *port, false),
+    let (host, port, route, what) = match &plan {
+        Plan::Tunnel { host, port } => (host, *port, false, "CONNECT"),
         Plan::Forward {
-            host, port, route, ..
-        } => (host, *port, *route),
+            host,
+            port,
+            route,
+            what,
+            ..
+        } => (host, *port, *route, what.as_str()),
     };
-    let addr = match route {
-        true => resolve(rules, host, port).await,
-        false => decide(rules, host, port).await,
+    let addr = match (route, &rules.network) {
+        (true, _) => resolve(rules, host, port).await,
+        (false, Some(network)) => decide_network(rules, network, host, port, what).await,
+        (false, None) => decide(rules, host, port).await,
     };
     let addr = match addr {
         Ok(addr) => addr,
@@ -297,10 +354,9 @@ async fn handle(mut client: TcpStream, rules: &EgressRules, record: impl FnOnce(
         allowed: true,
         detail,
     });
-    match plan {
-        Plan::Tunnel { .. } => {
-            let _ = tunnel(client, upstream, &request.rest).await;
-        }
+    let host = host.clone();
+    let relayed = match plan {
+        Plan::Tunnel { .. } => tunnel(client, upstream, &request.rest).await,
         Plan::Forward {
             host,
             tls: true,
@@ -308,15 +364,18 @@ async fn handle(mut client: TcpStream, rules: &EgressRules, record: impl FnOnce(
             body_len,
             ..
         } => match tls_connect(&host, upstream).await {
-            Ok(upstream) => {
-                let _ = forward(client, upstream, &head, &request.rest, body_len).await;
+            Ok(upstream) => forward(client, upstream, &head, &request.rest, body_len).await,
+            Err(why) => {
+                respond(&mut client, 502, &why).await;
+                Ok((0, 0))
             }
-            Err(why) => respond(&mut client, 502, &why).await,
         },
         Plan::Forward { head, body_len, .. } => {
-            let _ = forward(client, upstream, &head, &request.rest, body_len).await;
+            forward(client, upstream, &head, &request.rest, body_len).await
         }
-    }
+    };
+    let (sent, received) = relayed.unwrap_or((0, 0));
+    count(&host, sent, received);
 }
 
 /// Check a request against the run's token, domains, rules and routes.
@@ -329,19 +388,24 @@ fn plan(rules: &EgressRules, request: &Request) -> Result<(String, Plan), Refusa
         return Err(refusal(
             407,
             target,
-            "this proxy serves one skill run; the request lacks its token (Proxy-Authorization)",
+            "this proxy serves one run; the request lacks its token (Proxy-Authorization)",
         ));
     }
     if request.method == "CONNECT" {
         let (host, port) = authority(target).map_err(|why| refusal(400, target, why))?;
         let label = format!("{host}:{port}");
-        if rules.rules.get(&host).is_some_and(|r| !r.is_empty()) {
+        let http = http_rules(rules, &host).map_err(|why| refusal(403, &label, why))?;
+        if http.is_some_and(|r| !r.is_empty()) {
+            let advice = match rules.network {
+                Some(_) => "only plain http:// requests can reach it",
+                None => "the skill must use plain HTTP or a route",
+            };
             return Err(refusal(
                 403,
                 label,
                 format!(
                     "{host} has method/path rules, which warden cannot check inside an encrypted \
-                     tunnel; the skill must use plain HTTP or a route"
+                     tunnel; {advice}"
                 ),
             ));
         }
@@ -378,7 +442,8 @@ fn plan(rules: &EgressRules, request: &Request) -> Result<(String, Plan), Refusa
     let label = format!("{host}:{port}");
     // The parsed URL's path (dot segments resolved) is both what is checked and what is sent.
     let path = url.path();
-    if let Some(domain_rules) = rules.rules.get(&host) {
+    let http = http_rules(rules, &host).map_err(|why| refusal(403, &label, why))?;
+    if let Some(domain_rules) = http {
         domain_rules
             .check(method, path)
             .map_err(|why| refusal(403, label.clone(), format!("{host}: {why}")))?;
@@ -572,27 +637,29 @@ fn upstream_head(
     head
 }
 
+/// Relay a tunnel; the bytes sent and received.
 async fn tunnel(
     mut client: TcpStream,
     mut upstream: TcpStream,
     rest: &[u8],
-) -> std::io::Result<()> {
+) -> std::io::Result<(u64, u64)> {
     client
         .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         .await?;
     upstream.write_all(rest).await?;
-    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
-    Ok(())
+    let (sent, received) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+    Ok((sent + rest.len() as u64, received))
 }
 
-/// Send the head and exactly `body_len` bytes of body, then relay the response to the client.
+/// Send the head and exactly `body_len` bytes of body, then relay the response to the client;
+/// the body bytes sent and the response bytes received.
 async fn forward<S>(
     client: TcpStream,
     mut upstream: S,
     head: &[u8],
     rest: &[u8],
     body_len: u64,
-) -> std::io::Result<()>
+) -> std::io::Result<(u64, u64)>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -608,8 +675,9 @@ where
         tokio::io::copy(&mut body, &mut upstream).await?;
     }
     upstream.flush().await?;
-    tokio::io::copy(&mut upstream, &mut to_client).await?;
-    to_client.shutdown().await
+    let received = tokio::io::copy(&mut upstream, &mut to_client).await?;
+    to_client.shutdown().await?;
+    Ok((body_len, received))
 }
 
 /// TLS to a route's upstream, verified against the bundled web PKI roots.
@@ -643,6 +711,52 @@ fn refused(target: String, why: String) -> EgressEvent {
     }
 }
 
+/// The method/path rules for `host`: a skill's declared ones, or for jailed commands the
+/// `[network]` rule's (an error when no rule lets the host through).
+fn http_rules(rules: &EgressRules, host: &str) -> Result<Option<HttpRules>, String> {
+    match &rules.network {
+        Some(network) => network.admit(host).map(|admitted| Some(admitted.http)),
+        None => Ok(rules.rules.get(host).cloned()),
+    }
+}
+
+/// For jailed commands: `[network]` decides (asking when its rule says so), on the web's ports.
+async fn decide_network(
+    rules: &EgressRules,
+    network: &NetworkRules,
+    host: &str,
+    port: u16,
+    what: &str,
+) -> Result<SocketAddr, String> {
+    let admitted = network.admit(host)?;
+    if port != 80 && port != 443 {
+        return Err(format!(
+            "port {port} of {host}: jailed commands reach ports 80 and 443 only"
+        ));
+    }
+    if admitted.asks() {
+        let (method, path) = what.split_once(' ').unwrap_or((what, ""));
+        let request = NetworkAsk {
+            host: host.to_string(),
+            port,
+            method: method.to_string(),
+            path: path.to_string(),
+            rule: admitted.describe(),
+        };
+        let approved = match &rules.asker {
+            Some(asker) => asker.ask(request).await,
+            None => false,
+        };
+        if !approved {
+            return Err(format!(
+                "{host} needs approval ({}), and it was not given",
+                admitted.describe()
+            ));
+        }
+    }
+    resolve(rules, host, port).await
+}
+
 /// The address to connect to for `host:port`, or why not.
 async fn decide(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr, String> {
     let domain = rules
@@ -669,7 +783,12 @@ async fn decide(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr
 
 /// `[skills] hosts`, or a lookup whose every address is public.
 async fn resolve(rules: &EgressRules, host: &str, port: u16) -> Result<SocketAddr, String> {
-    if let Some(target) = rules.hosts.get(host) {
+    let fixed = rules
+        .hosts
+        .get(host)
+        .copied()
+        .or_else(|| rules.network.as_ref().and_then(|n| n.fixed(host)));
+    if let Some(target) = fixed {
         return Ok(target.addr(port));
     }
     let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
@@ -687,8 +806,8 @@ fn check_resolved(host: &str, addrs: &[SocketAddr]) -> Result<SocketAddr, String
     for addr in addrs {
         if let Some(why) = forbidden_reason(addr.ip()) {
             return Err(format!(
-                "{host} resolves to {} ({why}); only [skills] hosts can map a name to such an \
-                 address",
+                "{host} resolves to {} ({why}); only [skills] hosts or [network.resolve] can \
+                 map a name to such an address",
                 addr.ip()
             ));
         }

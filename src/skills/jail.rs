@@ -139,11 +139,18 @@ impl Prepared {
                     rules: network.rules.clone(),
                     routes,
                     token: new_token(),
+                    network: None,
+                    asker: None,
                 };
                 let token = rules.token.clone();
                 let proxy = EgressProxy::serve_on(listener, rules)
                     .map_err(|e| fail(format!("starting the egress proxy failed: {e}")))?;
-                Some((proxy, token, jail_network.namespace()))
+                Some((
+                    proxy,
+                    token,
+                    jail_network.namespace(),
+                    jail_network.user_namespace(),
+                ))
             }
         };
         let spec = jail_spec(
@@ -153,12 +160,15 @@ impl Prepared {
             &self.run_dir.scratch,
             &settings.workspace,
             &self.effective.limits,
-            proxy.as_ref().map(|(proxy, token, namespace)| JailEgress {
-                addr: proxy.addr(),
-                token,
-                namespace: namespace.clone(),
-                routes: &network.routes,
-            }),
+            proxy
+                .as_ref()
+                .map(|(proxy, token, namespace, user)| JailEgress {
+                    addr: proxy.addr(),
+                    token,
+                    namespace: namespace.clone(),
+                    user_namespace: user.clone(),
+                    routes: &network.routes,
+                }),
         );
         let sandbox = match settings.backend {
             Backend::Host => {
@@ -190,7 +200,7 @@ impl Prepared {
         Ok(RunJail {
             prepared: self,
             sandbox,
-            proxy: proxy.map(|(proxy, _, _)| proxy),
+            proxy: proxy.map(|(proxy, ..)| proxy),
             network: jail_network,
         })
     }
@@ -287,6 +297,7 @@ fn jail_spec(
         }
         spec.egress_proxy = Some(egress.addr);
         spec.network_namespace = Some(egress.namespace);
+        spec.user_namespace = egress.user_namespace;
     }
     spec
 }
@@ -296,6 +307,7 @@ struct JailEgress<'a> {
     addr: std::net::SocketAddr,
     token: &'a str,
     namespace: Arc<std::os::fd::OwnedFd>,
+    user_namespace: Option<Arc<std::os::fd::OwnedFd>>,
     routes: &'a std::collections::BTreeMap<String, super::routes::RouteSpec>,
 }
 

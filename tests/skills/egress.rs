@@ -213,9 +213,10 @@ fn a_route_adds_the_key_the_skill_never_sees_and_keeps_to_its_rules() {
 }
 
 #[test]
-fn refused_without_a_namespace() {
-    // warden as an unprivileged user cannot make the jail's network namespace: a skill that
-    // needs the network is refused with the reason, never run with the port-only confinement.
+fn an_unprivileged_warden_confines_the_skill_in_a_user_namespace_or_refuses_it() {
+    // warden as an unprivileged user makes the jail's network namespace inside a user
+    // namespace of its own; where the kernel refuses those, a skill that needs the network is
+    // refused with the reason, never run with the port-only confinement.
     if !nix::unistd::getuid().is_root() || !Path::new("/usr/bin/setpriv").exists() {
         eprintln!("skipped: switching to an unprivileged user needs root and setpriv");
         return;
@@ -231,7 +232,7 @@ fn refused_without_a_namespace() {
         .status()
         .unwrap();
     assert!(chown.success());
-    let out = std::process::Command::new("/usr/bin/setpriv")
+    let child = std::process::Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_warden"))
         .args(["skill", "run", "around"])
@@ -241,15 +242,50 @@ fn refused_without_a_namespace() {
         .env("WARDEN_CONFIG", &env.config)
         .env("TMPDIR", "/tmp")
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // The skill waits for the test's listeners; a refused run never gets there.
+    let port_file = env.ws.join("handshake/port");
+    for _ in 0..200 {
+        if port_file.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let tcp = port_file.exists().then(|| {
+        let port: u16 = wait_for(&port_file).trim().parse().unwrap();
+        let tcp = TcpListener::bind(("127.0.0.2", port)).expect("a listener on 127.0.0.2");
+        tcp.set_nonblocking(true).unwrap();
+        std::fs::write(env.ws.join("handshake/ready"), "go").unwrap();
+        tcp
+    });
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(126), "{stderr}");
-    assert!(
-        stderr.contains("network namespace of its own, which cannot be made here"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("CAP_SYS_ADMIN"), "{stderr}");
-    assert!(!env.ws.join("handshake/port").exists(), "the skill ran");
-    assert!(allowed.requests().is_empty());
+    match tcp {
+        None => {
+            assert_eq!(out.status.code(), Some(126), "{stderr}");
+            assert!(
+                stderr.contains("network namespace of its own, which cannot be made here"),
+                "{stderr}"
+            );
+            assert!(stderr.contains("user namespace"), "{stderr}");
+            assert!(allowed.requests().is_empty());
+        }
+        Some(tcp) => {
+            assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+            assert!(!stdout.contains("REACHED"), "{stdout}");
+            assert!(
+                stdout.contains("the declared domain: forecast for /forecast?city=Lyon: sunny"),
+                "{stdout}"
+            );
+            assert!(
+                tcp.accept().is_err(),
+                "the listener on 127.0.0.2 was reached"
+            );
+            assert_eq!(other.connections(), 0);
+        }
+    }
 }

@@ -15,6 +15,7 @@ pub mod fake_slack;
 pub mod fake_telegram;
 pub mod fake_transcribe;
 pub mod fake_web;
+pub mod file_server;
 pub mod marked_repo;
 pub mod procs;
 pub mod pty;

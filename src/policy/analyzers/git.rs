@@ -170,6 +170,10 @@ pub fn analyze(
     if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads(sub, rest) {
         analysis.paths.push((base_text.clone(), Access::Write));
     }
+    // clone makes its directory where it runs unless told where.
+    if sub == "clone" {
+        analysis.paths.push((base_text.clone(), Access::Write));
+    }
     // format-patch writes its NNNN-subject.patch files where it runs unless told otherwise.
     if sub == "format-patch" && !writes_patches_elsewhere(&sub_analysis) {
         analysis.paths.push((base_text.clone(), Access::Write));

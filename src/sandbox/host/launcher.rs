@@ -43,6 +43,8 @@ pub struct ChildPlan<'a> {
     pub cgroup_join: Option<RawFd>,
     /// The network namespace to join (a jail with an egress proxy).
     pub network_namespace: Option<RawFd>,
+    /// The user namespace owning it, joined first (warden not root).
+    pub user_namespace: Option<RawFd>,
     pub rlimits: &'a RlimitPlan,
     pub capabilities: &'a CapabilityPlan,
     /// The ruleset and the rights to grant on the process's own `/proc/<pid>`; `None` only in
@@ -246,7 +248,7 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
     // Network: the namespace where only the egress proxy listens (needs CAP_SYS_ADMIN, so
     // before capabilities are dropped).
     if let Some(namespace) = plan.network_namespace {
-        super::netns::join_in_child(namespace).map_err(fail(Step::Network))?;
+        super::netns::join_in_child(namespace, plan.user_namespace).map_err(fail(Step::Network))?;
     }
 
     // Fds: 0-2 and the requested 3-9; everything else closes at exec.

@@ -270,6 +270,10 @@ impl HostSandbox {
                     .map(|fd| fd.as_raw_fd()),
                 None => None,
             },
+            user_namespace: match self.spec.egress_proxy {
+                Some(_) => self.spec.user_namespace.as_ref().map(|fd| fd.as_raw_fd()),
+                None => None,
+            },
             rlimits: &self.rlimits,
             capabilities: &self.capabilities,
             landlock: match (&ruleset, &self.landlock) {

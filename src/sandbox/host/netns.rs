@@ -11,8 +11,15 @@
 //!
 //! The namespace is made on a short-lived thread (`unshare(CLONE_NEWNET)` affects the calling
 //! thread only, never warden's other threads), which needs `CAP_SYS_ADMIN`: warden run as
-//! root. Without it no sound destination check is available, and skills that declare domains
-//! are refused on the host backend.
+//! root. A warden run as a normal user makes it instead in a user namespace of its own, where
+//! the kernel allows that: a forked helper (a user namespace needs a single-threaded caller)
+//! creates both, sets up loopback and the listener, hands the namespaces and the listener back
+//! over a socket pair and exits. It maps no uid (writing the map would need warden's memory
+//! dumpable, even briefly): jailed processes keep their uid for every file and permission
+//! check, and only see it as the overflow uid (65534) from inside. A jailed process then
+//! joins the user namespace before the network namespace, and loses the capabilities it holds
+//! there with the rest (`capabilities.rs`) before it runs anything. Where neither works no
+//! sound destination check is available, and network stays off.
 //!
 //! The namespace's kernel counters (`/proc/net/snmp`, opened from inside) tell afterwards how
 //! many connections the jail tried that did not reach the proxy.
@@ -27,6 +34,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct JailNetwork {
     namespace: Arc<OwnedFd>,
+    /// The user namespace that owns `namespace`, when warden is not root.
+    user_namespace: Option<Arc<OwnedFd>>,
     listener: Option<TcpListener>,
     addr: SocketAddr,
     snmp: File,
@@ -75,14 +84,29 @@ impl JailNetwork {
             .spawn(make_in_new_namespace)
             .map_err(|e| format!("starting the namespace thread failed: {e}"))?
             .join()
-            .map_err(|_| "the namespace thread panicked".to_string())??;
-        let (namespace, listener, mut snmp) = made;
+            .map_err(|_| "the namespace thread panicked".to_string())?;
+        let (namespace, user_namespace, listener, mut snmp) = match made {
+            Ok((namespace, listener, snmp)) => (namespace, None, listener, snmp),
+            Err(why) if !nix::unistd::geteuid().is_root() => {
+                let (user, namespace, listener, snmp) = make_in_user_namespace().map_err(|e| {
+                    format!(
+                        "{why}; a user namespace of warden's own could not be made either \
+                             ({e}): the kernel or a security module (AppArmor's \
+                             restrict_unprivileged_userns, kernel.unprivileged_userns_clone) \
+                             refuses them"
+                    )
+                })?;
+                (namespace, Some(Arc::new(user)), listener, snmp)
+            }
+            Err(why) => return Err(why),
+        };
         let addr = listener
             .local_addr()
             .map_err(|e| format!("the proxy listener has no address: {e}"))?;
         let baseline = read_counters(&mut snmp)?;
         Ok(JailNetwork {
             namespace: Arc::new(namespace),
+            user_namespace,
             listener: Some(listener),
             addr,
             snmp,
@@ -108,6 +132,11 @@ impl JailNetwork {
     /// The namespace, for the jail's processes to join.
     pub fn namespace(&self) -> Arc<OwnedFd> {
         self.namespace.clone()
+    }
+
+    /// The user namespace the jail's processes join first (warden not root).
+    pub fn user_namespace(&self) -> Option<Arc<OwnedFd>> {
+        self.user_namespace.clone()
     }
 
     /// What the jail tried since the namespace was made.
@@ -188,16 +217,150 @@ fn read_counters(snmp: &mut File) -> Result<Counters, String> {
     })
 }
 
-/// In the jailed child, before capabilities are dropped: join the namespace.
-/// Async-signal-safe (one system call).
+/// In the jailed child, before capabilities are dropped: join the user namespace (when warden
+/// is not root), then the network namespace. Async-signal-safe (system calls only).
 ///
 /// # Safety
 /// Called in the freshly cloned child only.
-pub unsafe fn join_in_child(namespace: RawFd) -> Result<(), i32> {
+pub unsafe fn join_in_child(namespace: RawFd, user_namespace: Option<RawFd>) -> Result<(), i32> {
+    if let Some(user) = user_namespace {
+        if libc::setns(user, libc::CLONE_NEWUSER) != 0 {
+            return Err(super::fds::errno());
+        }
+    }
     if libc::setns(namespace, libc::CLONE_NEWNET) != 0 {
         return Err(super::fds::errno());
     }
     Ok(())
+}
+
+/// The user namespace, network namespace, listener and counters a forked helper made.
+type MadeAsUser = (OwnedFd, OwnedFd, TcpListener, File);
+
+/// Fork a helper that makes a user and network namespace and sends back what it made.
+fn make_in_user_namespace() -> Result<MadeAsUser, String> {
+    // Everything the helper uses is prepared here: after fork only system calls.
+    let mut pair = [0 as libc::c_int; 2];
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
+    }
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    let mut loopback: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    loopback.sin_family = libc::AF_INET as libc::sa_family_t;
+    loopback.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+    let mut control = vec![0u8; unsafe { libc::CMSG_SPACE(4 * 4) } as usize];
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let status = unsafe { helper(theirs.as_raw_fd(), &loopback, &mut control) };
+        unsafe { libc::_exit(status) };
+    }
+    drop(theirs);
+    let received = receive_fds(ours.as_raw_fd());
+    let mut status = 0;
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        let step = match libc::WEXITSTATUS(status) {
+            10 => "unshare(CLONE_NEWUSER | CLONE_NEWNET) was refused",
+            12 => "bringing up loopback failed",
+            13 => "listening on loopback failed",
+            14 => "opening its namespaces failed",
+            _ => "it failed",
+        };
+        return Err(format!("the namespace helper: {step}"));
+    }
+    let fds = received?;
+    let [user, net, listener, snmp] = fds;
+    Ok((user, net, TcpListener::from(listener), File::from(snmp)))
+}
+
+/// The helper, after fork: only system calls. Returns its exit status (the failed step).
+unsafe fn helper(socket: RawFd, loopback: &libc::sockaddr_in, control: &mut [u8]) -> libc::c_int {
+    if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
+        return 10;
+    }
+    if loopback_up().is_err() {
+        return 12;
+    }
+    let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    if listener < 0
+        || libc::bind(
+            listener,
+            (loopback as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ) != 0
+        || libc::listen(listener, 128) != 0
+    {
+        return 13;
+    }
+    let open = |path: &std::ffi::CStr| libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+    let fds = [
+        open(c"/proc/self/ns/user"),
+        open(c"/proc/self/ns/net"),
+        listener,
+        open(c"/proc/self/net/snmp"),
+    ];
+    if fds.iter().any(|fd| *fd < 0) {
+        return 14;
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    let cmsg = libc::CMSG_FIRSTHDR(&msg);
+    (*cmsg).cmsg_level = libc::SOL_SOCKET;
+    (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+    (*cmsg).cmsg_len = libc::CMSG_LEN(4 * 4) as _;
+    std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg).cast(), 4);
+    if libc::sendmsg(socket, &msg, 0) != 1 {
+        return 15;
+    }
+    0
+}
+
+/// The four descriptors the helper sends.
+fn receive_fds(socket: RawFd) -> Result<[OwnedFd; 4], String> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = vec![0u8; unsafe { libc::CMSG_SPACE(4 * 4) } as usize];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n != 1 {
+        return Err("the namespace helper sent nothing".into());
+    }
+    let cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if cmsg.is_null()
+        || unsafe { (*cmsg).cmsg_type } != libc::SCM_RIGHTS
+        || unsafe { (*cmsg).cmsg_len } as usize != unsafe { libc::CMSG_LEN(4 * 4) } as usize
+    {
+        return Err("the namespace helper sent no descriptors".into());
+    }
+    let mut raw = [0 as libc::c_int; 4];
+    unsafe { std::ptr::copy_nonoverlapping(libc::CMSG_DATA(cmsg).cast(), raw.as_mut_ptr(), 4) };
+    Ok(raw.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 #[cfg(test)]
@@ -213,7 +376,7 @@ mod tests {
     ) -> T {
         let fd = network.namespace();
         std::thread::spawn(move || {
-            unsafe { join_in_child(fd.as_raw_fd()) }.expect("setns");
+            unsafe { join_in_child(fd.as_raw_fd(), None) }.expect("setns");
             f()
         })
         .join()
@@ -229,6 +392,12 @@ mod tests {
                 return;
             }
         };
+        if network.user_namespace().is_some() {
+            // A thread of a threaded process cannot join a user namespace; the jail tests
+            // cover this form through real jailed processes.
+            eprintln!("skipped: not root, the namespace is owned by a user namespace");
+            return;
+        }
         let addr = network.proxy_addr();
         assert!(addr.ip().is_loopback(), "{addr}");
         // A listener on the same port at another loopback address of warden's namespace.

@@ -1,7 +1,7 @@
 //! Network: no TCP, no unix-socket connections to anything outside; with an egress proxy, only
 //! the proxy, in the jail's own network namespace. Every listener is the test's own, checked from outside for connections.
 
-mod common;
+use crate::common;
 use common::*;
 use std::net::TcpListener;
 use std::os::linux::net::SocketAddrExt;

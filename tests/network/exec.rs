@@ -1,0 +1,422 @@
+//! `warden exec` with `[network]`: curl, git clone and pip through the proxy to hosts a rule
+//! allows; refusals that name the config key; nothing else reachable, as root (a network
+//! namespace) and as an unprivileged user (the same, owned by a user namespace of warden's).
+
+use crate::common::*;
+use crate::support::file_server::FileServer;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+
+const NOBODY: u32 = 65534;
+
+/// A workspace, a folder served over HTTP as `pkgs.test`, and a config allowing that name.
+struct Net {
+    env: Env,
+    server: FileServer,
+    served: std::path::PathBuf,
+}
+
+impl Net {
+    fn new(rules: &str) -> Net {
+        let env = Env::new();
+        let served = env.outside("served");
+        std::fs::write(served.join("hello.txt"), "hello from the test server\n").unwrap();
+        let server = FileServer::start(&served);
+        let config = format!(
+            "{rules}\n[network.resolve]\n\"pkgs.test\" = \"{}\"\n\"other.test\" = \"{}\"\n",
+            server.addr, server.addr
+        );
+        std::fs::write(&env.config, config).unwrap();
+        Net {
+            env,
+            server,
+            served,
+        }
+    }
+
+    fn allowing_pkgs() -> Net {
+        Net::new("[network.hosts]\n\"pkgs.test\" = \"allow\"")
+    }
+
+    fn exec(&self, flags: &[&str], command: &str) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.arg("exec").args(flags).arg("--").arg(command);
+        self.prepare(&mut cmd);
+        run(cmd)
+    }
+
+    /// The same through `setpriv` as uid 65534, or None when that cannot run here.
+    fn exec_as_nobody(&self, flags: &[&str], command: &str) -> Option<Run> {
+        if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
+            eprintln!("skipped: switching to uid {NOBODY} needs root and setpriv");
+            return None;
+        }
+        self.env.chown_all(NOBODY);
+        let mut cmd = Command::new("/usr/bin/setpriv");
+        cmd.args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+            "--",
+            env!("CARGO_BIN_EXE_warden"),
+            "exec",
+        ]);
+        cmd.args(flags).arg("--").arg(command);
+        self.prepare(&mut cmd);
+        cmd.env("TMPDIR", "/tmp");
+        Some(run(cmd))
+    }
+
+    fn prepare(&self, cmd: &mut Command) {
+        cmd.current_dir(&self.env.ws)
+            .env("WARDEN_CONFIG", &self.env.config)
+            .env("ANTHROPIC_API_KEY", SECRET_KEY)
+            .env("TELEGRAM_BOT_TOKEN", SECRET_TOKEN)
+            .stdin(std::process::Stdio::null());
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.server.requests()
+    }
+}
+
+/// Only where warden can give the jail a network namespace of its own.
+fn namespaces_available() -> bool {
+    if !is_root() {
+        eprintln!("skipped: the jail's network namespace needs warden to run as root");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_naming_the_key() {
+    if !namespaces_available() {
+        return;
+    }
+    let net = Net::allowing_pkgs();
+    let ok = net.exec(&[], "curl -sS -f http://pkgs.test/hello.txt");
+    assert_eq!(ok.status, 0, "{ok:?}");
+    assert_eq!(ok.stdout, "hello from the test server\n", "{ok:?}");
+    assert!(
+        ok.stderr.contains("network: pkgs.test: 0 bytes sent"),
+        "the bytes by host are reported: {ok:?}"
+    );
+
+    let refused = net.exec(&[], "curl -sS -f http://other.test/hello.txt");
+    assert_ne!(refused.status, 0, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            "egress proxy refused other.test:80: no [network.hosts] rule names other.test"
+        ),
+        "{refused:?}"
+    );
+    // HTTPS goes through CONNECT: refused the same way, before any lookup.
+    let tunnel = net.exec(&[], "curl -sS -f https://other.test/hello.txt");
+    assert_ne!(tunnel.status, 0, "{tunnel:?}");
+    assert!(
+        tunnel.stderr.contains("refused other.test:443"),
+        "{tunnel:?}"
+    );
+    assert_eq!(
+        net.requests(),
+        ["GET /hello.txt HTTP/1.1"],
+        "only the allowed request reached the server"
+    );
+}
+
+#[test]
+fn without_network_rules_the_network_programs_stay_refused() {
+    let net = Net::new("");
+    let r = net.exec(&[], "curl -sS http://pkgs.test/hello.txt");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("a network tool: the sandbox has no network"),
+        "{r:?}"
+    );
+    let r = net.exec(&[], "git clone http://pkgs.test/repo.git");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(net.requests().is_empty());
+}
+
+#[test]
+fn the_other_checks_of_network_programs_stay() {
+    let net = Net::allowing_pkgs();
+    for (command, why) in [
+        ("curl -o /etc/x http://pkgs.test/hello.txt", "/etc/x"),
+        ("curl -K cfg http://pkgs.test/", "reads options from a file"),
+        (
+            "curl -x http://1.2.3.4:8080 http://pkgs.test/",
+            "warden's proxy only",
+        ),
+        (
+            "git clone -u evil http://pkgs.test/r.git",
+            "names a program",
+        ),
+        ("wget -e use_proxy=off http://pkgs.test/", "wgetrc command"),
+    ] {
+        let r = net.exec(&[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
+    assert!(net.requests().is_empty());
+}
+
+#[test]
+fn an_ask_rule_needs_an_approval_naming_host_method_and_path() {
+    if !namespaces_available() {
+        return;
+    }
+    let net = Net::new("[network.hosts]\n\"pkgs.test\" = \"ask\"");
+    let refused = net.exec(&[], "curl -sS -f http://pkgs.test/hello.txt");
+    assert_ne!(refused.status, 0, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            "send GET http://pkgs.test:80/hello.txt under [network.hosts] \"pkgs.test\" = \"ask\""
+        ),
+        "{refused:?}"
+    );
+    assert!(net.requests().is_empty());
+    let approved = net.exec(&["--yes"], "curl -sS -f http://pkgs.test/hello.txt");
+    assert_eq!(approved.status, 0, "{approved:?}");
+    assert!(
+        approved.stderr.contains("approved with --yes"),
+        "{approved:?}"
+    );
+    assert_eq!(net.requests().len(), 1);
+}
+
+#[test]
+fn git_clone_over_http_works() {
+    if !namespaces_available() {
+        return;
+    }
+    let net = Net::allowing_pkgs();
+    let source = net.env.outside("source");
+    let git = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&source, &["init", "-q"]);
+    std::fs::write(source.join("README"), "cloned through the proxy\n").unwrap();
+    git(&source, &["add", "README"]);
+    git(&source, &["commit", "-qm", "one"]);
+    let bare = net.served.join("repo.git");
+    git(
+        &net.served,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            source.to_str().unwrap(),
+            "repo.git",
+        ],
+    );
+    git(&bare, &["update-server-info"]);
+
+    let r = net.exec(&[], "git clone http://pkgs.test/repo.git copy");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(net.env.ws.join("copy/README")).unwrap(),
+        "cloned through the proxy\n"
+    );
+    let r = net.exec(&[], "git -C copy ls-remote origin");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("refs/heads/"), "{r:?}");
+}
+
+#[test]
+fn pip_installs_from_a_local_simple_index() {
+    if !namespaces_available() {
+        return;
+    }
+    if !Path::new("/usr/bin/pip").exists() || !have_python() {
+        eprintln!("skipped: pip is not installed on this machine");
+        return;
+    }
+    // pip reads /etc/debian_version for its User-Agent.
+    let net = Net::new(
+        "[sandbox]\nread = [\"/etc/debian_version\"]\n[network.hosts]\n\"pkgs.test\" = \"allow\"",
+    );
+    let wheel = "demo_pkg-1.0-py3-none-any.whl";
+    let made = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(format!(
+            "import zipfile\n\
+             z = zipfile.ZipFile('{dir}/{wheel}', 'w')\n\
+             z.writestr('demo_pkg/__init__.py', 'VALUE = 42\\n')\n\
+             z.writestr('demo_pkg-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo-pkg\\nVersion: 1.0\\n')\n\
+             z.writestr('demo_pkg-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             z.writestr('demo_pkg-1.0.dist-info/RECORD', '')\n\
+             z.close()\n",
+            dir = net.served.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let project = net.served.join("simple/demo-pkg");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("index.html"),
+        format!("<html><body><a href=\"/{wheel}\">{wheel}</a></body></html>"),
+    )
+    .unwrap();
+    let r = net.exec(
+        &["--yes"],
+        "pip install --disable-pip-version-check --no-cache-dir --index-url http://pkgs.test/simple/ --trusted-host pkgs.test --target libs demo-pkg",
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(net.env.ws.join("libs/demo_pkg/__init__.py")).unwrap(),
+        "VALUE = 42\n"
+    );
+}
+
+/// A probe the jail runs (through a policy file that lets python3 run it): direct connects to
+/// another loopback port, to `::1`, a UDP datagram, and a thread racing to rewrite the address
+/// of a `connect` toward the proxy. It prints what connected.
+const PROBE: &str = r#"
+import ctypes, os, socket, struct, sys, threading, urllib.parse
+target = int(sys.argv[1])
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+results = []
+def attempt(name, f):
+    try:
+        f()
+        results.append(name + " CONNECTED")
+    except OSError as e:
+        results.append(name + " refused " + type(e).__name__)
+def tcp4():
+    socket.create_connection(("127.0.0.1", target), timeout=2)
+def tcp6():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.settimeout(2)
+    s.connect(("::1", target))
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"x", ("127.0.0.1", target))
+    s.sendto(b"x", ("10.0.0.1", 53))
+attempt("tcp4", tcp4)
+attempt("tcp6", tcp6)
+attempt("udp", udp)
+# The race: one thread flips the port in the sockaddr buffer while another connects with it.
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(16)
+def addr(port):
+    return struct.pack("!HH4s8x", socket.AF_INET, port, socket.inet_aton("127.0.0.1"))
+def host_order(raw):
+    family = struct.unpack("!H", raw[:2])[0]
+    return struct.pack("=H", family) + raw[2:]
+good, bad = host_order(addr(proxy.port)), host_order(addr(target))
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, bad, 16)
+        ctypes.memmove(buf, good, 16)
+t = threading.Thread(target=flip)
+t.start()
+raced = 0
+for _ in range(300):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if libc.connect(s.fileno(), buf, 16) == 0:
+        raced += 1
+    s.close()
+stop = True
+t.join()
+print("\n".join(results))
+print("race connects", raced)
+"#;
+
+const PYTHON_RUNS_SCRIPTS: &str = "[programs.python3]\nargs = \"read\"\n";
+
+/// Run the probe (as root, or as uid 65534 with `as_nobody`) and check that nothing but the
+/// proxy was reached. None when it could not run here.
+fn probe_reaches_nothing(as_nobody: bool) -> Option<()> {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 runs the probe");
+        return None;
+    }
+    let net = Net::allowing_pkgs();
+    let policy = net.env.outside("policy").join("policy.toml");
+    std::fs::write(&policy, PYTHON_RUNS_SCRIPTS).unwrap();
+    std::fs::write(net.env.ws.join("probe.py"), PROBE).unwrap();
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    target.set_nonblocking(true).unwrap();
+    let port = target.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind(("127.0.0.1", port)).ok();
+    let flags = ["--policy", policy.to_str().unwrap()];
+    let command = format!("python3 probe.py {port}");
+    let r = match as_nobody {
+        true => net.exec_as_nobody(&flags, &command)?,
+        false => {
+            if !namespaces_available() {
+                return None;
+            }
+            net.exec(&flags, &command)
+        }
+    };
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(!r.stdout.contains("CONNECTED"), "{r:?}");
+    assert!(r.stdout.contains("tcp4 refused"), "{r:?}");
+    assert!(r.stdout.contains("tcp6 refused"), "{r:?}");
+    assert!(r.stdout.contains("udp refused"), "{r:?}");
+    // The racing connects reached the proxy or nothing (the listener below saw none).
+    assert!(r.stdout.contains("race connects"), "{r:?}");
+    match target.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the host listener saw a connection: {other:?}"),
+    }
+    if let Some(udp) = udp {
+        udp.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 8];
+        assert!(udp.recv_from(&mut byte).is_err(), "a datagram arrived");
+    }
+    Some(())
+}
+
+#[test]
+fn direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
+    probe_reaches_nothing(false);
+}
+
+#[test]
+fn unprivileged_direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
+    probe_reaches_nothing(true);
+}
+
+#[test]
+fn an_unprivileged_warden_reaches_allowed_hosts_through_a_user_namespace() {
+    let net = Net::allowing_pkgs();
+    let Some(r) = net.exec_as_nobody(&[], "curl -sS -f http://pkgs.test/hello.txt") else {
+        return;
+    };
+    if r.stderr.contains("jailed commands get no network here") {
+        // The kernel refuses unprivileged user namespaces: the network stays off, said why.
+        assert_ne!(r.status, 0, "{r:?}");
+        assert!(r.stderr.contains("user namespace"), "{r:?}");
+        assert!(net.requests().is_empty(), "{:?}", net.requests());
+        return;
+    }
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, "hello from the test server\n", "{r:?}");
+    let refused = net
+        .exec_as_nobody(&[], "curl -sS -f http://other.test/hello.txt")
+        .unwrap();
+    assert_ne!(refused.status, 0, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("no [network.hosts] rule names other.test"),
+        "{refused:?}"
+    );
+    assert_eq!(net.requests(), ["GET /hello.txt HTTP/1.1"]);
+}
