@@ -168,16 +168,18 @@ impl SlackApprovals {
     fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
         let granted_by = format!("{by} in Slack");
         let stored = match always {
-            Always::Host(host) => self.grants.allow(session, host, lasting, &granted_by).map(
-                |()| {
-                    format!(
+            Always::Host(host) => {
+                self.grants
+                    .allow(session, host, lasting, &granted_by)
+                    .map(|()| {
+                        format!(
                         "{} is allowed in this conversation {} (`warden egress rm {}` revokes it)",
                         escape(host),
                         lasting.label(),
                         escape(host)
                     )
-                },
-            ),
+                    })
+            }
             Always::Commands(shapes) => self
                 .rules
                 .grant(session, shapes, lasting, &granted_by)
