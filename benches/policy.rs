@@ -1,4 +1,6 @@
-//! Median check time of typical commands (target ≤ 20 µs each on a 2-core machine).
+//! Median check time of typical commands (target ≤ 20 µs each on a 2-core machine), and in
+//! the same run the floor of any parsed policy: a bare tree-sitter-bash parse of the same
+//! command (`policy_floor`; the check's target is ≤ 2× it).
 //! Run: `cargo bench --bench policy`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -36,6 +38,18 @@ fn bench_policy(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&tree_sitter_bash::LANGUAGE.into())
+        .unwrap();
+    let mut floor = c.benchmark_group("policy_floor");
+    for (i, command) in COMMANDS.iter().enumerate() {
+        floor.bench_with_input(BenchmarkId::from_parameter(i), command, |b, cmd| {
+            b.iter(|| black_box(parser.parse(black_box(cmd), None)))
+        });
+    }
+    floor.finish();
 }
 
 criterion_group!(benches, bench_policy);
