@@ -2,6 +2,8 @@
 
 pub mod attachments;
 pub mod http;
+#[cfg(test)]
+pub mod outbox_checks;
 pub mod slack;
 pub mod telegram;
 pub mod terminal;
