@@ -4,6 +4,7 @@ pub mod attachments;
 pub mod http;
 #[cfg(test)]
 pub mod outbox_checks;
+pub mod pace;
 pub mod slack;
 pub mod telegram;
 pub mod terminal;
