@@ -1,9 +1,16 @@
 //! The pace of a run's live message, the same in Telegram and Slack (both allow about one
 //! message or edit per second per conversation): sends and edits are at least [`EDIT_EVERY`]
 //! apart, a rate limit pushes the next one back, and when the run ends the answer that
-//! replaces the draft comes no sooner than the pace allows.
+//! replaces the draft comes no sooner than the pace allows. Also how a run's events reach its
+//! presenter, and how the presenter is ended.
 
+use crate::agent::{AgentEvent, EventFn};
+use crate::locks::lock;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Sends and edits of the live message are at least this far apart.
 pub const EDIT_EVERY: Duration = Duration::from_secs(1);
@@ -49,5 +56,32 @@ impl Pace {
     pub async fn before_the_answer(&self) {
         let pace = self.next_call.saturating_duration_since(Instant::now());
         tokio::time::sleep(pace.min(END_PACE_WAIT)).await;
+    }
+}
+
+/// How long the end of a run waits for its presenter.
+const FINISH_WAIT: Duration = Duration::from_secs(10);
+
+/// The run's events into its live state `live` (with `apply`), each waking the presenter.
+pub fn feed<L: Send + 'static>(
+    live: &Arc<Mutex<L>>,
+    wake: &Arc<Notify>,
+    apply: fn(&mut L, &AgentEvent),
+) -> EventFn {
+    let (live, wake) = (live.clone(), wake.clone());
+    Arc::new(move |event| {
+        apply(&mut lock(&live), &event);
+        wake.notify_one();
+    })
+}
+
+/// The run is over: the presenter (`task`) ends with at most a short wait and one request;
+/// it never holds up the answer for long.
+pub async fn finish(done: &CancellationToken, task: Option<JoinHandle<()>>) {
+    done.cancel();
+    if let Some(mut task) = task {
+        if tokio::time::timeout(FINISH_WAIT, &mut task).await.is_err() {
+            task.abort();
+        }
     }
 }

@@ -28,8 +28,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Streamed text appears once it has streamed this long (a quick answer simply arrives).
 const STREAM_AFTER: Duration = Duration::from_secs(1);
-/// How long the end of a run waits for the presenter.
-const FINISH_WAIT: Duration = Duration::from_secs(10);
 /// The first line of a part sent again after a restart or a time-out.
 const MAYBE_REPEAT: &str =
     "_↻ Sent again: warden could not confirm that this arrived, so it may be a repeat._\n";
@@ -186,20 +184,11 @@ impl RunView for SlackView {
     }
 
     fn events(&self) -> EventFn {
-        let (live, wake) = (self.live.clone(), self.wake.clone());
-        Arc::new(move |event| {
-            lock(&live).apply(&event);
-            wake.notify_one();
-        })
+        crate::channels::pace::feed(&self.live, &self.wake, Live::apply)
     }
 
     async fn finish(self: Box<Self>) {
-        self.done.cancel();
-        if let Some(mut task) = self.task {
-            if tokio::time::timeout(FINISH_WAIT, &mut task).await.is_err() {
-                task.abort();
-            }
-        }
+        crate::channels::pace::finish(&self.done, self.task).await;
     }
 }
 

@@ -40,8 +40,6 @@ const STATUS_AFTER: Duration = Duration::from_secs(3);
 const STREAM_AFTER: Duration = Duration::from_secs(1);
 /// Telegram shows "typing…" for about 5 s per chat action.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
-/// How long the end of a run waits for the presenter.
-const FINISH_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a run whose answer is filtered first (the heartbeat) sends no files.
 const SILENT_RUN: Nowhere = Nowhere(
@@ -176,11 +174,7 @@ impl RunView for TelegramView {
     }
 
     fn events(&self) -> EventFn {
-        let (live, wake) = (self.live.clone(), self.wake.clone());
-        Arc::new(move |event| {
-            lock(&live).apply(&event);
-            wake.notify_one();
-        })
+        crate::channels::pace::feed(&self.live, &self.wake, Live::apply)
     }
 
     fn outbox(&self) -> Arc<dyn Outbox> {
@@ -188,13 +182,7 @@ impl RunView for TelegramView {
     }
 
     async fn finish(self: Box<Self>) {
-        self.done.cancel();
-        let mut task = self.task;
-        // The presenter ends with at most a short wait and one request; never let it hold up
-        // the answer.
-        if tokio::time::timeout(FINISH_WAIT, &mut task).await.is_err() {
-            task.abort();
-        }
+        crate::channels::pace::finish(&self.done, Some(self.task)).await;
     }
 }
 
