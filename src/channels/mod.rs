@@ -5,6 +5,7 @@ pub mod http;
 #[cfg(test)]
 pub mod outbox_checks;
 pub mod pace;
+pub mod pending_approvals;
 pub mod slack;
 pub mod telegram;
 pub mod terminal;
