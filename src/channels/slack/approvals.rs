@@ -12,51 +12,41 @@
 use super::api::SlackApi;
 use super::format::escape;
 use super::store::Conversation;
+use crate::channels::pending_approvals::{
+    parse_answer, request_text, sha256_prefix, Pending, Standing, Unanswered, Voice, PREFIX,
+};
 use crate::egress::Grants;
-use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
+use crate::tools::approval_mirror::FirstAnswer;
 use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// A section's text holds 3,000 characters; a longer request goes as a file.
 const MAX_SHOWN: usize = 2800;
 /// How much of a long command the message with the buttons shows.
 const HEAD_SHOWN: usize = 1000;
-/// The `value` of every approval button starts so.
-const PREFIX: &str = "ap:";
+/// How the request message words its end.
+const VOICE: Voice = Voice {
+    channel: "Slack",
+    escape,
+    code: |text| format!("`{}`", escape(text)),
+    approved: " this once.",
+    here: "this conversation",
+    revoke_rules: "`warden approvals list` and `rm` revoke it",
+};
+/// "Always in this conversation", as the file of a long request names it.
+const ALWAYS_HERE: &str = "“Always in this conversation”";
 
 pub struct SlackApprovals {
-    pending: Mutex<HashMap<u64, Pending>>,
-    timeout: Duration,
-    closing: CancellationToken,
-    grants: Grants,
-    rules: ApprovalRules,
-}
-
-struct Pending {
-    /// Where the request was posted: a press elsewhere does not answer it.
-    channel: String,
-    answer: oneshot::Sender<Decision>,
-}
-
-enum Decision {
-    Approved { by: String },
-    Always { by: String, lasting: Lasting },
-    Denied { by: String },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Answer {
-    Approve,
-    Deny,
-    Always(Lasting),
+    /// Each request waits in the conversation (channel id) it was posted in.
+    pending: Pending<String>,
+    standing: Standing,
 }
 
 /// What a press came to, for the presser.
@@ -73,17 +63,17 @@ pub enum Pressed {
 impl SlackApprovals {
     pub fn new(timeout: Duration, grants: Grants, rules: ApprovalRules) -> SlackApprovals {
         SlackApprovals {
-            pending: Mutex::new(HashMap::new()),
-            timeout,
-            closing: CancellationToken::new(),
-            grants,
-            rules,
+            pending: Pending::new(timeout),
+            standing: Standing {
+                grants: Some(grants),
+                rules: Some(rules),
+            },
         }
     }
 
     /// Shutdown: every waiting request is denied now, and new ones at once.
     pub fn close(&self) {
-        self.closing.cancel();
+        self.pending.close();
     }
 
     /// A `block_actions` payload: a button press.
@@ -92,7 +82,7 @@ impl SlackApprovals {
             .as_array()
             .and_then(|actions| actions.first())
             .and_then(|action| action["value"].as_str())
-            .and_then(parse_value)
+            .and_then(parse_answer)
         else {
             return Pressed::NotMine;
         };
@@ -116,111 +106,20 @@ impl SlackApprovals {
             .or_else(|| payload["user"]["username"].as_str())
             .unwrap_or(user)
             .to_string();
-        let mut pending = lock(&self.pending);
-        match pending.get(&id) {
-            Some(p) if p.channel == channel => {}
-            Some(_) => {
-                return Pressed::Refused("This request belongs to another conversation.".into())
+        match self
+            .pending
+            .answer(id, Some(&channel.to_string()), answer, by, VOICE.channel)
+        {
+            Ok(()) => Pressed::Answered,
+            Err(Unanswered::Elsewhere) => {
+                Pressed::Refused("This request belongs to another conversation.".into())
             }
-            None => return Pressed::Refused("This request is no longer waiting.".into()),
-        }
-        let Some(p) = pending.remove(&id) else {
-            return Pressed::NotMine;
-        };
-        let decision = match answer {
-            Answer::Approve => Decision::Approved { by },
-            Answer::Always(lasting) => Decision::Always { by, lasting },
-            Answer::Deny => Decision::Denied { by },
-        };
-        let _ = p.answer.send(decision);
-        Pressed::Answered
-    }
-
-    fn register(&self, channel: &str) -> (u64, oneshot::Receiver<Decision>) {
-        let (tx, rx) = oneshot::channel();
-        let mut pending = lock(&self.pending);
-        let mut id: u64 = rand::random();
-        while pending.contains_key(&id) {
-            id = rand::random();
-        }
-        pending.insert(
-            id,
-            Pending {
-                channel: channel.to_string(),
-                answer: tx,
-            },
-        );
-        (id, rx)
-    }
-
-    fn forget(&self, id: u64) {
-        lock(&self.pending).remove(&id);
-    }
-
-    fn can_store(&self, always: &Always) -> bool {
-        match always {
-            Always::Host(_) => true,
-            Always::Commands(shapes) => !shapes.is_empty(),
-        }
-    }
-
-    /// Store `always` for `session`; the note says what was stored.
-    fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
-        let granted_by = format!("{by} in Slack");
-        let stored = match always {
-            Always::Host(host) => {
-                self.grants
-                    .allow(session, host, lasting, &granted_by)
-                    .map(|()| {
-                        format!(
-                        "{} is allowed in this conversation {} (`warden egress rm {}` revokes it)",
-                        escape(host),
-                        lasting.label(),
-                        escape(host)
-                    )
-                    })
-            }
-            Always::Commands(shapes) => self
-                .rules
-                .grant(session, shapes, lasting, &granted_by)
-                .map(|()| {
-                    format!(
-                        "in this conversation {}: {} (`warden approvals list` and `rm` revoke it)",
-                        lasting.label(),
-                        shown_list(shapes)
-                    )
-                }),
-        };
-        match stored {
-            Ok(what) => format!("✅ Approved by {}; {what}.", escape(by)),
-            Err(e) => {
-                tracing::error!("storing an approval rule: {e}");
-                format!(
-                    "✅ Approved by {} this once; the rule could not be stored.",
-                    escape(by)
-                )
+            Err(Unanswered::Gone) => Pressed::Refused("This request is no longer waiting.".into()),
+            Err(Unanswered::Decided(who)) => {
+                Pressed::Refused(format!("This request was decided already ({who})."))
             }
         }
     }
-}
-
-/// `ap:<id>:y|n|h|d|a`.
-fn parse_value(value: &str) -> Option<(u64, Answer)> {
-    let (id, verdict) = value.strip_prefix(PREFIX)?.split_once(':')?;
-    let answer = match verdict {
-        "y" => Answer::Approve,
-        "n" => Answer::Deny,
-        other => Answer::Always(Lasting::from_code(other)?),
-    };
-    Some((id.parse().ok()?, answer))
-}
-
-fn shown_list(shapes: &[(crate::policy::shape::CommandShape, String)]) -> String {
-    shapes
-        .iter()
-        .map(|(_, shown)| format!("`{}`", escape(shown)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The request as posted, whole, in mrkdwn.
@@ -234,30 +133,11 @@ fn request_mrkdwn(request: &ApprovalRequest, offered: Option<&Always>) -> String
     if let Some(Always::Commands(shapes)) = offered {
         text.push_str(&format!(
             "\n“Always in this conversation” would approve from now on: {}",
-            shown_list(shapes)
+            VOICE.shapes(shapes)
         ));
     }
     if let Some(detail) = &request.detail {
         text.push_str(&format!("\n```{}```", escape(detail)));
-    }
-    text
-}
-
-/// The whole request as plain text, for the file.
-fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
-    let mut text = format!(
-        "Approval needed ({})\n\nWhat would run:\n{}\n\nWhy it asks: {}\n",
-        request.tool, request.command, request.reason
-    );
-    if let Some(Always::Commands(shapes)) = offered {
-        let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
-        text.push_str(&format!(
-            "\n“Always in this conversation” would approve from now on: {}\n",
-            shown.join(", ")
-        ));
-    }
-    if let Some(detail) = &request.detail {
-        text.push_str(&format!("\n{detail}\n"));
     }
     text
 }
@@ -287,11 +167,6 @@ fn pointer_mrkdwn(request: &ApprovalRequest, text: &str, digest: &str) -> String
         reason = escape(&request.reason),
         lines = text.lines().count(),
     )
-}
-
-fn sha256_prefix(text: &str) -> String {
-    use sha2::Digest;
-    hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])
 }
 
 fn button(text: &str, value: String, style: Option<&str>) -> Value {
@@ -352,17 +227,20 @@ pub struct SlackApprover {
 impl Approver for SlackApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Approval {
         let approvals = &self.approvals;
-        if approvals.closing.is_cancelled() {
+        if approvals.pending.is_closing() {
             return Approval::Denied("warden is shutting down".into());
         }
         let (channel, thread) = (
             self.conversation.channel.as_str(),
             self.conversation.thread_ts.as_deref(),
         );
-        let always = request.always.as_ref().filter(|a| approvals.can_store(a));
+        let always = request
+            .always
+            .as_ref()
+            .filter(|a| approvals.standing.can_store(a));
         let mut text = request_mrkdwn(request, always);
         if !fits(request, &text) {
-            let whole = request_text(request, always);
+            let whole = request_text(request, always, ALWAYS_HERE);
             let digest = sha256_prefix(&whole);
             let comment = format!(
                 ":warning: The whole request to approve (sha256 {digest}); the buttons follow."
@@ -385,7 +263,11 @@ impl Approver for SlackApprover {
             }
             text = pointer_mrkdwn(request, &whole, &digest);
         }
-        let (id, answer) = approvals.register(channel);
+        // Slack's requests are not mirrored: only this conversation can answer.
+        let first = FirstAnswer::default();
+        let (id, answer) = approvals
+            .pending
+            .register(channel.to_string(), first.clone());
         let blocks = json!([section(&text), {"type": "actions", "elements": buttons(id, always)}]);
         let ts = match self
             .api
@@ -394,47 +276,27 @@ impl Approver for SlackApprover {
         {
             Ok(ts) => ts,
             Err(e) => {
-                approvals.forget(id);
+                approvals.pending.forget(id);
                 return Approval::Denied(format!("the approval request could not be sent ({e})"));
             }
         };
-        let timeout = approvals.timeout;
-        let (approval, note) = tokio::select! {
-            decision = answer => match decision {
-                Ok(Decision::Approved { by }) => {
-                    (Approval::Approved, format!("✅ Approved by {} this once.", escape(&by)))
-                }
-                Ok(Decision::Always { by, lasting }) => match always {
-                    Some(always) => (
-                        Approval::Approved,
-                        approvals.store(&request.session, always, lasting, &by),
-                    ),
-                    // Not offered for this request: a forged press approves nothing.
-                    None => (
-                        Approval::Denied("an answer that was not offered".into()),
-                        "❌ Not approved.".into(),
-                    ),
+        let (approval, note) = approvals
+            .pending
+            .settle(
+                id,
+                answer,
+                &self.cancel,
+                always,
+                &VOICE,
+                |always, lasting, by| {
+                    approvals
+                        .standing
+                        .store(&request.session, always, lasting, by, &VOICE)
                 },
-                Ok(Decision::Denied { by }) => (
-                    Approval::Denied(format!("denied by {by} in Slack")),
-                    format!("❌ Denied by {}.", escape(&by)),
-                ),
-                Err(_) => (Approval::Denied("the request was dropped".into()), "❌ Dropped.".into()),
-            },
-            _ = tokio::time::sleep(timeout) => (
-                Approval::Denied(format!("no answer within {} s", timeout.as_secs())),
-                format!("⌛ No answer within {} s: denied.", timeout.as_secs()),
-            ),
-            _ = self.cancel.cancelled() => (
-                Approval::Denied("the run was stopped".into()),
-                "⏹ The run was stopped: denied.".into(),
-            ),
-            _ = approvals.closing.cancelled() => (
-                Approval::Denied("warden is shutting down".into()),
-                "⏹ warden is shutting down: denied.".into(),
-            ),
-        };
-        approvals.forget(id);
+                std::future::pending(),
+                &first,
+            )
+            .await;
         let outcome = format!("{text}\n\n{note}");
         let blocks = json!([section(&outcome)]);
         if let Err(e) = self.api.update_blocks(channel, &ts, &note, &blocks).await {
@@ -447,6 +309,7 @@ impl Approver for SlackApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::pending_approvals::Answer;
 
     fn request(command: &str) -> ApprovalRequest {
         ApprovalRequest {
@@ -461,14 +324,14 @@ mod tests {
 
     #[test]
     fn values_round_trip_and_garbage_is_not_mine() {
-        assert_eq!(parse_value("ap:7:y"), Some((7, Answer::Approve)));
-        assert_eq!(parse_value("ap:7:n"), Some((7, Answer::Deny)));
+        assert_eq!(parse_answer("ap:7:y"), Some((7, Answer::Approve)));
+        assert_eq!(parse_answer("ap:7:n"), Some((7, Answer::Deny)));
         assert_eq!(
-            parse_value("ap:7:h"),
+            parse_answer("ap:7:h"),
             Some((7, Answer::Always(Lasting::Hour)))
         );
-        assert_eq!(parse_value("ap:7:maybe"), None);
-        assert_eq!(parse_value("rv:7"), None);
+        assert_eq!(parse_answer("ap:7:maybe"), None);
+        assert_eq!(parse_answer("rv:7"), None);
     }
 
     #[test]
@@ -482,7 +345,7 @@ mod tests {
         let long = request(&"x".repeat(5000));
         let text = request_mrkdwn(&long, None);
         assert!(!fits(&long, &text));
-        let whole = request_text(&long, None);
+        let whole = request_text(&long, None, ALWAYS_HERE);
         assert!(whole.contains(&"x".repeat(5000)), "the file is whole");
         let pointer = pointer_mrkdwn(&long, &whole, &sha256_prefix(&whole));
         assert!(pointer.chars().count() <= MAX_SHOWN);

@@ -114,6 +114,7 @@ impl Outbox for SlackOutbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::outbox_checks::{Traps, MAX_BYTES};
     use crate::secret::Secret;
     use std::time::Duration;
 
@@ -121,12 +122,7 @@ mod tests {
     /// at a closed port: a request would fail differently).
     #[tokio::test]
     async fn send_file_checks_the_file_again_before_uploading() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("secret.txt"), ws.join("chart.png")).unwrap();
-        std::fs::write(ws.join("big.txt"), vec![b'x'; 100]).unwrap();
+        let traps = Traps::lay();
         let outbox = SlackOutbox {
             api: SlackApi::new(
                 "http://127.0.0.1:9",
@@ -139,17 +135,9 @@ mod tests {
                 channel: "D1".into(),
                 thread_ts: None,
             },
-            paths: Arc::new(PathPolicy::new(&ws, &[], &[], dir.path()).unwrap()),
-            max_bytes: 50,
+            paths: traps.paths.clone(),
+            max_bytes: MAX_BYTES,
         };
-        let file = |path: &str| OutgoingFile {
-            path: path.into(),
-            photo: false,
-            caption: None,
-        };
-        let err = outbox.send_file(&file("chart.png")).await.unwrap_err();
-        assert!(err.contains("outside the workspace"), "{err}");
-        let err = outbox.send_file(&file("big.txt")).await.unwrap_err();
-        assert!(err.contains("more than the 50 bytes limit"), "{err}");
+        traps.assert_refused(&outbox).await;
     }
 }

@@ -8,10 +8,10 @@
 
 use super::api::SlackApi;
 use super::approvals::{Pressed, SlackApprovals};
+use super::envelope::Envelope;
 use super::files::Inbound;
 use super::format::escape;
 use super::slash::Slash;
-use super::socket::Envelope;
 use super::store::{Conversation, Recorded, SlackStore};
 use crate::egress::Grants;
 use crate::gateway::{Gateway, Origin, Submission, SubmitError};

@@ -14,6 +14,7 @@
 pub mod api;
 mod approvals;
 pub mod config;
+mod envelope;
 mod files;
 pub mod format;
 mod handler;

@@ -2,7 +2,8 @@
 //! Slack.
 //!
 //! Once the model's text has streamed for a second, it appears in one message (in the
-//! session's thread), edited in place with `chat.update` at most once per [`EDIT_EVERY`];
+//! session's thread), edited in place with `chat.update` at most once per
+//! [`EDIT_EVERY`](crate::channels::pace::EDIT_EVERY);
 //! a rate limit's `Retry-After` pushes the next edit back, unchanged text is not sent again.
 //! That message is the answer's **draft**: its `ts` is stored with the run, and the answer's
 //! first part replaces it — also after a restart — so the answer is never shown twice.
@@ -13,6 +14,7 @@ use super::files::SlackOutbox;
 use super::format::{escape, parts, MESSAGE_LIMIT};
 use super::store::{Conversation, SlackStore};
 use crate::agent::{AgentEvent, EventFn, RunControl};
+use crate::channels::pace::Pace;
 use crate::gateway::{Channel, DraftFn, RunInfo, RunView, SendError};
 use crate::locks::lock;
 use crate::policy::PathPolicy;
@@ -26,11 +28,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Streamed text appears once it has streamed this long (a quick answer simply arrives).
 const STREAM_AFTER: Duration = Duration::from_secs(1);
-/// Posts and edits of the live message are at least this far apart (Slack allows about one
-/// message per second per conversation).
-pub const EDIT_EVERY: Duration = Duration::from_secs(1);
-/// How long the end of a run waits for the presenter.
-const FINISH_WAIT: Duration = Duration::from_secs(10);
 /// The first line of a part sent again after a restart or a time-out.
 const MAYBE_REPEAT: &str =
     "_↻ Sent again: warden could not confirm that this arrived, so it may be a repeat._\n";
@@ -187,20 +184,11 @@ impl RunView for SlackView {
     }
 
     fn events(&self) -> EventFn {
-        let (live, wake) = (self.live.clone(), self.wake.clone());
-        Arc::new(move |event| {
-            lock(&live).apply(&event);
-            wake.notify_one();
-        })
+        crate::channels::pace::feed(&self.live, &self.wake, Live::apply)
     }
 
     async fn finish(self: Box<Self>) {
-        self.done.cancel();
-        if let Some(mut task) = self.task {
-            if tokio::time::timeout(FINISH_WAIT, &mut task).await.is_err() {
-                task.abort();
-            }
-        }
+        crate::channels::pace::finish(&self.done, self.task).await;
     }
 }
 
@@ -279,7 +267,7 @@ impl Presenter {
     async fn show(self) {
         let mut ts: Option<String> = None;
         let mut shown = String::new();
-        let mut next_call = Instant::now();
+        let mut pace = Pace::at_once();
         let mut text_since: Option<Instant> = None;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
@@ -293,7 +281,7 @@ impl Presenter {
                 continue;
             };
             let since = *text_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < STREAM_AFTER || current == shown || Instant::now() < next_call {
+            if since.elapsed() < STREAM_AFTER || current == shown || !pace.due() {
                 continue;
             }
             let result = match &ts {
@@ -321,15 +309,13 @@ impl Presenter {
             match result {
                 Ok(()) => {
                     shown = current;
-                    next_call = Instant::now() + EDIT_EVERY;
+                    pace.called();
                 }
                 Err(ApiError::RateLimited(wait)) => {
                     tracing::debug!("slack live message: rate limited for {wait:?}");
-                    next_call = Instant::now() + wait;
+                    pace.wait(wait);
                 }
-                Err(ApiError::Transport(_)) if ts.is_some() => {
-                    next_call = Instant::now() + EDIT_EVERY;
-                }
+                Err(ApiError::Transport(_)) if ts.is_some() => pace.called(),
                 Err(e) => {
                     // A post whose answer got lost may still show: posting again could show
                     // two drafts, so the run's answer comes as its own message instead.
@@ -340,8 +326,7 @@ impl Presenter {
         }
         // The answer's first part replaces the draft no sooner than the pace allows.
         if ts.is_some() {
-            let pace = next_call.saturating_duration_since(Instant::now());
-            tokio::time::sleep(pace.min(Duration::from_secs(4))).await;
+            pace.before_the_answer().await;
         }
     }
 }

@@ -14,22 +14,21 @@
 use super::access::Access;
 use super::api::{chat_key, describe, Telegram, Upload};
 use super::format::escape;
+use crate::channels::pending_approvals::{
+    parse_answer, request_text, sha256_prefix, Answer, Pending, Standing, Unanswered, Voice,
+};
 use crate::egress::Grants;
 use crate::gateway::ChatKey;
-use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_mirror::{ApprovalMirror, FirstAnswer};
 use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use teloxide::payloads::AnswerCallbackQuerySetters;
 use teloxide::prelude::Requester;
 use teloxide::types::{CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// A request longer than this is never cut: its whole text goes to the chat as a file first,
@@ -41,56 +40,33 @@ const HEAD_SHOWN: usize = 1200;
 /// The requests waiting for a button press, shared by the chats' approvers and the update
 /// handler that receives the presses.
 pub struct Approvals {
-    pending: Mutex<HashMap<u64, Pending>>,
-    timeout: Duration,
-    closing: CancellationToken,
-    /// Where "Always for this host" is stored; `None`: the button is not offered.
-    grants: Option<Grants>,
-    /// Where "Always in this chat" is stored; `None`: the button is not offered.
-    rules: Option<ApprovalRules>,
+    /// Each request waits in the chat and topic it was posted in.
+    pending: Pending<ChatKey>,
+    /// Where "Always for this host" and "Always in this chat" are stored; without it the
+    /// buttons are not offered.
+    standing: Standing,
     /// Where each request is shown too (the HTTP API's inbox).
     mirror: Option<Arc<dyn ApprovalMirror>>,
 }
 
-struct Pending {
-    /// Where the request was posted: a press elsewhere (another chat, another topic) does not
-    /// answer it.
-    chat: ChatKey,
-    answer: oneshot::Sender<Decision>,
-    /// Claimed by the first answer, here or in the mirror.
-    first: FirstAnswer,
-}
+/// How the request message words its end.
+const VOICE: Voice = Voice {
+    channel: "Telegram",
+    escape,
+    code: |text| format!("<code>{}</code>", escape(text)),
+    approved: ".",
+    here: "this chat",
+    revoke_rules: "/approvals lists and revokes",
+};
 
-enum Decision {
-    Approved {
-        by: String,
-    },
-    /// Approved, and the same approved from now on in this chat, for as long as chosen.
-    Always {
-        by: String,
-        lasting: Lasting,
-    },
-    Denied {
-        by: String,
-    },
-}
-
-/// A button's meaning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Answer {
-    Approve,
-    Deny,
-    Always(Lasting),
-}
+/// "Always in this chat", as the file of a long request names it.
+const ALWAYS_HERE: &str = "“Always in this chat” (for 1 hour, today or until revoked)";
 
 impl Approvals {
     pub fn new(timeout: Duration) -> Approvals {
         Approvals {
-            pending: Mutex::new(HashMap::new()),
-            timeout,
-            closing: CancellationToken::new(),
-            grants: None,
-            rules: None,
+            pending: Pending::new(timeout),
+            standing: Standing::default(),
             mirror: None,
         }
     }
@@ -104,67 +80,23 @@ impl Approvals {
     /// Offer "Always for this host" on egress approvals, storing the answers in `grants`,
     /// and "Always in this chat" on bash approvals, storing them in `rules`.
     pub fn with_grants(mut self, grants: Grants, rules: ApprovalRules) -> Approvals {
-        self.grants = Some(grants);
-        self.rules = Some(rules);
-        self
-    }
-
-    /// Whether this standing approval can be stored (so its button is offered).
-    fn can_store(&self, always: &Always) -> bool {
-        match always {
-            Always::Host(_) => self.grants.is_some(),
-            Always::Commands(shapes) => self.rules.is_some() && !shapes.is_empty(),
-        }
-    }
-
-    /// Store `always` for `session`; the note for the request message says what was stored.
-    fn store(&self, session: &str, always: &Always, lasting: Lasting, by: &str) -> String {
-        let granted_by = format!("{by} in Telegram");
-        let stored = match (always, &self.grants, &self.rules) {
-            (Always::Host(host), Some(grants), _) => {
-                grants.allow(session, host, lasting, &granted_by).map(|()| {
-                    format!(
-                        "{} is allowed in this chat {} (<code>warden egress rm {}</code> \
-                         revokes it)",
-                        escape(host),
-                        lasting.label(),
-                        escape(host)
-                    )
-                })
-            }
-            (Always::Commands(shapes), _, Some(rules)) => rules
-                .grant(session, shapes, lasting, &granted_by)
-                .map(|()| {
-                    format!(
-                        "in this chat {}: {} (/approvals lists and revokes)",
-                        lasting.label(),
-                        shown_list(shapes)
-                    )
-                }),
-            _ => return format!("✅ Approved by {} this once.", escape(by)),
+        self.standing = Standing {
+            grants: Some(grants),
+            rules: Some(rules),
         };
-        match stored {
-            Ok(what) => format!("✅ Approved by {}; {what}.", escape(by)),
-            Err(e) => {
-                tracing::error!("storing an approval rule: {e}");
-                format!(
-                    "✅ Approved by {} this once; the rule could not be stored.",
-                    escape(by)
-                )
-            }
-        }
+        self
     }
 
     /// Shutdown: every waiting request is denied now, and new ones at once.
     pub fn close(&self) {
-        self.closing.cancel();
+        self.pending.close();
     }
 
     /// A button press. Counts only from an allowed user, in the chat the request was posted
     /// in; anyone else gets a short "not allowed" and the request keeps waiting.
     pub async fn on_callback(&self, tg: &Telegram, access: &Access, query: CallbackQuery) {
         let user_id = query.from.id.0 as i64;
-        let parsed = query.data.as_deref().and_then(parse_data);
+        let parsed = query.data.as_deref().and_then(parse_answer);
         let decided: String;
         let reply = match parsed {
             None => "This button is not mine.",
@@ -181,38 +113,24 @@ impl Approvals {
                     Some(msg) => chat_key(msg),
                     None => ChatKey::from(m.chat().id.0),
                 });
-                let mut pending = lock(&self.pending);
-                match pending.entry(id) {
-                    Entry::Occupied(entry) if Some(entry.get().chat) == chat => {
-                        let by = query.from.first_name.clone();
-                        if let Err(who) = entry
-                            .get()
-                            .first
-                            .claim(&format!("answered by {by} in Telegram"))
-                        {
-                            // Its waiter takes the other answer and edits the message.
-                            decided = format!("This request was decided already ({who}).");
-                            decided.as_str()
-                        } else {
-                            let p = entry.remove();
-                            let (decision, reply) = match answer {
-                                Answer::Approve => (Decision::Approved { by }, "Approved."),
-                                Answer::Always(lasting) => (
-                                    Decision::Always { by, lasting },
-                                    match lasting {
-                                        Lasting::Hour => "Approved for 1 hour.",
-                                        Lasting::Today => "Approved for today.",
-                                        Lasting::UntilRevoked => "Approved, always.",
-                                    },
-                                ),
-                                Answer::Deny => (Decision::Denied { by }, "Denied."),
-                            };
-                            let _ = p.answer.send(decision);
-                            reply
-                        }
+                let by = query.from.first_name.clone();
+                match self
+                    .pending
+                    .answer(id, chat.as_ref(), answer, by, VOICE.channel)
+                {
+                    Ok(()) => match answer {
+                        Answer::Approve => "Approved.",
+                        Answer::Always(Lasting::Hour) => "Approved for 1 hour.",
+                        Answer::Always(Lasting::Today) => "Approved for today.",
+                        Answer::Always(Lasting::UntilRevoked) => "Approved, always.",
+                        Answer::Deny => "Denied.",
+                    },
+                    Err(Unanswered::Elsewhere) => "This request belongs to another chat or topic.",
+                    Err(Unanswered::Gone) => "This request is no longer waiting.",
+                    Err(Unanswered::Decided(who)) => {
+                        decided = format!("This request was decided already ({who}).");
+                        decided.as_str()
                     }
-                    Entry::Occupied(_) => "This request belongs to another chat or topic.",
-                    Entry::Vacant(_) => "This request is no longer waiting.",
                 }
             }
         };
@@ -221,41 +139,6 @@ impl Approvals {
             tracing::debug!("answerCallbackQuery: {}", describe(&e));
         }
     }
-
-    fn register(&self, chat: ChatKey, first: FirstAnswer) -> (u64, oneshot::Receiver<Decision>) {
-        let (tx, rx) = oneshot::channel();
-        let mut pending = lock(&self.pending);
-        let mut id: u64 = rand::random();
-        while pending.contains_key(&id) {
-            id = rand::random();
-        }
-        pending.insert(
-            id,
-            Pending {
-                chat,
-                answer: tx,
-                first,
-            },
-        );
-        (id, rx)
-    }
-
-    fn forget(&self, id: u64) {
-        lock(&self.pending).remove(&id);
-    }
-}
-
-/// `ap:<id>:y` / `ap:<id>:n` / `ap:<id>:h|d|a` (always: an hour, today, until revoked;
-/// callback data is limited to 64 bytes).
-fn parse_data(data: &str) -> Option<(u64, Answer)> {
-    let rest = data.strip_prefix("ap:")?;
-    let (id, verdict) = rest.split_once(':')?;
-    let answer = match verdict {
-        "y" => Answer::Approve,
-        "n" => Answer::Deny,
-        other => Answer::Always(Lasting::from_code(other)?),
-    };
-    Some((id.parse().ok()?, answer))
 }
 
 /// The approver for one run in one chat.
@@ -278,15 +161,6 @@ impl ChatApprover {
     }
 }
 
-/// The shapes as a list of `<code>` items.
-fn shown_list(shapes: &[(crate::policy::shape::CommandShape, String)]) -> String {
-    shapes
-        .iter()
-        .map(|(_, shown)| format!("<code>{}</code>", escape(shown)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The request as posted, whole; `offered` is the "always" answer its buttons offer.
 fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
     let mut html = format!(
@@ -300,33 +174,13 @@ fn request_html(request: &ApprovalRequest, offered: Option<&Always>) -> String {
         html.push_str(&format!(
             "\n“Always in this chat” (for 1 hour, today or until revoked) would approve from \
              now on: {}",
-            shown_list(shapes)
+            VOICE.shapes(shapes)
         ));
     }
     if let Some(detail) = &request.detail {
         html.push_str(&format!("\n<pre>{}</pre>", escape(detail)));
     }
     html
-}
-
-/// The whole request as plain text, for the file a long request is sent as.
-fn request_text(request: &ApprovalRequest, offered: Option<&Always>) -> String {
-    let mut text = format!(
-        "Approval needed ({})\n\nWhat would run:\n{}\n\nWhy it asks: {}\n",
-        request.tool, request.command, request.reason
-    );
-    if let Some(Always::Commands(shapes)) = offered {
-        let shown: Vec<&str> = shapes.iter().map(|(_, s)| s.as_str()).collect();
-        text.push_str(&format!(
-            "\n“Always in this chat” (for 1 hour, today or until revoked) would approve from \
-             now on: {}\n",
-            shown.join(", ")
-        ));
-    }
-    if let Some(detail) = &request.detail {
-        text.push_str(&format!("\n{detail}\n"));
-    }
-    text
 }
 
 /// The message with the buttons for a request sent whole as a file: the start of it, and
@@ -370,28 +224,21 @@ impl ChatApprover {
     }
 }
 
-/// The first 12 hex digits of the text's SHA-256, to tie the message to the file.
-fn sha256_prefix(text: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(text.as_bytes());
-    hex::encode(&digest[..6])
-}
-
 #[async_trait]
 impl Approver for ChatApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Approval {
-        if self.approvals.closing.is_cancelled() {
+        if self.approvals.pending.is_closing() {
             return Approval::Denied("warden is shutting down".into());
         }
         let always = request
             .always
             .as_ref()
-            .filter(|a| self.approvals.can_store(a));
+            .filter(|a| self.approvals.standing.can_store(a));
         let mut html = request_html(request, always);
         if html.chars().count() > MAX_SHOWN {
             // Never cut: the whole request goes first, as a file; the buttons come only once
             // it arrived.
-            let text = request_text(request, always);
+            let text = request_text(request, always, ALWAYS_HERE);
             let digest = sha256_prefix(&text);
             if let Err(e) = self.send_whole(&text, &digest).await {
                 return Approval::Denied(format!(
@@ -402,7 +249,10 @@ impl Approver for ChatApprover {
             html = pointer_html(request, &text, &digest);
         }
         let first = FirstAnswer::default();
-        let (id, answer) = self.approvals.register(self.chat_key(), first.clone());
+        let (id, answer) = self
+            .approvals
+            .pending
+            .register(self.chat_key(), first.clone());
         let approve = match always {
             Some(Always::Commands(_)) => "✅ Approve once",
             _ => "✅ Approve",
@@ -456,7 +306,7 @@ impl Approver for ChatApprover {
         let message = match sent {
             Ok(message) => message,
             Err(e) => {
-                self.approvals.forget(id);
+                self.approvals.pending.forget(id);
                 return Approval::Denied(format!("the approval request could not be sent ({e})"));
             }
         };
@@ -470,63 +320,44 @@ impl Approver for ChatApprover {
             None => (None, None),
         };
         let over_http = async move {
-            match mirror_answer {
+            let approve = match mirror_answer {
                 Some(answer) => match answer.await {
                     Ok(approve) => approve,
                     // Never answered there: only this chat can answer.
                     Err(_) => std::future::pending().await,
                 },
                 None => std::future::pending().await,
-            }
-        };
-        let timeout = self.approvals.timeout;
-        let (approval, note) = tokio::select! {
-            approve = over_http => if approve {
-                (Approval::Approved, "✅ Approved over HTTP (the API's inbox).".to_string())
+            };
+            if approve {
+                (
+                    Approval::Approved,
+                    "✅ Approved over HTTP (the API's inbox).".to_string(),
+                )
             } else {
                 (
                     Approval::Denied("denied over the HTTP API".into()),
                     "❌ Denied over HTTP (the API's inbox).".to_string(),
                 )
-            },
-            decision = answer => match decision {
-                Ok(Decision::Approved { by }) => {
-                    (Approval::Approved, format!("✅ Approved by {}.", escape(&by)))
-                }
-                Ok(Decision::Always { by, lasting }) => match always {
-                    Some(always) => (
-                        Approval::Approved,
-                        self.approvals.store(&request.session, always, lasting, &by),
-                    ),
-                    // Not offered for this request: a forged press approves nothing.
-                    None => (
-                        Approval::Denied("an answer that was not offered".into()),
-                        "❌ Not approved.".into(),
-                    ),
-                },
-                Ok(Decision::Denied { by }) => (
-                    Approval::Denied(format!("denied by {by} in Telegram")),
-                    format!("❌ Denied by {}.", escape(&by)),
-                ),
-                Err(_) => (Approval::Denied("the request was dropped".into()), "❌ Dropped.".into()),
-            },
-            _ = tokio::time::sleep(timeout) => (
-                Approval::Denied(format!("no answer within {} s", timeout.as_secs())),
-                format!("⌛ No answer within {} s: denied.", timeout.as_secs()),
-            ),
-            _ = self.cancel.cancelled() => (
-                Approval::Denied("the run was stopped".into()),
-                "⏹ The run was stopped: denied.".into(),
-            ),
-            _ = self.approvals.closing.cancelled() => (
-                Approval::Denied("warden is shutting down".into()),
-                "⏹ warden is shutting down: denied.".into(),
-            ),
+            }
         };
-        // An ending that was no answer (timeout, stop, shutdown) is claimed too: a late answer
-        // in the mirror is told the request is decided.
-        let _ = first.claim(&note);
-        self.approvals.forget(id);
+        let (approval, note) = self
+            .approvals
+            .pending
+            .settle(
+                id,
+                answer,
+                &self.cancel,
+                always,
+                &VOICE,
+                |always, lasting, by| {
+                    self.approvals
+                        .standing
+                        .store(&request.session, always, lasting, by, &VOICE)
+                },
+                over_http,
+                &first,
+            )
+            .await;
         if let (Some(mirror), Some(id)) = (&self.approvals.mirror, &mirror_id) {
             mirror.withdraw(id);
         }
@@ -560,7 +391,7 @@ mod tests {
         let html = request_html(&request, None);
         assert!(html.chars().count() > MAX_SHOWN);
         assert!(html.contains("+the last line matters"), "never cut");
-        let text = request_text(&request, None);
+        let text = request_text(&request, None, ALWAYS_HERE);
         assert!(
             text.ends_with("+the last line matters\n\n"),
             "{}",
@@ -608,24 +439,24 @@ mod tests {
     #[test]
     fn callback_data_round_trips_and_rejects_garbage() {
         assert_eq!(
-            parse_data("ap:18446744073709551615:y"),
+            parse_answer("ap:18446744073709551615:y"),
             Some((u64::MAX, Answer::Approve))
         );
-        assert_eq!(parse_data("ap:7:n"), Some((7, Answer::Deny)));
+        assert_eq!(parse_answer("ap:7:n"), Some((7, Answer::Deny)));
         assert_eq!(
-            parse_data("ap:7:a"),
+            parse_answer("ap:7:a"),
             Some((7, Answer::Always(Lasting::UntilRevoked)))
         );
         assert_eq!(
-            parse_data("ap:7:h"),
+            parse_answer("ap:7:h"),
             Some((7, Answer::Always(Lasting::Hour)))
         );
         assert_eq!(
-            parse_data("ap:7:d"),
+            parse_answer("ap:7:d"),
             Some((7, Answer::Always(Lasting::Today)))
         );
-        assert_eq!(parse_data("ap:7:maybe"), None);
-        assert_eq!(parse_data("xx:7:y"), None);
+        assert_eq!(parse_answer("ap:7:maybe"), None);
+        assert_eq!(parse_answer("xx:7:y"), None);
         assert!(format!("ap:{}:y", u64::MAX).len() <= 64);
     }
 

@@ -44,18 +44,13 @@ impl Outbox for ChatOutbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::outbox_checks::{Traps, MAX_BYTES};
 
     /// What the worker asked for is checked again here, before any request to Telegram (the
     /// client points at a closed port: a request would fail differently).
     #[tokio::test]
     async fn the_gateway_checks_the_file_again_before_uploading() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
-        // Swapped in after the worker's check: a link out of the workspace.
-        std::os::unix::fs::symlink(dir.path().join("secret.txt"), ws.join("chart.png")).unwrap();
-        std::fs::write(ws.join("big.txt"), vec![b'x'; 100]).unwrap();
+        let traps = Traps::lay();
         let outbox = ChatOutbox {
             tg: Telegram::new(
                 "test-token",
@@ -67,17 +62,9 @@ mod tests {
             )
             .unwrap(),
             chat: 1.into(),
-            paths: Arc::new(PathPolicy::new(&ws, &[], &[], dir.path()).unwrap()),
-            max_bytes: 50,
+            paths: traps.paths.clone(),
+            max_bytes: MAX_BYTES,
         };
-        let file = |path: &str| OutgoingFile {
-            path: path.into(),
-            photo: false,
-            caption: None,
-        };
-        let err = outbox.send_file(&file("chart.png")).await.unwrap_err();
-        assert!(err.contains("outside the workspace"), "{err}");
-        let err = outbox.send_file(&file("big.txt")).await.unwrap_err();
-        assert!(err.contains("more than the 50 bytes limit"), "{err}");
+        traps.assert_refused(&outbox).await;
     }
 }

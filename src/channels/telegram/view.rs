@@ -10,7 +10,7 @@
 //! - before any text, after a few seconds, a status line alone ("⏳ Running `ls`…"), which is
 //!   removed at the end (or when text starts, which then gets a message of its own).
 //!
-//! Telegram limits edits: at most one call per [`EDIT_EVERY`] per run (one run per chat at a
+//! Telegram limits edits: at most one call per [`EDIT_EVERY`](crate::channels::pace::EDIT_EVERY) per run (one run per chat at a
 //! time), a `retry_after` answer is waited out, unchanged text is not sent again, and the
 //! answer's first edit keeps the same pace.
 
@@ -20,6 +20,7 @@ use super::live::{Live, Shown};
 use super::split::MESSAGE_LIMIT;
 use super::upload::ChatOutbox;
 use crate::agent::{EventFn, RunControl};
+use crate::channels::pace::{Pace, EDIT_EVERY};
 use crate::gateway::{Channel, ChatKey, DraftFn, RunInfo, RunView, SendError};
 use crate::locks::lock;
 use crate::policy::PathPolicy;
@@ -39,13 +40,6 @@ const STATUS_AFTER: Duration = Duration::from_secs(3);
 const STREAM_AFTER: Duration = Duration::from_secs(1);
 /// Telegram shows "typing…" for about 5 s per chat action.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
-/// Sends and edits of the live message are at least this far apart.
-pub const EDIT_EVERY: Duration = Duration::from_secs(1);
-/// Longest the end of a run waits for the edit pace (longer flood waits: the answer's own
-/// retries honor them).
-const END_PACE_WAIT: Duration = Duration::from_secs(4);
-/// How long the end of a run waits for the presenter.
-const FINISH_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a run whose answer is filtered first (the heartbeat) sends no files.
 const SILENT_RUN: Nowhere = Nowhere(
@@ -180,11 +174,7 @@ impl RunView for TelegramView {
     }
 
     fn events(&self) -> EventFn {
-        let (live, wake) = (self.live.clone(), self.wake.clone());
-        Arc::new(move |event| {
-            lock(&live).apply(&event);
-            wake.notify_one();
-        })
+        crate::channels::pace::feed(&self.live, &self.wake, Live::apply)
     }
 
     fn outbox(&self) -> Arc<dyn Outbox> {
@@ -192,13 +182,7 @@ impl RunView for TelegramView {
     }
 
     async fn finish(self: Box<Self>) {
-        self.done.cancel();
-        let mut task = self.task;
-        // The presenter ends with at most a short wait and one request; never let it hold up
-        // the answer.
-        if tokio::time::timeout(FINISH_WAIT, &mut task).await.is_err() {
-            task.abort();
-        }
+        crate::channels::pace::finish(&self.done, Some(self.task)).await;
     }
 }
 
@@ -238,7 +222,7 @@ impl Presenter {
         let mut last_typing: Option<Instant> = None;
         let mut message: Option<OnScreen> = None;
         let mut shown = String::new();
-        let mut next_call = Instant::now();
+        let mut pace = Pace::at_once();
         let mut text_since: Option<Instant> = None;
         let mut gave_up = false;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -248,7 +232,7 @@ impl Presenter {
                 biased;
                 _ = self.done.cancelled() => break,
                 _ = self.wake.notified() => {}
-                _ = tokio::time::sleep_until(next_call.into()), if waiting => {}
+                _ = tokio::time::sleep_until(pace.next_call().into()), if waiting => {}
                 _ = tick.tick() => {}
             }
             if last_typing.is_none_or(|t| t.elapsed() >= TYPING_EVERY) {
@@ -270,7 +254,7 @@ impl Presenter {
             if !due || (message.is_some() && current.html == shown) {
                 continue;
             }
-            if Instant::now() < next_call {
+            if !pace.due() {
                 waiting = true;
                 continue;
             }
@@ -278,20 +262,20 @@ impl Presenter {
             match called {
                 Called::Done => {
                     shown = current.html;
-                    next_call = Instant::now() + EDIT_EVERY;
+                    pace.called();
                 }
                 Called::Wait(wait) => {
                     tracing::debug!(
                         chat = self.chat.chat_id,
                         "live message: flood control, {wait:?}"
                     );
-                    next_call = Instant::now() + wait;
+                    pace.wait(wait);
                     waiting = true;
                 }
                 Called::GaveUp => gave_up = true,
             }
         }
-        self.end(message, shown, next_call).await;
+        self.end(message, shown, &pace).await;
     }
 
     /// Bring the live message to `current`: send it, edit it, or — when text first replaces a
@@ -353,12 +337,11 @@ impl Presenter {
 
     /// The run is over: a status message goes; a draft stays for the answer to replace, which
     /// comes no sooner than the edit pace allows.
-    async fn end(&self, message: Option<OnScreen>, shown: String, next_call: Instant) {
+    async fn end(&self, message: Option<OnScreen>, shown: String, pace: &Pace) {
         match message {
             Some(draft) if draft.draft => {
                 lock(&self.drafts).insert(draft.id, shown);
-                let pace = next_call.saturating_duration_since(Instant::now());
-                tokio::time::sleep(pace.min(END_PACE_WAIT)).await;
+                pace.before_the_answer().await;
             }
             Some(status) => self.tg.delete(self.chat.chat_id, status.id).await,
             None => {}
