@@ -420,3 +420,36 @@ fn an_unprivileged_warden_reaches_allowed_hosts_through_a_user_namespace() {
     );
     assert_eq!(net.requests(), ["GET /hello.txt HTTP/1.1"]);
 }
+
+/// wget names its output after the URL, and the policy sees only the URL, so from inside
+/// `.git/hooks` it writes a hook the user's own git would run later. Today the second layer
+/// stops it: the write verifier compares the protected set before and after, undoes the new
+/// hook and refuses the command (exit 126). (Predicting wget's name in the policy itself is
+/// still to do; this test keeps the route closed meanwhile.)
+#[test]
+fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
+    if !namespaces_available() {
+        return;
+    }
+    let net = Net::allowing_pkgs();
+    std::fs::write(
+        net.served.join("pre-commit"),
+        "#!/bin/sh\ntouch /tmp/warden-wget-hook-ran\n",
+    )
+    .unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&net.env.ws)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let hook = net.env.ws.join(".git/hooks/pre-commit");
+    let planted = net.exec(&[], "cd .git/hooks && wget -q http://pkgs.test/pre-commit");
+    assert_eq!(planted.status, 126, "{planted:?}");
+    assert!(
+        planted.stderr.contains("changed files warden protects")
+            && planted.stderr.contains(".git/hooks/pre-commit: created"),
+        "{planted:?}"
+    );
+    assert!(!hook.exists(), "a hook was left behind: {planted:?}");
+}
