@@ -126,13 +126,6 @@ fn open_network(
     if !network.config.has_rules() {
         return None;
     }
-    if backend == Backend::Docker {
-        eprintln!(
-            "warden: [network] applies to the host backend only; Docker containers run \
-             without any network"
-        );
-        return None;
-    }
     let yes = network.yes;
     let asker = NetworkAsker::new(move |request| {
         if yes {
@@ -146,7 +139,11 @@ fn open_network(
         }
         Box::pin(async move { yes })
     });
-    match JailedNetwork::start(&network.config, Some(asker)) {
+    let started = match backend {
+        Backend::Docker => JailedNetwork::start_for_container(&network.config, Some(asker)),
+        Backend::Host => JailedNetwork::start(&network.config, Some(asker)),
+    };
+    match started {
         Ok(jailed) => {
             if let Some(jailed) = &jailed {
                 jailed.apply(spec);

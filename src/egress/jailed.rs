@@ -4,6 +4,10 @@
 //! `[network]` (`super::network`) about every request. The jail's environment names the proxy,
 //! with the run's token in the URL's userinfo; DNS is resolved by warden after the decision.
 //!
+//! A Docker container keeps its own namespace (network none): the proxy then listens on
+//! loopback in warden's namespace and the Docker backend forwards to it from a listener it puts
+//! in the container's namespace (`sandbox::docker::egress`).
+//!
 //! Where no such namespace can be made (warden not root and no unprivileged user namespaces),
 //! the network stays off: the jail keeps its seccomp filter without network sockets, and the
 //! caller says why.
@@ -19,7 +23,9 @@ use std::sync::Arc;
 /// The proxy and namespace of one run. Must be started inside a tokio runtime.
 pub struct JailedNetwork {
     proxy: EgressProxy,
-    namespace: JailNetwork,
+    /// The host jail's namespace; `None` for a container, whose own namespace reaches the
+    /// proxy through a listener the Docker backend puts in it (`sandbox::docker::egress`).
+    namespace: Option<JailNetwork>,
     token: String,
     rules: Arc<NetworkRules>,
 }
@@ -80,6 +86,31 @@ impl JailedNetwork {
         let listener = namespace
             .take_listener()
             .ok_or_else(|| "the proxy's listener is gone".to_string())?;
+        Self::serve(listener, Some(namespace), rules, asker).map(Some)
+    }
+
+    /// For the Docker backend: the proxy on loopback in warden's own namespace, which only
+    /// warden's forwarder in the container's namespace reaches for the container (the per-run
+    /// token in the proxy URL keeps other local processes out).
+    pub fn start_for_container(
+        config: &NetworkConfig,
+        asker: Option<NetworkAsker>,
+    ) -> Result<Option<JailedNetwork>, String> {
+        if !config.has_rules() {
+            return Ok(None);
+        }
+        let rules = Arc::new(NetworkRules::parse(config)?);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| format!("listening for the egress proxy failed: {e}"))?;
+        Self::serve(listener, None, rules, asker).map(Some)
+    }
+
+    fn serve(
+        listener: std::net::TcpListener,
+        namespace: Option<JailNetwork>,
+        rules: Arc<NetworkRules>,
+        asker: Option<NetworkAsker>,
+    ) -> Result<JailedNetwork, String> {
         let token = new_token();
         let proxy = EgressProxy::serve_on(
             listener,
@@ -91,12 +122,12 @@ impl JailedNetwork {
             },
         )
         .map_err(|e| format!("starting the egress proxy failed: {e}"))?;
-        Ok(Some(JailedNetwork {
+        Ok(JailedNetwork {
             proxy,
             namespace,
             token,
             rules,
-        }))
+        })
     }
 
     pub fn proxy_addr(&self) -> SocketAddr {
@@ -130,18 +161,21 @@ impl JailedNetwork {
         spec.env
             .push(("GIT_ALLOW_PROTOCOL".into(), "file:http:https".into()));
         spec.egress_proxy = Some(addr);
-        spec.network_namespace = Some(self.namespace.namespace());
-        spec.user_namespace = self.namespace.user_namespace();
+        if let Some(namespace) = &self.namespace {
+            spec.network_namespace = Some(namespace.namespace());
+            spec.user_namespace = namespace.user_namespace();
+        }
     }
 
     /// Stop the proxy: every decision, the bytes by host, and what went around it.
     pub async fn close(self) -> NetworkReport {
         let (events, traffic) = self.proxy.finish().await;
-        let mut namespace = self.namespace;
-        let bypasses = namespace
-            .bypasses()
-            .map_err(|why| tracing::warn!(%why, "reading the jail's network counters failed"))
-            .ok();
+        let bypasses = self.namespace.and_then(|mut namespace| {
+            namespace
+                .bypasses()
+                .map_err(|why| tracing::warn!(%why, "reading the jail's network counters failed"))
+                .ok()
+        });
         NetworkReport {
             events,
             traffic,

@@ -165,10 +165,12 @@ async fn orphans_of_dead_wardens_go_and_live_wardens_keep_theirs() {
     let tag = std::process::id();
     let orphan = container::create(&docker, &plan(&dead), &format!("warden-orphan-{tag}"))
         .await
-        .unwrap();
+        .unwrap()
+        .id;
     let alive = container::create(&docker, &plan(&me), &format!("warden-alive-{tag}"))
         .await
-        .unwrap();
+        .unwrap()
+        .id;
     let removed = remove_orphans(&docker, &me).await.unwrap();
     assert!(removed.contains(&orphan), "{removed:?}");
     assert!(!removed.contains(&alive));

@@ -70,9 +70,24 @@ impl Workspace {
     }
 }
 
-/// A sandbox over `jail` with a test-unique session name.
+/// A sandbox over `jail` with a test-unique session name, on the runtime under test.
 pub async fn sandbox(jail: JailSpec, session: &str) -> DockerSandbox {
-    sandbox_with(&DockerConfig::default(), jail, session).await
+    sandbox_with(&config(), jail, session).await
+}
+
+/// The Docker config the tests use: the default, with the OCI runtime `.ci/run` names in
+/// `WARDEN_TEST_DOCKER_RUNTIME` (it runs the escape and network tests again under gVisor).
+pub fn config() -> DockerConfig {
+    DockerConfig {
+        runtime: runtime_under_test(),
+        ..DockerConfig::default()
+    }
+}
+
+pub fn runtime_under_test() -> Option<String> {
+    std::env::var("WARDEN_TEST_DOCKER_RUNTIME")
+        .ok()
+        .filter(|r| !r.is_empty())
 }
 
 pub async fn sandbox_with(config: &DockerConfig, jail: JailSpec, session: &str) -> DockerSandbox {

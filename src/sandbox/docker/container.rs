@@ -1,5 +1,6 @@
 //! Creating, checking and removing one session container.
 
+use super::egress::{self, Forwarder};
 use super::orphans::{is_gone, short};
 use super::plan::ContainerPlan;
 use crate::sandbox::SandboxError;
@@ -9,26 +10,59 @@ use bollard::Docker;
 /// Create and start a container exactly as `plan` says, or refuse: a create warning (a limit
 /// the daemon could not apply), a failed start or any difference between the plan and what the
 /// daemon reports removes the container again and fails. Never a weaker container.
+///
+/// With an egress proxy in the plan, the container's way to it (`egress.rs`) is opened before
+/// the container is handed out; it lives as long as the returned [`Started`].
 pub async fn create(
     docker: &Docker,
     plan: &ContainerPlan,
     name: &str,
-) -> Result<String, SandboxError> {
+) -> Result<Started, SandboxError> {
     let options = CreateContainerOptionsBuilder::new().name(name).build();
     let created = docker
         .create_container(Some(options), plan.body())
         .await
         .map_err(|e| SandboxError::Setup(create_error(plan, &e)))?;
     let id = created.id;
-    if let Err(reason) = start_and_verify(docker, plan, &id, &created.warnings).await {
-        remove(docker, &id).await;
-        return Err(SandboxError::Setup(format!(
+    let started = match start_and_verify(docker, plan, &id, &created.warnings).await {
+        Ok(pid) => connect_egress(plan, pid).map(|egress| Started {
+            id: id.clone(),
+            _egress: egress,
+        }),
+        Err(reason) => Err(format!(
             "refusing the sandbox container from image {}: {reason}",
             plan.image
-        )));
+        )),
+    };
+    match started {
+        Ok(started) => {
+            tracing::debug!(container = %short(&id), name, "session container started");
+            Ok(started)
+        }
+        Err(reason) => {
+            remove(docker, &id).await;
+            Err(SandboxError::Setup(reason))
+        }
     }
-    tracing::debug!(container = %short(&id), name, "session container started");
-    Ok(id)
+}
+
+/// A started, verified container, with its way to the egress proxy when it has one.
+#[derive(Debug)]
+pub struct Started {
+    pub id: String,
+    _egress: Option<Forwarder>,
+}
+
+fn connect_egress(plan: &ContainerPlan, pid: Option<i64>) -> Result<Option<Forwarder>, String> {
+    let Some(proxy) = plan.egress_proxy else {
+        return Ok(None);
+    };
+    let pid = pid
+        .filter(|pid| *pid > 0)
+        .ok_or("the daemon reported no process for the container, so its network namespace cannot be reached")?;
+    egress::start(pid, proxy)
+        .map(Some)
+        .map_err(|why| format!("the container cannot reach the egress proxy: {why}"))
 }
 
 async fn start_and_verify(
@@ -36,7 +70,7 @@ async fn start_and_verify(
     plan: &ContainerPlan,
     id: &str,
     warnings: &[String],
-) -> Result<(), String> {
+) -> Result<Option<i64>, String> {
     if !warnings.is_empty() {
         return Err(format!(
             "the daemon could not apply every restriction: {}",
@@ -56,7 +90,7 @@ async fn start_and_verify(
     if !running {
         return Err("it stopped right after starting (does the image have /bin/sh?)".into());
     }
-    Ok(())
+    Ok(inspect.state.as_ref().and_then(|s| s.pid))
 }
 
 /// Remove a container and everything running in it; a container already gone is fine.

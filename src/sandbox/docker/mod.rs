@@ -21,6 +21,7 @@
 
 pub mod connect;
 pub mod container;
+pub mod egress;
 pub mod image;
 pub mod orphans;
 pub mod owner;
@@ -70,6 +71,10 @@ impl DockerSandbox {
     ) -> Result<DockerSandbox, SandboxError> {
         let docker = connect::connect(&config.socket).await?;
         let runtime = effective_runtime(&docker, config.runtime.as_deref()).await?;
+        if jail.egress_proxy.is_some() {
+            egress::runtime_reaches_namespace(&runtime.name, &runtime.path, &runtime.args)
+                .map_err(SandboxError::Setup)?;
+        }
         if docker.inspect_image(&config.image).await.is_err() {
             return Err(SandboxError::Setup(container::missing_image(&config.image)));
         }
@@ -92,7 +97,7 @@ impl DockerSandbox {
             session,
             workspace: jail.workspace,
             extra_roots,
-            host_signals: is_runc(&runtime),
+            host_signals: is_runc(&runtime.name),
             reaper,
         })
     }
@@ -188,23 +193,43 @@ impl Sandbox for DockerSandbox {
     }
 }
 
+/// The OCI runtime containers will use, as the daemon has it configured.
+struct EffectiveRuntime {
+    name: String,
+    path: String,
+    args: Vec<String>,
+}
+
 /// The runtime containers will use: the configured one, which the daemon must know, or the
 /// daemon's default.
-async fn effective_runtime(docker: &Docker, wanted: Option<&str>) -> Result<String, SandboxError> {
+async fn effective_runtime(
+    docker: &Docker,
+    wanted: Option<&str>,
+) -> Result<EffectiveRuntime, SandboxError> {
     let info = docker
         .info()
         .await
         .map_err(|e| SandboxError::Setup(format!("cannot query the Docker daemon: {e}")))?;
-    let known: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
-    match wanted {
-        Some(runtime) if known.iter().any(|k| k == runtime) => Ok(runtime.to_string()),
-        Some(runtime) => Err(SandboxError::Setup(format!(
-            "the Docker daemon does not know the runtime {runtime:?} (sandbox.docker.runtime); \
-             it has: {}",
-            known.join(", ")
-        ))),
-        None => Ok(info.default_runtime.unwrap_or_else(|| "runc".into())),
-    }
+    let mut runtimes = info.runtimes.unwrap_or_default();
+    let name = match wanted {
+        Some(runtime) if runtimes.contains_key(runtime) => runtime.to_string(),
+        Some(runtime) => {
+            let mut known: Vec<String> = runtimes.into_keys().collect();
+            known.sort();
+            return Err(SandboxError::Setup(format!(
+                "the Docker daemon does not know the runtime {runtime:?} \
+                 (sandbox.docker.runtime); it has: {}",
+                known.join(", ")
+            )));
+        }
+        None => info.default_runtime.unwrap_or_else(|| "runc".into()),
+    };
+    let configured = runtimes.remove(&name).unwrap_or_default();
+    Ok(EffectiveRuntime {
+        path: configured.path.unwrap_or_default(),
+        args: configured.runtime_args.unwrap_or_default(),
+        name,
+    })
 }
 
 /// Whether exec'd programs are host processes warden can signal (see `signal.rs`).

@@ -10,6 +10,7 @@ use bollard::models::{
     RestartPolicyNameEnum,
 };
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// Where the workspace appears inside the container.
@@ -37,6 +38,9 @@ pub struct ContainerPlan {
     pub extra_roots: Vec<(PathBuf, bool)>,
     /// `NAME=value`, the complete environment of every process in the container.
     pub env: Vec<String>,
+    /// Warden's egress proxy, when the run has `[network]` rules: the container still has
+    /// network none, and reaches it only through a listener in its namespace (`egress.rs`).
+    pub egress_proxy: Option<SocketAddr>,
     pub limits: Limits,
     pub labels: HashMap<String, String>,
 }
@@ -49,10 +53,10 @@ impl ContainerPlan {
         user: ContainerUser,
         labels: HashMap<String, String>,
     ) -> Result<ContainerPlan, SandboxError> {
-        if jail.egress_proxy.is_some() {
+        if jail.network_namespace.is_some() || jail.user_namespace.is_some() {
             return Err(SandboxError::Setup(
-                "the Docker backend runs containers without any network (network_mode none); \
-                 it cannot offer an egress proxy"
+                "a host jail's namespaces cannot be given to a container (its network is its \
+                 own, reaching only the egress proxy)"
                     .into(),
             ));
         }
@@ -77,6 +81,7 @@ impl ContainerPlan {
             workspace: jail.workspace.clone(),
             extra_roots,
             env: environment(&jail.env)?,
+            egress_proxy: jail.egress_proxy,
             limits: jail.limits.clone(),
             labels,
         })
@@ -437,8 +442,10 @@ mod tests {
     #[test]
     fn what_a_container_cannot_enforce_is_refused() {
         let mut jail = JailSpec::new("/ws".into());
-        jail.egress_proxy = Some("127.0.0.1:3128".parse().unwrap());
-        assert!(plan(&jail).unwrap_err().to_string().contains("network"));
+        jail.network_namespace = Some(std::sync::Arc::new(
+            std::fs::File::open("/proc/self/ns/net").unwrap().into(),
+        ));
+        assert!(plan(&jail).unwrap_err().to_string().contains("namespaces"));
         let mut jail = JailSpec::new("/ws".into());
         jail.limits.max_processes = 0;
         assert!(plan(&jail)

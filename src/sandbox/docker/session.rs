@@ -3,7 +3,7 @@
 //! or is dropped. A process counts as activity until it has been waited for or killed.
 
 use super::connect;
-use super::container;
+use super::container::{self, Started};
 use super::orphans::short;
 use super::plan::ContainerPlan;
 use crate::sandbox::SandboxError;
@@ -26,8 +26,8 @@ pub struct Session {
     /// Container names: `warden-<session>-<pid>-<n>`.
     name_prefix: String,
     idle: Duration,
-    /// The current container's id, if one runs.
-    warm: Mutex<Option<String>>,
+    /// The current container, if one runs.
+    warm: Mutex<Option<Started>>,
     activity: StdMutex<Activity>,
     created: AtomicU64,
 }
@@ -101,12 +101,13 @@ impl Session {
     pub async fn acquire(self: &Arc<Self>) -> Result<(String, Busy), SandboxError> {
         let mut warm = self.warm.lock().await;
         let id = match warm.as_ref() {
-            Some(id) => id.clone(),
+            Some(started) => started.id.clone(),
             None => {
                 let n = self.created.fetch_add(1, Ordering::Relaxed);
                 let name = format!("{}-{n}", self.name_prefix);
-                let id = container::create(&self.docker, &self.plan, &name).await?;
-                *warm = Some(id.clone());
+                let started = container::create(&self.docker, &self.plan, &name).await?;
+                let id = started.id.clone();
+                *warm = Some(started);
                 id
             }
         };
@@ -122,14 +123,14 @@ impl Session {
 
     /// The current container's id, if one runs.
     pub async fn container_id(&self) -> Option<String> {
-        self.warm.lock().await.clone()
+        self.warm.lock().await.as_ref().map(|s| s.id.clone())
     }
 
     /// Forget and remove container `id` (it stopped, or its processes could not be killed);
     /// the next command gets a fresh one.
     pub async fn discard(&self, id: &str) {
         let mut warm = self.warm.lock().await;
-        if warm.as_deref() == Some(id) {
+        if warm.as_ref().is_some_and(|s| s.id == id) {
             *warm = None;
         }
         drop(warm);
@@ -138,9 +139,9 @@ impl Session {
 
     /// Remove the container now; a later command starts a new one.
     pub async fn shutdown(&self) {
-        let id = self.warm.lock().await.take();
-        if let Some(id) = id {
-            container::remove(&self.docker, &id).await;
+        let started = self.warm.lock().await.take();
+        if let Some(started) = started {
+            container::remove(&self.docker, &started.id).await;
         }
     }
 
@@ -152,7 +153,7 @@ impl Session {
             activity.running == 0 && activity.last_used.elapsed() >= self.idle
         };
         if idle {
-            if let Some(id) = warm.take() {
+            if let Some(Started { id, .. }) = warm.take() {
                 tracing::debug!(container = %short(&id), "session idle: removing its container");
                 container::remove(&self.docker, &id).await;
             }
@@ -216,7 +217,7 @@ impl Drop for Session {
     /// Last resort when nobody called `shutdown`: remove the container synchronously, on a
     /// thread of its own so this works inside or outside an async runtime.
     fn drop(&mut self) {
-        let Some(id) = self.warm.get_mut().take() else {
+        let Some(Started { id, .. }) = self.warm.get_mut().take() else {
             return;
         };
         let socket = self.socket.clone();
