@@ -5,11 +5,14 @@
 //! with the run's token in the URL's userinfo; DNS is resolved by warden after the decision.
 //!
 //! Where no such namespace can be made (warden not root and no unprivileged user namespaces),
-//! the network stays off: the jail keeps its seccomp filter without network sockets, and the
-//! caller says why.
+//! the jail shares warden's network and warden makes each of its connects, to the proxy only
+//! (`super::confinement`, `[network] confinement`). Where neither works the network stays off:
+//! the jail keeps its seccomp filter without network sockets, and the caller says why.
 
+use super::confinement::Confined;
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
-use crate::sandbox::host::netns::{Bypasses, JailNetwork};
+use crate::sandbox::host::connect::RefusedConnects;
+use crate::sandbox::host::netns::Bypasses;
 use crate::sandbox::JailSpec;
 use crate::skills::egress::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use std::collections::BTreeMap;
@@ -19,7 +22,7 @@ use std::sync::Arc;
 /// The proxy and namespace of one run. Must be started inside a tokio runtime.
 pub struct JailedNetwork {
     proxy: EgressProxy,
-    namespace: JailNetwork,
+    confined: Confined,
     token: String,
     rules: Arc<NetworkRules>,
 }
@@ -32,6 +35,8 @@ pub struct NetworkReport {
     pub traffic: BTreeMap<String, Traffic>,
     /// Connections that went around the proxy (refused or unroutable, counted by the kernel).
     pub bypasses: Option<Bypasses>,
+    /// Connects warden's supervisor refused (a jail without a namespace of its own).
+    pub refused_connects: Option<RefusedConnects>,
 }
 
 impl NetworkReport {
@@ -52,6 +57,13 @@ impl NetworkReport {
         if let Some(what) = self.bypasses.as_ref().and_then(Bypasses::describe) {
             lines.push(what);
         }
+        if let Some(what) = self
+            .refused_connects
+            .as_ref()
+            .and_then(RefusedConnects::describe)
+        {
+            lines.push(what);
+        }
         lines
     }
 }
@@ -60,9 +72,11 @@ impl NetworkReport {
 pub fn unavailable_reason(why: &str) -> String {
     format!(
         "[network] has rules, but jailed commands get no network here: {why}. warden lets a \
-         jail reach only its egress proxy through a network namespace of the jail's own, which \
-         needs warden to run as root or the kernel to allow unprivileged user namespaces; \
-         network programs run without network (see `warden doctor`)"
+         jail reach only its egress proxy through a network namespace of the jail's own (warden \
+         run as root, or a kernel that allows unprivileged user namespaces) or by making the \
+         jail's connects itself (seccomp user notification and pidfd_getfd, Linux 5.6 or \
+         newer; [network] confinement picks one); network programs run without network (see \
+         `warden doctor`)"
     )
 }
 
@@ -76,10 +90,9 @@ impl JailedNetwork {
             return Ok(None);
         }
         let rules = Arc::new(NetworkRules::parse(config)?);
-        let mut namespace = JailNetwork::create().map_err(|why| unavailable_reason(&why))?;
-        let listener = namespace
-            .take_listener()
-            .ok_or_else(|| "the proxy's listener is gone".to_string())?;
+        let (confined, listener) =
+            Confined::open(config.confinement).map_err(|why| unavailable_reason(&why))?;
+        tracing::debug!(confinement = confined.name(), "the jail's network");
         let token = new_token();
         let proxy = EgressProxy::serve_on(
             listener,
@@ -93,7 +106,7 @@ impl JailedNetwork {
         .map_err(|e| format!("starting the egress proxy failed: {e}"))?;
         Ok(Some(JailedNetwork {
             proxy,
-            namespace,
+            confined,
             token,
             rules,
         }))
@@ -130,22 +143,19 @@ impl JailedNetwork {
         spec.env
             .push(("GIT_ALLOW_PROTOCOL".into(), "file:http:https".into()));
         spec.egress_proxy = Some(addr);
-        spec.network_namespace = Some(self.namespace.namespace());
-        spec.user_namespace = self.namespace.user_namespace();
+        self.confined.apply(spec);
     }
 
     /// Stop the proxy: every decision, the bytes by host, and what went around it.
     pub async fn close(self) -> NetworkReport {
         let (events, traffic) = self.proxy.finish().await;
-        let mut namespace = self.namespace;
-        let bypasses = namespace
-            .bypasses()
-            .map_err(|why| tracing::warn!(%why, "reading the jail's network counters failed"))
-            .ok();
+        let mut confined = self.confined;
+        let (bypasses, refused_connects) = confined.bypasses();
         NetworkReport {
             events,
             traffic,
             bypasses,
+            refused_connects,
         }
     }
 }
