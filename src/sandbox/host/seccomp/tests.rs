@@ -362,7 +362,7 @@ fn supervised_mode_makes_only_tcp_sockets_and_hands_connect_to_warden() {
                 libc::SOCK_DGRAM,
                 libc::SOCK_RAW,
                 libc::SOCK_SEQPACKET,
-                libc::SOCK_PACKET,
+                10, // SOCK_PACKET
             ] {
                 assert_eq!(
                     call(p, "socket", &[family, ty as u64 | flags, 0]),
