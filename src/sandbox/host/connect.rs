@@ -350,6 +350,20 @@ fn socket_option(socket: &OwnedFd, name: libc::c_int) -> Result<libc::c_int, i32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::{ExitStatus, JailSpec, ProcessSpec, Sandbox, Stdio};
+    use std::path::Path;
+
+    fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
+        ProcessSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: Stdio::Null,
+            stdout: Stdio::Null,
+            stderr: Stdio::Null,
+            extra_fds: Vec::new(),
+            env: Vec::new(),
+        }
+    }
 
     fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
         let mut b = vec![0u8; 16];
@@ -413,5 +427,122 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with(", …)"), "{line}");
+    }
+
+    #[tokio::test]
+    async fn a_connect_waiting_on_a_full_backlog_does_not_stall_other_jails_flock() {
+        if !Path::new("/usr/bin/flock").exists() || !Path::new("/usr/bin/python3").exists() {
+            eprintln!("skipped: flock(1) and python3 are needed");
+            return;
+        }
+        if let Err(why) = super::super::kernel::connect_supervision_available() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        // A "proxy" that never accepts, its backlog filled from outside: a connect to it stays
+        // in progress (SYN retries) for as long as the caller waits.
+        let listener = raw_tcp_socket(0);
+        let mut addr = sockaddr(std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::LOCALHOST,
+            0,
+        ));
+        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: bind, listen and getsockname on our socket with a sockaddr_in of `size`.
+        unsafe {
+            assert_eq!(
+                libc::bind(
+                    listener.as_raw_fd(),
+                    (&addr as *const libc::sockaddr_in).cast(),
+                    size
+                ),
+                0
+            );
+            assert_eq!(libc::listen(listener.as_raw_fd(), 0), 0);
+            let mut len = size;
+            libc::getsockname(
+                listener.as_raw_fd(),
+                (&mut addr as *mut libc::sockaddr_in).cast(),
+                &mut len,
+            );
+        }
+        let proxy =
+            std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, u16::from_be(addr.sin_port));
+        let filling: Vec<_> = (0..4)
+            .filter_map(|_| {
+                let s = connect_from_outside(proxy);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                s
+            })
+            .collect();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let mut jail = JailSpec::new(ws.clone());
+        jail.egress_proxy = Some(std::net::SocketAddr::V4(proxy));
+        jail.supervised_network = Some(std::sync::Arc::new(SupervisedNetwork::new(proxy)));
+        let sandbox = super::super::HostSandbox::new(jail).unwrap();
+        let code = format!(
+            "import socket; socket.create_connection(('127.0.0.1', {}))",
+            proxy.port()
+        );
+        let mut waiting = sandbox
+            .spawn(spec(&["python3", "-c", &code], &ws))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let mut locker = sandbox
+            .spawn(spec(&["flock", "build.lock", "true"], &ws))
+            .await
+            .unwrap();
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), locker.wait())
+            .await
+            .expect("flock was stalled behind the connect")
+            .unwrap();
+        assert_eq!(status, ExitStatus::Code(0));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // The connect was still waiting all along (killed, not failed).
+        waiting.kill().await;
+        assert_eq!(
+            waiting.wait().await.unwrap(),
+            ExitStatus::Signal(libc::SIGKILL)
+        );
+        drop((filling, listener));
+    }
+
+    fn raw_tcp_socket(flags: libc::c_int) -> OwnedFd {
+        // SAFETY: a new socket we own.
+        unsafe {
+            let fd = libc::socket(
+                libc::AF_INET,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags,
+                0,
+            );
+            assert!(fd >= 0);
+            std::os::fd::FromRawFd::from_raw_fd(fd)
+        }
+    }
+
+    fn sockaddr(a: std::net::SocketAddrV4) -> libc::sockaddr_in {
+        // SAFETY: plain data.
+        let mut s: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        s.sin_family = libc::AF_INET as libc::sa_family_t;
+        s.sin_port = a.port().to_be();
+        s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+        s
+    }
+
+    /// A non-blocking connect from the test itself (outside any jail), kept open.
+    fn connect_from_outside(to: std::net::SocketAddrV4) -> Option<OwnedFd> {
+        let s = raw_tcp_socket(libc::SOCK_NONBLOCK);
+        let addr = sockaddr(to);
+        // SAFETY: connect with a sockaddr_in we built.
+        unsafe {
+            libc::connect(
+                s.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        Some(s)
     }
 }
