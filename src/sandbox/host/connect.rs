@@ -247,7 +247,9 @@ fn connect_copy(socket: &OwnedFd, domain: i32, proxy: SocketAddrV4) -> Result<De
         unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
     }
     match result {
-        Err(libc::EINPROGRESS) if blocking => match finished(socket) {
+        // EALREADY: a blocking connect interrupted by a signal and restarted; the kernel
+        // would go on waiting for the connection in progress, and so does warden.
+        Err(libc::EINPROGRESS | libc::EALREADY) if blocking => match finished(socket) {
             Some(result) => Ok(Decision::Answer(result)),
             None => Ok(Decision::Wait(
                 socket.try_clone().map_err(|_| libc::EAGAIN)?,
