@@ -35,65 +35,27 @@ impl Confined {
             let listener = namespace
                 .take_listener()
                 .ok_or_else(|| "the proxy's listener is gone".to_string())?;
-            Ok::<_, String>((Confined::Namespace(namespace), listener))
+            Ok((Confined::Namespace(namespace), listener))
         };
-        match wanted {
-            Confinement::Namespace => namespace().map_err(|why| {
-                format!(
-                    "[network] confinement = \"namespace\", but no namespace can be made: {why}"
-                )
-            }),
-            Confinement::Supervisor => supervisor()
-                .map_err(|why| format!("[network] confinement = \"supervisor\", but {why}")),
-            Confinement::Auto => namespace().or_else(|namespace_why| {
-                supervisor().map_err(|supervisor_why| {
-                    format!(
-                        "no network namespace can be made ({namespace_why}) and warden cannot \
-                         supervise connects either ({supervisor_why})"
-                    )
-                })
-            }),
-        }
+        let (made, why) = pick(wanted, namespace, supervisor)?;
+        tracing::debug!(confinement = made.0.name(), %why, "the jail's network");
+        Ok(made)
     }
 
     /// Which confinement `wanted` gives on this machine, and why, without making anything
     /// lasting (for `warden doctor`).
     pub fn probe(wanted: Confinement) -> Result<String, String> {
-        let namespace = JailNetwork::check_available;
-        let supervisor = kernel::connect_supervision_available;
         const NAMESPACE: &str = "a network namespace of the jail's own, where only warden's \
                                  egress proxy listens";
         const SUPERVISOR: &str = "warden's connect supervisor: the jail shares warden's \
                                   network, warden connects its sockets to the egress proxy \
                                   itself and refuses every other address";
-        match wanted {
-            Confinement::Namespace => namespace()
-                .map(|()| format!("{NAMESPACE} ([network] confinement = \"namespace\")"))
-                .map_err(|why| {
-                    format!("[network] confinement = \"namespace\", but no namespace can be made: {why}")
-                }),
-            Confinement::Supervisor => supervisor()
-                .map(|()| format!("{SUPERVISOR} ([network] confinement = \"supervisor\")"))
-                .map_err(|why| format!("[network] confinement = \"supervisor\", but {why}")),
-            Confinement::Auto => match namespace() {
-                Ok(()) => Ok(format!(
-                    "{NAMESPACE} (confinement \"auto\": warden can make one here)"
-                )),
-                Err(namespace_why) => supervisor()
-                    .map(|()| {
-                        format!(
-                            "{SUPERVISOR} (confinement \"auto\": no network namespace here: \
-                             {namespace_why})"
-                        )
-                    })
-                    .map_err(|supervisor_why| {
-                        format!(
-                            "no network namespace can be made ({namespace_why}) and warden \
-                             cannot supervise connects either ({supervisor_why})"
-                        )
-                    }),
-            },
-        }
+        let (how, why) = pick(
+            wanted,
+            || JailNetwork::check_available().map(|()| NAMESPACE),
+            || kernel::connect_supervision_available().map(|()| SUPERVISOR),
+        )?;
+        Ok(format!("{how} ({why})"))
     }
 
     /// "namespace" or "supervisor".
@@ -134,6 +96,37 @@ impl Confined {
     }
 }
 
+/// The confinement `wanted` asks for, made by `namespace` or `supervisor`, with why it was
+/// chosen; or why none can be, naming the config key.
+fn pick<T>(
+    wanted: Confinement,
+    namespace: impl FnOnce() -> Result<T, String>,
+    supervisor: impl FnOnce() -> Result<T, String>,
+) -> Result<(T, String), String> {
+    let asked = format!("[network] confinement = \"{}\"", wanted.as_str());
+    match wanted {
+        Confinement::Namespace => namespace()
+            .map(|made| (made, asked.clone()))
+            .map_err(|why| format!("{asked}, but no network namespace can be made: {why}")),
+        Confinement::Supervisor => supervisor()
+            .map(|made| (made, asked.clone()))
+            .map_err(|why| format!("{asked}, but warden cannot supervise connects: {why}")),
+        Confinement::Auto => match namespace() {
+            Ok(made) => Ok((made, format!("{asked}: warden can make a namespace here"))),
+            Err(namespace_why) => match supervisor() {
+                Ok(made) => Ok((
+                    made,
+                    format!("{asked}: no network namespace here ({namespace_why})"),
+                )),
+                Err(supervisor_why) => Err(format!(
+                    "{asked}, but no network namespace can be made ({namespace_why}) and \
+                     warden cannot supervise connects either ({supervisor_why})"
+                )),
+            },
+        },
+    }
+}
+
 /// The supervisor's listener: 127.0.0.1, an ephemeral port, in warden's own namespace.
 fn supervisor() -> Result<(Confined, TcpListener), String> {
     kernel::connect_supervision_available()?;
@@ -151,4 +144,60 @@ fn supervisor() -> Result<(Confined, TcpListener), String> {
         Confined::Supervisor(Arc::new(SupervisedNetwork::new(addr))),
         listener,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(what: &'static str) -> impl FnOnce() -> Result<&'static str, String> {
+        move || Ok(what)
+    }
+
+    fn refused(why: &'static str) -> impl FnOnce() -> Result<&'static str, String> {
+        move || Err(why.to_string())
+    }
+
+    #[test]
+    fn auto_prefers_the_namespace_and_falls_back_to_the_supervisor() {
+        let (made, why) = pick(Confinement::Auto, ok("ns"), ok("sup")).unwrap();
+        assert_eq!(made, "ns");
+        assert!(why.contains("can make a namespace here"), "{why}");
+        let (made, why) = pick(Confinement::Auto, refused("no userns"), ok("sup")).unwrap();
+        assert_eq!(made, "sup");
+        assert!(
+            why.contains("no network namespace here (no userns)"),
+            "{why}"
+        );
+        let why = pick(
+            Confinement::Auto,
+            refused("no userns"),
+            refused("old kernel"),
+        )
+        .unwrap_err();
+        assert!(why.contains("[network] confinement = \"auto\""), "{why}");
+        assert!(
+            why.contains("no userns") && why.contains("old kernel"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn an_explicit_choice_is_kept_or_refused_naming_the_key() {
+        let (made, _) = pick(Confinement::Supervisor, ok("ns"), ok("sup")).unwrap();
+        assert_eq!(made, "sup");
+        let (made, _) = pick(Confinement::Namespace, ok("ns"), ok("sup")).unwrap();
+        assert_eq!(made, "ns");
+        // No silent fallback when the user chose.
+        let why = pick(Confinement::Namespace, refused("not root"), ok("sup")).unwrap_err();
+        assert!(
+            why.contains("[network] confinement = \"namespace\", but no network namespace"),
+            "{why}"
+        );
+        let why = pick(Confinement::Supervisor, ok("ns"), refused("yama")).unwrap_err();
+        assert!(
+            why.contains("[network] confinement = \"supervisor\", but warden cannot"),
+            "{why}"
+        );
+    }
 }

@@ -92,7 +92,6 @@ impl JailedNetwork {
         let rules = Arc::new(NetworkRules::parse(config)?);
         let (confined, listener) =
             Confined::open(config.confinement).map_err(|why| unavailable_reason(&why))?;
-        tracing::debug!(confinement = confined.name(), "the jail's network");
         let token = new_token();
         let proxy = EgressProxy::serve_on(
             listener,

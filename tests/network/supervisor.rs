@@ -143,7 +143,7 @@ fn auto_picks_the_namespace_where_it_can() {
     assert!(
         doctor.stdout.contains(
             "confinement: a network namespace of the jail's own, where only warden's egress \
-             proxy listens (confinement \"auto\": warden can make one here)"
+             proxy listens ([network] confinement = \"auto\": warden can make a namespace here)"
         ),
         "{doctor:?}"
     );
