@@ -3,7 +3,9 @@
 //!
 //! One file per kernel mechanism — `landlock.rs`, `seccomp.rs`, `rlimits.rs`,
 //! `capabilities.rs`, `cgroup.rs`, `env.rs`, `fds.rs` — and `launcher.rs`, the child-side
-//! sequence that applies them in order. [`HostSandbox::new`] builds everything that can be
+//! sequence that applies them in order; `supervisor.rs`, the one thread that answers the calls
+//! the filter hands to warden (`flock.rs`, `connect.rs`), and `netns.rs`, the jail's own
+//! network namespace. [`HostSandbox::new`] builds everything that can be
 //! built once (the Landlock rule table, the seccomp programs, the environment, the limits), so
 //! a spawn only clones and applies.
 

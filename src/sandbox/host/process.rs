@@ -22,8 +22,8 @@ const P_PIDFD: libc::idtype_t = 3;
 /// Give up on a process group that does not die within this time (it is logged).
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
-/// What the launch hands over: the leader, its pids cgroup and the thread answering the
-/// tree's `flock` calls.
+/// What the launch hands over: the leader, its pids cgroup and its registration with the
+/// supervisor answering the tree's `flock` (and, supervised, `connect`) calls.
 pub struct Started {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
