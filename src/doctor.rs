@@ -197,22 +197,25 @@ pub fn collect(config: &Config) -> Report {
     };
 
     let namespace = crate::sandbox::host::netns::JailNetwork::check_available();
-    let command_network = match &namespace {
-        Ok(()) => Feature {
-            available: true,
-            detail: "with [network] rules, jailed commands reach the hosts they name through \
-                     warden's egress proxy, in a network namespace of their own"
-                .into(),
-        },
-        Err(why) => Feature {
-            available: false,
-            detail: format!(
-                "none ({why}); with [network] rules, network programs still run but without \
-                 network. Run warden as root, or allow unprivileged user namespaces, to give \
-                 them one"
-            ),
-        },
-    };
+    let command_network =
+        match crate::egress::confinement::Confined::probe(config.network.confinement) {
+            Ok(how) => Feature {
+                available: true,
+                detail: format!(
+                    "with [network] rules, jailed commands reach the hosts they name through \
+                 warden's egress proxy; confinement: {how}"
+                ),
+            },
+            Err(why) => Feature {
+                available: false,
+                detail: format!(
+                    "none ({why}); with [network] rules, network programs still run but without \
+                 network. Run warden as root, allow unprivileged user namespaces, or use a \
+                 kernel with seccomp user notification and pidfd_getfd (Linux 5.6 or newer) to \
+                 give them one"
+                ),
+            },
+        };
     let skill_egress = match namespace {
         Ok(()) => Feature {
             available: true,

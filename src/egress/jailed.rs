@@ -9,11 +9,14 @@
 //! in the container's namespace (`sandbox::docker::egress`).
 //!
 //! Where no such namespace can be made (warden not root and no unprivileged user namespaces),
-//! the network stays off: the jail keeps its seccomp filter without network sockets, and the
-//! caller says why.
+//! the jail shares warden's network and warden makes each of its connects, to the proxy only
+//! (`super::confinement`, `[network] confinement`). Where neither works the network stays off:
+//! the jail keeps its seccomp filter without network sockets, and the caller says why.
 
+use super::confinement::Confined;
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
-use crate::sandbox::host::netns::{Bypasses, JailNetwork};
+use crate::sandbox::host::connect::RefusedConnects;
+use crate::sandbox::host::netns::Bypasses;
 use crate::sandbox::JailSpec;
 use crate::skills::egress::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use std::collections::BTreeMap;
@@ -23,9 +26,7 @@ use std::sync::Arc;
 /// The proxy and namespace of one run. Must be started inside a tokio runtime.
 pub struct JailedNetwork {
     proxy: EgressProxy,
-    /// The host jail's namespace; `None` for a container, whose own namespace reaches the
-    /// proxy through a listener the Docker backend puts in it (`sandbox::docker::egress`).
-    namespace: Option<JailNetwork>,
+    confined: Confined,
     token: String,
     rules: Arc<NetworkRules>,
 }
@@ -38,6 +39,8 @@ pub struct NetworkReport {
     pub traffic: BTreeMap<String, Traffic>,
     /// Connections that went around the proxy (refused or unroutable, counted by the kernel).
     pub bypasses: Option<Bypasses>,
+    /// Connects warden's supervisor refused (a jail without a namespace of its own).
+    pub refused_connects: Option<RefusedConnects>,
 }
 
 impl NetworkReport {
@@ -58,6 +61,13 @@ impl NetworkReport {
         if let Some(what) = self.bypasses.as_ref().and_then(Bypasses::describe) {
             lines.push(what);
         }
+        if let Some(what) = self
+            .refused_connects
+            .as_ref()
+            .and_then(RefusedConnects::describe)
+        {
+            lines.push(what);
+        }
         lines
     }
 }
@@ -66,9 +76,11 @@ impl NetworkReport {
 pub fn unavailable_reason(why: &str) -> String {
     format!(
         "[network] has rules, but jailed commands get no network here: {why}. warden lets a \
-         jail reach only its egress proxy through a network namespace of the jail's own, which \
-         needs warden to run as root or the kernel to allow unprivileged user namespaces; \
-         network programs run without network (see `warden doctor`)"
+         jail reach only its egress proxy through a network namespace of the jail's own (warden \
+         run as root, or a kernel that allows unprivileged user namespaces) or by making the \
+         jail's connects itself (seccomp user notification and pidfd_getfd, Linux 5.6 or \
+         newer; [network] confinement picks one); network programs run without network (see \
+         `warden doctor`)"
     )
 }
 
@@ -82,11 +94,9 @@ impl JailedNetwork {
             return Ok(None);
         }
         let rules = Arc::new(NetworkRules::parse(config)?);
-        let mut namespace = JailNetwork::create().map_err(|why| unavailable_reason(&why))?;
-        let listener = namespace
-            .take_listener()
-            .ok_or_else(|| "the proxy's listener is gone".to_string())?;
-        Self::serve(listener, Some(namespace), rules, asker).map(Some)
+        let (confined, listener) =
+            Confined::open(config.confinement).map_err(|why| unavailable_reason(&why))?;
+        Self::serve(confined, listener, rules, asker).map(Some)
     }
 
     /// For the Docker backend: the proxy on loopback in warden's own namespace, which only
@@ -100,14 +110,13 @@ impl JailedNetwork {
             return Ok(None);
         }
         let rules = Arc::new(NetworkRules::parse(config)?);
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| format!("listening for the egress proxy failed: {e}"))?;
-        Self::serve(listener, None, rules, asker).map(Some)
+        let (confined, listener) = Confined::for_container()?;
+        Self::serve(confined, listener, rules, asker).map(Some)
     }
 
     fn serve(
+        confined: Confined,
         listener: std::net::TcpListener,
-        namespace: Option<JailNetwork>,
         rules: Arc<NetworkRules>,
         asker: Option<NetworkAsker>,
     ) -> Result<JailedNetwork, String> {
@@ -124,7 +133,7 @@ impl JailedNetwork {
         .map_err(|e| format!("starting the egress proxy failed: {e}"))?;
         Ok(JailedNetwork {
             proxy,
-            namespace,
+            confined,
             token,
             rules,
         })
@@ -161,25 +170,19 @@ impl JailedNetwork {
         spec.env
             .push(("GIT_ALLOW_PROTOCOL".into(), "file:http:https".into()));
         spec.egress_proxy = Some(addr);
-        if let Some(namespace) = &self.namespace {
-            spec.network_namespace = Some(namespace.namespace());
-            spec.user_namespace = namespace.user_namespace();
-        }
+        self.confined.apply(spec);
     }
 
     /// Stop the proxy: every decision, the bytes by host, and what went around it.
     pub async fn close(self) -> NetworkReport {
         let (events, traffic) = self.proxy.finish().await;
-        let bypasses = self.namespace.and_then(|mut namespace| {
-            namespace
-                .bypasses()
-                .map_err(|why| tracing::warn!(%why, "reading the jail's network counters failed"))
-                .ok()
-        });
+        let mut confined = self.confined;
+        let (bypasses, refused_connects) = confined.bypasses();
         NetworkReport {
             events,
             traffic,
             bypasses,
+            refused_connects,
         }
     }
 }

@@ -20,6 +20,7 @@
 //! - In Telegram, an approval for a host without a rule also offers "Always for this host",
 //!   which stores a per-chat rule ([`grants`]); `warden egress list|rm` shows and revokes them.
 
+pub mod confinement;
 pub mod echo;
 pub mod fixed;
 mod gate;

@@ -12,6 +12,9 @@
 //! "pkgs.lan" = "192.168.1.5"             # the only way to reach a private address
 //! ```
 //!
+//! `confinement` says how a jail is kept to the proxy (`super::confinement`): `"auto"` (the
+//! default), `"namespace"` or `"supervisor"`.
+//!
 //! Nothing is reachable unless a rule names it. The most specific rule wins (as in
 //! `[egress.hosts]`, `crate::egress::rules`); method and path rules apply to plain HTTP (an
 //! HTTPS tunnel cannot be looked into, so a host with them is refused over CONNECT). A policy
@@ -37,6 +40,31 @@ pub struct NetworkConfig {
     pub presets: Vec<String>,
     /// Fixed addresses for exact names (a LAN registry, tests).
     pub resolve: BTreeMap<String, String>,
+    /// How the jail is kept to the proxy.
+    pub confinement: Confinement,
+}
+
+/// `[network] confinement`: how a jail reaches nothing but the proxy.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Confinement {
+    /// A network namespace where one can be made, else the connect supervisor.
+    #[default]
+    Auto,
+    /// A network namespace of the jail's own, where only the proxy listens.
+    Namespace,
+    /// warden's network, with every `connect` of the jail made by warden, to the proxy only.
+    Supervisor,
+}
+
+impl Confinement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confinement::Auto => "auto",
+            Confinement::Namespace => "namespace",
+            Confinement::Supervisor => "supervisor",
+        }
+    }
 }
 
 /// One `[network.hosts]` value.
@@ -87,6 +115,9 @@ impl NetworkConfig {
     pub fn over(&self, base: &NetworkConfig) -> NetworkConfig {
         let mut merged = base.clone();
         merged.hosts.extend(self.hosts.clone());
+        if self.confinement != Confinement::Auto {
+            merged.confinement = self.confinement;
+        }
         merged.resolve.extend(self.resolve.clone());
         for preset in &self.presets {
             if !merged.presets.contains(preset) {
@@ -425,6 +456,17 @@ mod tests {
         let mine = config("[hosts]\n\"a.test\" = \"deny\"");
         let merged = mine.over(&policy);
         assert_eq!(merged.presets, ["npm"]);
+        assert_eq!(merged.confinement, Confinement::Auto);
+        let supervised = config("confinement = \"supervisor\"");
+        assert_eq!(
+            supervised.over(&policy).confinement,
+            Confinement::Supervisor
+        );
+        assert_eq!(
+            NetworkConfig::default().over(&supervised).confinement,
+            Confinement::Supervisor
+        );
+        assert!(toml::from_str::<NetworkConfig>("confinement = \"none\"").is_err());
         assert_eq!(merged.hosts["a.test"], HostEntry::Rule("deny".into()));
     }
 }

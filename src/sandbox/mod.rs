@@ -85,6 +85,10 @@ pub struct JailSpec {
     pub network_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// The user namespace that owns `network_namespace`, joined first (warden not root).
     pub user_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// Without a namespace: the jail shares warden's network and warden makes every `connect`
+    /// itself, to the proxy only (`host::connect`). One of this and `network_namespace` is
+    /// required with a proxy on the host backend.
+    pub supervised_network: Option<std::sync::Arc<host::connect::SupervisedNetwork>>,
 }
 
 impl JailSpec {
@@ -99,6 +103,7 @@ impl JailSpec {
             egress_proxy: None,
             network_namespace: None,
             user_namespace: None,
+            supervised_network: None,
         }
     }
 }

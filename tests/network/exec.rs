@@ -1,6 +1,8 @@
 //! `warden exec` with `[network]`: curl, git clone and pip through the proxy to hosts a rule
 //! allows; refusals that name the config key; nothing else reachable, as root (a network
 //! namespace) and as an unprivileged user (the same, owned by a user namespace of warden's).
+//! The checks are functions of the confinement, so `supervisor.rs` runs them again with
+//! `[network] confinement = "supervisor"`.
 
 use crate::common::*;
 use crate::support::file_server::FileServer;
@@ -10,23 +12,38 @@ use std::process::Command;
 
 const NOBODY: u32 = 65534;
 
+/// `[network] confinement` as a test sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confinement {
+    /// Left out: "auto".
+    Auto,
+    Supervisor,
+}
+
 /// A workspace, a folder served over HTTP as `pkgs.test`, and a config allowing that name.
-struct Net {
-    env: Env,
+pub struct Net {
+    pub env: Env,
     server: FileServer,
-    served: std::path::PathBuf,
+    pub served: std::path::PathBuf,
 }
 
 impl Net {
-    fn new(rules: &str) -> Net {
+    pub fn new(rules: &str) -> Net {
+        Net::confined(rules, Confinement::Auto)
+    }
+
+    pub fn confined(rules: &str, confinement: Confinement) -> Net {
         let env = Env::new();
         let served = env.outside("served");
         std::fs::write(served.join("hello.txt"), "hello from the test server\n").unwrap();
         let server = FileServer::start(&served);
-        let config = format!(
+        let mut config = format!(
             "{rules}\n[network.resolve]\n\"pkgs.test\" = \"{}\"\n\"other.test\" = \"{}\"\n",
             server.addr, server.addr
         );
+        if confinement == Confinement::Supervisor {
+            config.push_str("[network]\nconfinement = \"supervisor\"\n");
+        }
         std::fs::write(&env.config, config).unwrap();
         Net {
             env,
@@ -39,7 +56,19 @@ impl Net {
         Net::new("[network.hosts]\n\"pkgs.test\" = \"allow\"")
     }
 
-    fn exec(&self, flags: &[&str], command: &str) -> Run {
+    pub fn allowing_pkgs_confined(confinement: Confinement) -> Net {
+        Net::confined("[network.hosts]\n\"pkgs.test\" = \"allow\"", confinement)
+    }
+
+    /// `warden exec` as root, or as uid 65534 with `as_nobody`; None when that cannot run here.
+    pub fn exec_as(&self, as_nobody: bool, flags: &[&str], command: &str) -> Option<Run> {
+        match as_nobody {
+            true => self.exec_as_nobody(flags, command),
+            false => Some(self.exec(flags, command)),
+        }
+    }
+
+    pub fn exec(&self, flags: &[&str], command: &str) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
         cmd.arg("exec").args(flags).arg("--").arg(command);
         self.prepare(&mut cmd);
@@ -47,7 +76,7 @@ impl Net {
     }
 
     /// The same through `setpriv` as uid 65534, or None when that cannot run here.
-    fn exec_as_nobody(&self, flags: &[&str], command: &str) -> Option<Run> {
+    pub fn exec_as_nobody(&self, flags: &[&str], command: &str) -> Option<Run> {
         if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
             eprintln!("skipped: switching to uid {NOBODY} needs root and setpriv");
             return None;
@@ -76,7 +105,7 @@ impl Net {
             .stdin(std::process::Stdio::null());
     }
 
-    fn requests(&self) -> Vec<String> {
+    pub fn requests(&self) -> Vec<String> {
         self.server.requests()
     }
 }
@@ -95,8 +124,13 @@ fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_naming_the_
     if !namespaces_available() {
         return;
     }
-    let net = Net::allowing_pkgs();
-    let ok = net.exec(&[], "curl -sS -f http://pkgs.test/hello.txt");
+    curl_reaches_only_allowed_hosts(&Net::allowing_pkgs(), false);
+}
+
+/// curl to an allowed host works, to a host without a rule (plain HTTP and HTTPS) is refused
+/// naming the config key, and only the allowed request reaches the server.
+pub fn curl_reaches_only_allowed_hosts(net: &Net, as_nobody: bool) -> Option<()> {
+    let ok = net.exec_as(as_nobody, &[], "curl -sS -f http://pkgs.test/hello.txt")?;
     assert_eq!(ok.status, 0, "{ok:?}");
     assert_eq!(ok.stdout, "hello from the test server\n", "{ok:?}");
     assert!(
@@ -104,7 +138,7 @@ fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_naming_the_
         "the bytes by host are reported: {ok:?}"
     );
 
-    let refused = net.exec(&[], "curl -sS -f http://other.test/hello.txt");
+    let refused = net.exec_as(as_nobody, &[], "curl -sS -f http://other.test/hello.txt")?;
     assert_ne!(refused.status, 0, "{refused:?}");
     assert!(
         refused.stderr.contains(
@@ -113,7 +147,7 @@ fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_naming_the_
         "{refused:?}"
     );
     // HTTPS goes through CONNECT: refused the same way, before any lookup.
-    let tunnel = net.exec(&[], "curl -sS -f https://other.test/hello.txt");
+    let tunnel = net.exec_as(as_nobody, &[], "curl -sS -f https://other.test/hello.txt")?;
     assert_ne!(tunnel.status, 0, "{tunnel:?}");
     assert!(
         tunnel.stderr.contains("refused other.test:443"),
@@ -124,6 +158,7 @@ fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_naming_the_
         ["GET /hello.txt HTTP/1.1"],
         "only the allowed request reached the server"
     );
+    Some(())
 }
 
 #[test]
@@ -193,7 +228,11 @@ fn git_clone_over_http_works() {
     if !namespaces_available() {
         return;
     }
-    let net = Net::allowing_pkgs();
+    git_clone_over_dumb_http(&Net::allowing_pkgs(), false);
+}
+
+/// A repository served over git's dumb HTTP is cloned through the proxy, and its remote read.
+pub fn git_clone_over_dumb_http(net: &Net, as_nobody: bool) -> Option<()> {
     let source = net.env.outside("source");
     let git = |dir: &Path, args: &[&str]| {
         let out = Command::new("git")
@@ -223,15 +262,16 @@ fn git_clone_over_http_works() {
     );
     git(&bare, &["update-server-info"]);
 
-    let r = net.exec(&[], "git clone http://pkgs.test/repo.git copy");
+    let r = net.exec_as(as_nobody, &[], "git clone http://pkgs.test/repo.git copy")?;
     assert_eq!(r.status, 0, "{r:?}");
     assert_eq!(
         std::fs::read_to_string(net.env.ws.join("copy/README")).unwrap(),
         "cloned through the proxy\n"
     );
-    let r = net.exec(&[], "git -C copy ls-remote origin");
+    let r = net.exec_as(as_nobody, &[], "git -C copy ls-remote origin")?;
     assert_eq!(r.status, 0, "{r:?}");
     assert!(r.stdout.contains("refs/heads/"), "{r:?}");
+    Some(())
 }
 
 #[test]
@@ -282,8 +322,9 @@ fn pip_installs_from_a_local_simple_index() {
 }
 
 /// A probe the jail runs (through a policy file that lets python3 run it): direct connects to
-/// another loopback port, to `::1`, a UDP datagram, and a thread racing to rewrite the address
-/// of a `connect` toward the proxy. It prints what connected.
+/// another loopback port, to `::1`, a UDP datagram, a raw socket, a thread racing to rewrite
+/// the address of a `connect` toward the proxy, and one racing to `dup2` another socket onto
+/// the number being connected. It prints what connected.
 const PROBE: &str = r#"
 import ctypes, os, socket, struct, sys, threading, urllib.parse
 target = int(sys.argv[1])
@@ -305,9 +346,13 @@ def udp():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.sendto(b"x", ("127.0.0.1", target))
     s.sendto(b"x", ("10.0.0.1", 53))
+def raw():
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+    s.sendto(b"x", ("127.0.0.1", target))
 attempt("tcp4", tcp4)
 attempt("tcp6", tcp6)
 attempt("udp", udp)
+attempt("raw", raw)
 # The race: one thread flips the port in the sockaddr buffer while another connects with it.
 libc = ctypes.CDLL(None, use_errno=True)
 buf = ctypes.create_string_buffer(16)
@@ -332,65 +377,87 @@ for _ in range(300):
     s.close()
 stop = True
 t.join()
+ctypes.memmove(buf, good, 16)
+# The other race: the target's address is never asked for, but while one thread connects
+# number n toward the proxy, another keeps putting a fresh socket (or a unix socket) on n.
+victim = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+n = victim.fileno()
+spares = [socket.socket(socket.AF_INET, socket.SOCK_STREAM), socket.socketpair()[0]]
+stop = False
+def swap():
+    while not stop:
+        for spare in spares:
+            os.dup2(spare.fileno(), n)
+t = threading.Thread(target=swap)
+t.start()
+swapped = 0
+for _ in range(300):
+    if libc.connect(n, buf, 16) == 0:
+        swapped += 1
+stop = True
+t.join()
 print("\n".join(results))
 print("race connects", raced)
+print("dup2 race connects", swapped)
 "#;
 
-const PYTHON_RUNS_SCRIPTS: &str = "[programs.python3]\nargs = \"read\"\n";
+pub const PYTHON_RUNS_SCRIPTS: &str = "[programs.python3]\nargs = \"read\"\n";
 
 /// Run the probe (as root, or as uid 65534 with `as_nobody`) and check that nothing but the
-/// proxy was reached. None when it could not run here.
-fn probe_reaches_nothing(as_nobody: bool) -> Option<()> {
+/// proxy was reached: the listeners on 127.0.0.1 and `::1` accepted nothing, the UDP socket
+/// received nothing. None when it could not run here.
+pub fn probe_reaches_nothing(confinement: Confinement, as_nobody: bool) -> Option<Run> {
     if !have_python() {
         eprintln!("skipped: /usr/bin/python3 runs the probe");
         return None;
     }
-    let net = Net::allowing_pkgs();
+    let net = Net::allowing_pkgs_confined(confinement);
     let policy = net.env.outside("policy").join("policy.toml");
     std::fs::write(&policy, PYTHON_RUNS_SCRIPTS).unwrap();
     std::fs::write(net.env.ws.join("probe.py"), PROBE).unwrap();
     let target = TcpListener::bind("127.0.0.1:0").unwrap();
     target.set_nonblocking(true).unwrap();
     let port = target.local_addr().unwrap().port();
+    let target6 = TcpListener::bind(("::1", port)).ok();
     let udp = std::net::UdpSocket::bind(("127.0.0.1", port)).ok();
     let flags = ["--policy", policy.to_str().unwrap()];
     let command = format!("python3 probe.py {port}");
-    let r = match as_nobody {
-        true => net.exec_as_nobody(&flags, &command)?,
-        false => {
-            if !namespaces_available() {
-                return None;
-            }
-            net.exec(&flags, &command)
-        }
-    };
+    if !as_nobody && confinement == Confinement::Auto && !namespaces_available() {
+        return None;
+    }
+    let r = net.exec_as(as_nobody, &flags, &command)?;
     assert_eq!(r.status, 0, "{r:?}");
     assert!(!r.stdout.contains("CONNECTED"), "{r:?}");
     assert!(r.stdout.contains("tcp4 refused"), "{r:?}");
     assert!(r.stdout.contains("tcp6 refused"), "{r:?}");
     assert!(r.stdout.contains("udp refused"), "{r:?}");
-    // The racing connects reached the proxy or nothing (the listener below saw none).
+    assert!(r.stdout.contains("raw refused"), "{r:?}");
+    // The racing connects reached the proxy or nothing (the listeners below saw none).
     assert!(r.stdout.contains("race connects"), "{r:?}");
-    match target.accept() {
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-        other => panic!("the host listener saw a connection: {other:?}"),
+    assert!(r.stdout.contains("dup2 race connects"), "{r:?}");
+    for listener in std::iter::once(&target).chain(target6.as_ref()) {
+        listener.set_nonblocking(true).unwrap();
+        match listener.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("a host listener saw a connection: {other:?}"),
+        }
     }
     if let Some(udp) = udp {
         udp.set_nonblocking(true).unwrap();
         let mut byte = [0u8; 8];
         assert!(udp.recv_from(&mut byte).is_err(), "a datagram arrived");
     }
-    Some(())
+    Some(r)
 }
 
 #[test]
 fn direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
-    probe_reaches_nothing(false);
+    probe_reaches_nothing(Confinement::Auto, false);
 }
 
 #[test]
 fn unprivileged_direct_connects_udp_and_a_racing_rewrite_reach_nothing() {
-    probe_reaches_nothing(true);
+    probe_reaches_nothing(Confinement::Auto, true);
 }
 
 #[test]

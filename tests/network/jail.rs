@@ -1,5 +1,6 @@
 //! Network: no TCP, no unix-socket connections to anything outside; with an egress proxy, only
-//! the proxy, in the jail's own network namespace. Every listener is the test's own, checked from outside for connections.
+//! the proxy, in the jail's own network namespace or, without one, connected by warden's
+//! supervisor. Every listener is the test's own, checked from outside for connections.
 
 use crate::common;
 use common::*;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use warden::exec::{run_script, ExecOptions};
 use warden::policy::ir::Script;
 use warden::policy::PathPolicy;
+use warden::sandbox::host::connect::SupervisedNetwork;
 use warden::sandbox::host::netns::JailNetwork;
 use warden::sandbox::host::HostSandbox;
 use warden::sandbox::JailSpec;
@@ -19,6 +21,32 @@ fn listener() -> (TcpListener, u16) {
     l.set_nonblocking(true).unwrap();
     let port = l.local_addr().unwrap().port();
     (l, port)
+}
+
+/// A jailed python that connects to `host:port`, sends a word and says so.
+fn connect_probe(ws: &std::path::Path, host: &str, port: u16) -> Script {
+    Script::single(
+        vec![
+            "python3".into(),
+            "-c".into(),
+            format!(
+                "import socket; s = socket.create_connection(('{host}', {port}), timeout=5); s.sendall(b'via-proxy'); print('connected')"
+            ),
+        ],
+        ws.to_path_buf(),
+    )
+}
+
+/// A jailed python that makes an AF_UNIX socket.
+fn unix_socket_probe(ws: &std::path::Path) -> Script {
+    Script::single(
+        vec![
+            "python3".into(),
+            "-c".into(),
+            "import socket; socket.socket(socket.AF_UNIX)".into(),
+        ],
+        ws.to_path_buf(),
+    )
 }
 
 fn assert_no_tcp_connection(l: &TcpListener) {
@@ -141,18 +169,7 @@ fn egress_proxy_in_the_jails_namespace_is_the_only_way_out() {
         let sandbox = HostSandbox::new(spec.clone()).unwrap();
         let paths = PathPolicy::new(&env.ws, &[], &[], std::path::Path::new("/root")).unwrap();
         let options = ExecOptions::capture(paths, Duration::from_secs(20));
-        let connect = |host: &str, port: u16| {
-            Script::single(
-                vec![
-                    "python3".into(),
-                    "-c".into(),
-                    format!(
-                        "import socket; s = socket.create_connection(('{host}', {port}), timeout=5); s.sendall(b'via-proxy'); print('connected')"
-                    ),
-                ],
-                env.ws.clone(),
-            )
-        };
+        let connect = |host: &str, port: u16| connect_probe(&env.ws, host, port);
         let out = run_script(&sandbox, &connect("127.0.0.1", proxy_addr.port()), &options)
             .await
             .unwrap();
@@ -172,15 +189,9 @@ fn egress_proxy_in_the_jails_namespace_is_the_only_way_out() {
         assert_ne!(out.status, 0, "{out:?}");
         assert!(out.stderr.contains("ConnectionRefusedError"), "{out:?}");
         // With the proxy, AF_UNIX sockets cannot be created (connect is allowed then).
-        let unix = Script::single(
-            vec![
-                "python3".into(),
-                "-c".into(),
-                "import socket; socket.socket(socket.AF_UNIX)".into(),
-            ],
-            env.ws.clone(),
-        );
-        let out = run_script(&sandbox, &unix, &options).await.unwrap();
+        let out = run_script(&sandbox, &unix_socket_probe(&env.ws), &options)
+            .await
+            .unwrap();
         assert_ne!(out.status, 0, "{out:?}");
     });
     let (mut conn, _) = proxy.accept().unwrap();
@@ -190,5 +201,64 @@ fn egress_proxy_in_the_jails_namespace_is_the_only_way_out() {
     assert!(
         bypasses.refused == 1,
         "the attempt around the proxy was not counted: {bypasses:?}"
+    );
+}
+
+#[test]
+fn under_the_supervisor_warden_connects_only_the_proxy_and_counts_the_rest() {
+    if !have_python() {
+        eprintln!("skipped: /usr/bin/python3 is needed for the connect attempts");
+        return;
+    }
+    if let Err(why) = warden::sandbox::host::kernel::connect_supervision_available() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let env = Env::new();
+    // The "proxy" and another listener, both in warden's own namespace, which the jail shares.
+    let (proxy, proxy_port) = listener();
+    let (other, other_port) = listener();
+    let proxy_addr = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, proxy_port);
+    let supervised = std::sync::Arc::new(SupervisedNetwork::new(proxy_addr));
+    let mut spec = JailSpec::new(env.ws.clone());
+    spec.egress_proxy = Some(proxy_addr.into());
+    spec.supervised_network = Some(supervised.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let sandbox = HostSandbox::new(spec).unwrap();
+        let paths = PathPolicy::new(&env.ws, &[], &[], std::path::Path::new("/root")).unwrap();
+        let options = ExecOptions::capture(paths, Duration::from_secs(20));
+        let run = |script: Script| {
+            let sandbox = &sandbox;
+            let options = &options;
+            async move { run_script(sandbox, &script, options).await.unwrap() }
+        };
+        let out = run(connect_probe(&env.ws, "127.0.0.1", proxy_port)).await;
+        assert_eq!(out.status, 0, "{out:?}");
+        assert_eq!(out.stdout, "connected\n");
+        // Another port, and the proxy's port at another address: warden refuses both.
+        for (host, port) in [("127.0.0.1", other_port), ("127.0.0.2", proxy_port)] {
+            let out = run(connect_probe(&env.ws, host, port)).await;
+            assert_ne!(out.status, 0, "{out:?}");
+            assert!(out.stderr.contains("ConnectionRefusedError"), "{out:?}");
+        }
+        let out = run(unix_socket_probe(&env.ws)).await;
+        assert_ne!(out.status, 0, "{out:?}");
+    });
+    proxy.set_nonblocking(false).unwrap();
+    let (mut conn, _) = proxy.accept().unwrap();
+    assert_eq!(read_all(&mut conn), "via-proxy");
+    assert_no_tcp_connection(&other);
+    let refused = supervised.refused();
+    assert_eq!(refused.count, 2, "{refused:?}");
+    assert_eq!(
+        refused.first,
+        [
+            format!("127.0.0.1:{other_port}"),
+            format!("127.0.0.2:{proxy_port}")
+        ]
     );
 }

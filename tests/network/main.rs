@@ -9,3 +9,4 @@ mod support;
 
 mod exec;
 mod jail;
+mod supervisor;

@@ -53,9 +53,12 @@ impl ContainerPlan {
         user: ContainerUser,
         labels: HashMap<String, String>,
     ) -> Result<ContainerPlan, SandboxError> {
-        if jail.network_namespace.is_some() || jail.user_namespace.is_some() {
+        if jail.network_namespace.is_some()
+            || jail.user_namespace.is_some()
+            || jail.supervised_network.is_some()
+        {
             return Err(SandboxError::Setup(
-                "a host jail's namespaces cannot be given to a container (its network is its \
+                "a host jail's network confinement cannot be given to a container (its network is its \
                  own, reaching only the egress proxy)"
                     .into(),
             ));
@@ -445,7 +448,7 @@ mod tests {
         jail.network_namespace = Some(std::sync::Arc::new(
             std::fs::File::open("/proc/self/ns/net").unwrap().into(),
         ));
-        assert!(plan(&jail).unwrap_err().to_string().contains("namespaces"));
+        assert!(plan(&jail).unwrap_err().to_string().contains("confinement"));
         let mut jail = JailSpec::new("/ws".into());
         jail.limits.max_processes = 0;
         assert!(plan(&jail)

@@ -94,6 +94,56 @@ pub fn pidfd_available() -> bool {
     true
 }
 
+/// Whether warden can answer a jail's `connect` itself (`connect.rs`): seccomp filters that
+/// hand calls to a listener (`user_notif`, Linux ≥ 5.0), `pidfd_getfd` (Linux ≥ 5.6), and
+/// Yama letting warden take its jailed children's descriptors.
+pub fn connect_supervision_available() -> Result<(), String> {
+    seccomp_available()?;
+    if let Ok(actions) = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail") {
+        if !actions.split_whitespace().any(|a| a == "user_notif") {
+            return Err(format!(
+                "seccomp filters cannot hand calls to warden (no user_notif among the actions: \
+                 {}; Linux ≥ 5.0 needed)",
+                actions.trim()
+            ));
+        }
+    }
+    // SAFETY: a pidfd for ourselves; pidfd_getfd of our own stderr; both closed again.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if pidfd < 0 {
+        return Err("pidfd_open is not available (Linux ≥ 5.3 needed)".into());
+    }
+    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd as i32, 2, 0) };
+    let error = io::Error::last_os_error();
+    unsafe {
+        if copy >= 0 {
+            libc::close(copy as i32);
+        }
+        libc::close(pidfd as i32);
+    }
+    if copy < 0 && error.raw_os_error() != Some(libc::EBADF) {
+        return Err(format!(
+            "pidfd_getfd is not available ({error}; Linux ≥ 5.6 needed)"
+        ));
+    }
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    {
+        Some(3) => Err(
+            "Yama's ptrace_scope is 3, so warden may not take its jailed processes' sockets \
+             (pidfd_getfd); set kernel.yama.ptrace_scope to 2 or lower"
+                .into(),
+        ),
+        Some(2) if !is_root() => Err(
+            "Yama's ptrace_scope is 2, so only root may take its jailed processes' sockets \
+             (pidfd_getfd); run warden as root or set kernel.yama.ptrace_scope to 1"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// What user namespaces allow here (the jail does not need them; they would add isolation).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct UserNamespaces {

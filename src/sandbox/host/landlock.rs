@@ -8,7 +8,9 @@
 //! - read + write, never execute: the workspace, the private TMPDIR and `JailSpec.write_roots`;
 //! - read + execute: `JailSpec.read_roots`;
 //! - `/proc`: only the process's own `/proc/<pid>`, added in the child (see below);
-//! - TCP bind and connect denied (ABI ≥ 4), except connecting to the egress proxy's port;
+//! - TCP bind and connect denied (ABI ≥ 4), except connecting to the egress proxy's port (with
+//!   the connect supervisor the jail's own `connect` never runs — warden connects for it — and
+//!   the rule stays as a second wall);
 //! - scopes (ABI ≥ 6): no signals to, and no abstract unix sockets of, processes outside.
 //!
 //! The rule table (opened `O_PATH` descriptors and their rights) is built once, in

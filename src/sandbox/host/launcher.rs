@@ -51,7 +51,7 @@ pub struct ChildPlan<'a> {
     /// weak mode on a kernel without Landlock.
     pub landlock: Option<(RawFd, u64)>,
     pub seccomp: &'a SeccompProgram,
-    /// The socket the filter's listener goes to warden over (`flock.rs`).
+    /// The socket the filter's listener goes to warden over (`supervisor.rs`).
     pub listener_socket: RawFd,
 }
 
@@ -284,14 +284,14 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
         landlock::restrict_self_in_child(ruleset).map_err(fail(Step::Landlock))?;
     }
 
-    // Seccomp: the allow-list. Its listener goes to warden, which answers `flock`; the child
-    // keeps no copy.
+    // Seccomp: the allow-list. Its listener goes to warden, which answers `flock` (and
+    // `connect` when supervised); the child keeps no copy.
     let listener = plan
         .seccomp
         .install_in_child()
         .map_err(fail(Step::Seccomp))?;
     if let Some(listener) = listener {
-        super::flock::hand_over_in_child(plan.listener_socket, listener)
+        super::supervisor::hand_over_in_child(plan.listener_socket, listener)
             .map_err(fail(Step::SeccompListener))?;
     }
 

@@ -3,12 +3,15 @@
 //!
 //! One file per kernel mechanism — `landlock.rs`, `seccomp.rs`, `rlimits.rs`,
 //! `capabilities.rs`, `cgroup.rs`, `env.rs`, `fds.rs` — and `launcher.rs`, the child-side
-//! sequence that applies them in order. [`HostSandbox::new`] builds everything that can be
+//! sequence that applies them in order; `supervisor.rs`, the one thread that answers the calls
+//! the filter hands to warden (`flock.rs`, `connect.rs`), and `netns.rs`, the jail's own
+//! network namespace. [`HostSandbox::new`] builds everything that can be
 //! built once (the Landlock rule table, the seccomp programs, the environment, the limits), so
 //! a spawn only clones and applies.
 
 mod capabilities;
 pub mod cgroup;
+pub mod connect;
 mod env;
 mod fds;
 mod flock;
@@ -19,6 +22,7 @@ pub mod netns;
 mod process;
 mod rlimits;
 mod seccomp;
+mod supervisor;
 mod tmpdir;
 
 pub use env::JAIL_PATH;
@@ -71,9 +75,9 @@ pub struct HostSandbox {
     rlimits: rlimits::RlimitPlan,
     capabilities: capabilities::CapabilityPlan,
     cgroups: Option<cgroup::PidsCgroupRoot>,
-    /// Where `flock` is performed for the jail (`flock.rs`): the workspace, the TMPDIR and the
-    /// writable roots, canonical.
-    lockable: Arc<[PathBuf]>,
+    /// What the supervisor answers for the jail: `flock` beneath the workspace, the TMPDIR and
+    /// the writable roots (canonical), and `connect` to the proxy when supervised.
+    answers: supervisor::Answers,
     status: HostJailStatus,
 }
 
@@ -109,15 +113,7 @@ impl HostSandbox {
             eprintln!("{warning}");
             tracing::warn!("{warning}");
         }
-        if spec.egress_proxy.is_some() {
-            egress_confinable(&landlock_abi).map_err(SandboxError::Setup)?;
-            if spec.network_namespace.is_none() {
-                return Err(SandboxError::Setup(
-                    "an egress proxy needs the jail's own network namespace (host::netns):                      without it the jail could reach any host on the proxy's port"
-                        .into(),
-                ));
-            }
-        }
+        let network = network_mode(&spec, &landlock_abi).map_err(SandboxError::Setup)?;
         kernel::seccomp_available().map_err(|why| {
             SandboxError::Setup(format!("seccomp filters are not available: {why}"))
         })?;
@@ -134,10 +130,6 @@ impl HostSandbox {
             // Rulesets are instantiated per spawn; a failure there is a setup error too.
             Ok(_) => Some(landlock::LandlockTemplate::new(&spec, tmp.path())?),
             Err(_) => None,
-        };
-        let network = match spec.egress_proxy {
-            Some(_) => Network::EgressProxy,
-            None => Network::None,
         };
         let seccomp = seccomp::SeccompProgram::new(network)?;
         let capabilities = capabilities::CapabilityPlan::for_current_process()?;
@@ -171,6 +163,13 @@ impl HostSandbox {
             .map(|root| root.canonicalize().unwrap_or_else(|_| root.to_path_buf()))
             .collect();
 
+        let answers = supervisor::Answers {
+            writable: lockable,
+            network: match network {
+                Network::Supervised => spec.supervised_network.clone(),
+                Network::None | Network::EgressProxy => None,
+            },
+        };
         tracing::debug!(
             workspace = %spec.workspace.display(),
             rules = ?landlock.as_ref().map(|l| l.paths()),
@@ -194,7 +193,7 @@ impl HostSandbox {
             rlimits,
             capabilities,
             cgroups,
-            lockable,
+            answers,
         })
     }
 
@@ -253,7 +252,7 @@ impl HostSandbox {
             },
             None => None,
         };
-        let handover = flock::Handover::new()
+        let handover = supervisor::Handover::new()
             .map_err(|e| SandboxError::Setup(format!("cannot make the listener's socket: {e}")))?;
         let plan = launcher::ChildPlan {
             program: &program,
@@ -288,11 +287,13 @@ impl HostSandbox {
         if let Some(cg) = &mut cgroup {
             cg.close_join_fd();
         }
-        // The process runs already: a failure here leaves it without flock (ENOSYS), not
-        // without a jail.
-        let flock = match handover.receive() {
-            Ok(Some(listener)) => flock::Supervisor::start(listener, self.lockable.clone())
-                .map_err(|e| tracing::warn!(error = %e, "no flock supervisor for a jailed process"))
+        // The process runs already: a failure here leaves it without flock and connect (both
+        // ENOSYS), not without a jail.
+        let supervisor = match handover.receive() {
+            Ok(Some(listener)) => supervisor::Supervisor::start(listener, self.answers.clone())
+                .map_err(
+                    |e| tracing::warn!(error = %e, "no seccomp supervisor for a jailed process"),
+                )
                 .ok(),
             Ok(None) => None,
             Err(e) => {
@@ -304,7 +305,7 @@ impl HostSandbox {
             pid,
             pidfd,
             cgroup,
-            flock,
+            supervisor,
         })
     }
 
@@ -321,7 +322,35 @@ impl HostSandbox {
     }
 }
 
-/// With an egress proxy, seccomp lets the jail `connect`; only Landlock's TCP rules (ABI ≥ 4)
+/// How the jail reaches its egress proxy, if it has one: in a network namespace of its own
+/// (`netns.rs`), or in warden's with every `connect` made by warden (`connect.rs`).
+fn network_mode(spec: &JailSpec, landlock_abi: &Result<u32, String>) -> Result<Network, String> {
+    let Some(proxy) = spec.egress_proxy else {
+        return Ok(Network::None);
+    };
+    if spec.network_namespace.is_some() {
+        egress_confinable(landlock_abi)?;
+        return Ok(Network::EgressProxy);
+    }
+    match &spec.supervised_network {
+        Some(supervised) if supervised.proxy() == proxy => {
+            kernel::connect_supervision_available()?;
+            Ok(Network::Supervised)
+        }
+        Some(supervised) => Err(format!(
+            "the supervised network's proxy {} is not the jail's egress proxy {proxy}",
+            supervised.proxy()
+        )),
+        None => Err(
+            "an egress proxy needs the jail's own network namespace (host::netns) or warden's \
+             connect supervisor (host::connect): without either the jail could reach any host \
+             on the proxy's port"
+                .into(),
+        ),
+    }
+}
+
+/// In the jail's own namespace seccomp lets the jail `connect`; only Landlock's TCP rules (ABI ≥ 4)
 /// then keep it to the proxy's port. Without them the jail could connect anywhere: refuse.
 fn egress_confinable(landlock_abi: &Result<u32, String>) -> Result<(), String> {
     match landlock_abi {

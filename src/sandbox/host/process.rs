@@ -9,7 +9,7 @@
 //! an init that reaps slowly), and the pids cgroup, when there is one, is emptied and removed.
 
 use super::cgroup::ProcessCgroup;
-use super::flock::Supervisor;
+use super::supervisor::Supervisor;
 use crate::sandbox::{ExitStatus, JailedProcess, SandboxError};
 use async_trait::async_trait;
 use std::io;
@@ -22,13 +22,13 @@ const P_PIDFD: libc::idtype_t = 3;
 /// Give up on a process group that does not die within this time (it is logged).
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
-/// What the launch hands over: the leader, its pids cgroup and the thread answering the
-/// tree's `flock` calls.
+/// What the launch hands over: the leader, its pids cgroup and its registration with the
+/// supervisor answering the tree's `flock` (and, supervised, `connect`) calls.
 pub struct Started {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
     pub cgroup: Option<ProcessCgroup>,
-    pub flock: Option<Supervisor>,
+    pub supervisor: Option<Supervisor>,
 }
 
 pub struct HostProcess {
@@ -36,7 +36,7 @@ pub struct HostProcess {
     pidfd: AsyncFd<OwnedFd>,
     cgroup: Option<ProcessCgroup>,
     /// Stops with the process (dropped with it).
-    _flock: Option<Supervisor>,
+    _supervisor: Option<Supervisor>,
     status: Option<ExitStatus>,
     /// Processes still alive when the leader exited normally (then killed).
     background: usize,
@@ -50,7 +50,7 @@ impl HostProcess {
             pid,
             pidfd,
             cgroup,
-            flock,
+            supervisor,
         } = started;
         // SAFETY: the OwnedFd moves into the AsyncFd and stays open for its whole lifetime.
         match unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) } {
@@ -58,7 +58,7 @@ impl HostProcess {
                 pid,
                 pidfd,
                 cgroup,
-                _flock: flock,
+                _supervisor: supervisor,
                 status: None,
                 background: 0,
             }),

@@ -43,7 +43,7 @@ pub enum Action {
     Allow,
     /// Fail with this errno (EPERM for denials; ENOSYS for clone3).
     Errno(u16),
-    /// Ask warden through the filter's listener (`flock.rs`); ENOSYS when nobody listens.
+    /// Ask warden through the filter's listener (`supervisor.rs`); ENOSYS when nobody listens.
     Notify,
     /// Allowed when any rule holds, otherwise the default action.
     Rules(Vec<Rule>),

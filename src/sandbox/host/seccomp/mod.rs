@@ -16,6 +16,9 @@
 //! - with an egress proxy: `connect` allowed, `socket` only AF_INET TCP (AF_UNIX
 //!   sockets then cannot be created at all, so the allowed `connect` cannot reach docker.sock);
 //!   Landlock limits TCP connects to the proxy's port.
+//! - supervised (no namespace could be made): `socket` only TCP over v4/v6, `connect` handed to
+//!   warden (`connect.rs`), which connects its own copy of the socket to the proxy or refuses;
+//!   `bind` and `listen` refused (the jail shares the host's ports).
 //!
 //! Argument checks: `ioctl` without TIOCSTI / TIOCLINUX, compared as 32 bits (a 64-bit compare
 //! is bypassed by `TIOCSTI | 1 << 32`); `clone` without namespace flags; `kill(-1)` refused;
@@ -52,11 +55,14 @@ use table::table;
 use crate::sandbox::SandboxError;
 use std::os::fd::RawFd;
 
-/// Whether the jail may reach an egress proxy over TCP.
+/// Whether the jail may reach an egress proxy over TCP, and how that is kept to the proxy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Network {
     None,
+    /// The jail's own network namespace, where only the proxy listens: `connect` allowed.
     EgressProxy,
+    /// The host's network, with every `connect` answered by warden (`connect.rs`).
+    Supervised,
 }
 
 const EPERM: Action = Action::Errno(libc::EPERM as u16);
@@ -90,7 +96,8 @@ impl SeccompProgram {
     }
 
     /// Child side: install the filter (needs `no_new_privs`) and return its listener, the
-    /// descriptor through which warden answers the calls the filter hands over (`flock`).
+    /// descriptor through which warden answers the calls the filter hands over (`flock`,
+    /// `connect` when supervised).
     /// `None` when a filter above this one already has a listener (warden itself runs under a
     /// supervisor): the kernel allows one per chain, and without it those calls fail with
     /// ENOSYS. Async-signal-safe.

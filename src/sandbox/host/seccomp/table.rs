@@ -268,6 +268,7 @@ fn rules_for(network: Network, set: &mut dyn FnMut(&'static str, Action)) {
             set("socket", rules(tcp));
             set("connect", Action::Allow);
         }
+        Network::Supervised => supervised(set),
     }
     set("sendto", rules(vec![vec![Cond::eq64(4, 0)]]));
     set(
@@ -280,6 +281,32 @@ fn rules_for(network: Network, set: &mut dyn FnMut(&'static str, Action)) {
     );
     files(set);
     outside_reach(set);
+}
+
+/// The jail shares warden's network namespace, so only warden may connect anything: TCP
+/// sockets (v4, or v6 for a client that asks the v4-mapped proxy address) can be made, and
+/// each `connect` goes to warden (`connect.rs`), which connects its own copy of the socket to
+/// the proxy or refuses. Exact socket types: with `SOCK_NONBLOCK`/`SOCK_CLOEXEC` masked off
+/// the type is `SOCK_STREAM` and nothing else; protocol 0 or TCP (SCTP and MPTCP are stream
+/// sockets too). No AF_UNIX socket can be made (a path socket would need `connect`, which
+/// warden refuses anyway, and an abstract one reaches the host's). `bind` and `listen` are
+/// refused: here a port would be the host's (`listen` on an unbound socket binds one itself).
+fn supervised(set: &mut dyn FnMut(&'static str, Action)) {
+    let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
+    let mut tcp = Vec::new();
+    for family in [libc::AF_INET as u32, libc::AF_INET6 as u32] {
+        for protocol in [0, libc::IPPROTO_TCP as u32] {
+            tcp.push(vec![
+                Cond::eq32(0, family),
+                Cond::masked_eq32(1, !flags, libc::SOCK_STREAM as u32),
+                Cond::eq32(2, protocol),
+            ]);
+        }
+    }
+    set("socket", rules(tcp));
+    set("connect", Action::Notify);
+    set("bind", Action::Errno(libc::EPERM as u16));
+    set("listen", Action::Errno(libc::EPERM as u16));
 }
 
 /// Calls through which a jailed process could watch, hold or learn about files and processes

@@ -87,6 +87,12 @@ fn proxy() -> Vec<Filter> {
     filters(Network::EgressProxy)
 }
 
+fn supervised() -> Vec<Filter> {
+    filters(Network::Supervised)
+}
+
+const ALL_MODES: [Network; 3] = [Network::None, Network::EgressProxy, Network::Supervised];
+
 /// The filter's verdict for a call of its own architecture.
 fn kernel_result(p: &Filter, nr: u32, args: [u64; 6]) -> u32 {
     eval(p.program.instructions(), p.arch.audit, i64::from(nr), args)
@@ -204,7 +210,7 @@ fn dangerous_calls_fail_with_eperm() {
 
 #[test]
 fn clone3_fails_with_enosys_so_glibc_falls_back() {
-    for p in none().iter().chain(&proxy()) {
+    for p in none().iter().chain(&proxy()).chain(&supervised()) {
         assert_eq!(call(p, "clone3", &[]), ret_errno(libc::ENOSYS));
     }
 }
@@ -325,8 +331,93 @@ fn proxy_mode_allows_tcp_connect_but_no_unix_sockets() {
 }
 
 #[test]
+fn supervised_mode_makes_only_tcp_sockets_and_hands_connect_to_warden() {
+    for p in &supervised() {
+        let stream = libc::SOCK_STREAM as u64;
+        let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
+        for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+            for protocol in [0, libc::IPPROTO_TCP as u64] {
+                for ty in [
+                    stream,
+                    stream | libc::SOCK_NONBLOCK as u64,
+                    stream | libc::SOCK_CLOEXEC as u64,
+                    stream | flags,
+                ] {
+                    assert_eq!(
+                        call(p, "socket", &[family, ty, protocol]),
+                        RET_ALLOW,
+                        "family {family} type {ty:#x} protocol {protocol}"
+                    );
+                }
+            }
+            // SCTP and MPTCP come as stream sockets too; UDP, raw, packet and seqpacket do not.
+            for protocol in [libc::IPPROTO_SCTP as u64, 262, libc::IPPROTO_UDP as u64] {
+                assert_eq!(
+                    call(p, "socket", &[family, stream, protocol]),
+                    ret_errno(EPERM),
+                    "protocol {protocol}"
+                );
+            }
+            for ty in [
+                libc::SOCK_DGRAM,
+                libc::SOCK_RAW,
+                libc::SOCK_SEQPACKET,
+                10, // SOCK_PACKET
+            ] {
+                assert_eq!(
+                    call(p, "socket", &[family, ty as u64 | flags, 0]),
+                    ret_errno(EPERM),
+                    "type {ty}"
+                );
+            }
+            // Only the two flags are masked: any other bit beside SOCK_STREAM is refused.
+            assert_eq!(
+                call(p, "socket", &[family, stream | 0x100, 0]),
+                ret_errno(EPERM)
+            );
+            assert_eq!(
+                call(p, "socket", &[family, stream | 1 << 32, 0]),
+                RET_ALLOW,
+                "the kernel reads the type as an int"
+            );
+        }
+        for family in [
+            libc::AF_UNIX,
+            libc::AF_NETLINK,
+            libc::AF_PACKET,
+            libc::AF_VSOCK,
+        ] {
+            assert_eq!(
+                call(p, "socket", &[family as u64, stream, 0]),
+                ret_errno(EPERM),
+                "family {family}"
+            );
+        }
+        // socketpair stays as without network: AF_UNIX stream and seqpacket.
+        let unix = libc::AF_UNIX as u64;
+        assert_eq!(call(p, "socketpair", &[unix, stream, 0]), RET_ALLOW);
+        assert_eq!(
+            call(p, "socketpair", &[unix, libc::SOCK_DGRAM as u64, 0]),
+            ret_errno(EPERM)
+        );
+        assert_eq!(call(p, "connect", &[3, 0x1000, 16]), RET_USER_NOTIF);
+        // A port of the jail's would be a port of the host's.
+        assert_eq!(call(p, "bind", &[3, 0x1000, 16]), ret_errno(EPERM));
+        assert_eq!(call(p, "listen", &[3, 128]), ret_errno(EPERM));
+        assert_eq!(call(p, "accept4", &[3, 0, 0, 0]), RET_ALLOW);
+        // flock still goes to warden, through the same listener.
+        assert_eq!(call(p, "flock", &[3, 2]), RET_USER_NOTIF);
+    }
+    // The other modes keep bind and listen (AF_UNIX sockets in the workspace, the namespace).
+    for p in none().iter().chain(&proxy()) {
+        assert_eq!(call(p, "bind", &[3, 0x1000, 16]), RET_ALLOW);
+        assert_eq!(call(p, "listen", &[3, 128]), RET_ALLOW);
+    }
+}
+
+#[test]
 fn sending_to_an_address_is_denied() {
-    for p in &none() {
+    for p in none().iter().chain(&proxy()).chain(&supervised()) {
         assert_eq!(call(p, "sendto", &[3, 0x1000, 10, 0, 0, 0]), RET_ALLOW);
         assert_eq!(
             call(p, "sendto", &[3, 0x1000, 10, 0, 0x2000, 16]),
@@ -413,7 +504,7 @@ fn x32_and_foreign_architectures_never_reach_the_allow_list() {
 #[test]
 fn the_program_stays_small() {
     // The kernel emulates and JIT-compiles the filter at every spawn; keep it compact.
-    for p in none().iter().chain(&proxy()) {
+    for p in none().iter().chain(&proxy()).chain(&supervised()) {
         let length = p.program.instructions().len();
         assert!(length < 700, "{length} instructions ({})", p.arch.name);
     }
@@ -514,7 +605,7 @@ fn the_compact_filter_agrees_with_seccompiler() {
         values.extend([v, v | 1 << 32, v + 1]);
     }
     let mut checked = 0;
-    for network in [Network::None, Network::EgressProxy] {
+    for network in ALL_MODES {
         for ours in filters(network) {
             let reference = seccompiler_reference(network, ours.arch);
             let actions = table(network, ours.arch).unwrap();
@@ -678,7 +769,7 @@ fn inode_flags_xattrs_and_watches_are_refused() {
 #[test]
 fn watches_leases_flock_and_foreign_pidfds_are_refused() {
     let enosys = ret_errno(libc::ENOSYS);
-    for p in none().iter().chain(&proxy()) {
+    for p in none().iter().chain(&proxy()).chain(&supervised()) {
         for cmd in [libc::F_NOTIFY, libc::F_SETLEASE] {
             let cmd = cmd as u64;
             assert_eq!(call(p, "fcntl", &[3, cmd, 0]), ret_errno(EPERM), "{cmd}");
@@ -745,7 +836,7 @@ fn every_number_is_the_one_libseccomp_knows() {
 
 #[test]
 fn both_architectures_grant_the_same_names() {
-    for network in [Network::None, Network::EgressProxy] {
+    for network in ALL_MODES {
         let by_name = |arch: &'static Arch| -> BTreeMap<&'static str, Action> {
             let table = table(network, arch).unwrap();
             arch.numbers()

@@ -1,0 +1,498 @@
+//! The seccomp user-notification supervisor: the one thread of warden that answers the calls
+//! the jail's filter hands over (`SECCOMP_RET_USER_NOTIF`) — `flock` for every jailed tree
+//! (`flock.rs`) and, where the jail shares warden's network, `connect` (`connect.rs`).
+//!
+//! The listener is created by the child when it installs the filter and passed to warden over
+//! a socket pair made for that spawn ([`Handover`]), then closed in the child before `execve`:
+//! a jailed program holding its own listener could answer its own calls.
+//!
+//! One thread serves the listeners of every jailed process tree of this warden (started with
+//! the first), so a jail's start costs a message, not a thread. A tree is forgotten when its
+//! last process is gone or its process is dropped. A handler never blocks the thread: a
+//! request it cannot answer at once (a lock not free yet, a connect still in progress) waits in
+//! the tree's list and is tried again every [`RETRY`], or as soon as its descriptor is ready.
+
+use super::connect::{self, SupervisedNetwork};
+use super::flock;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How often a request that waits is tried again (and its caller checked).
+const RETRY: Duration = Duration::from_millis(10);
+/// Requests waiting at once per tree (each holds a descriptor in warden); more are answered
+/// with the handler's "no resources" errno.
+const MAX_WAITING: usize = 256;
+
+/// The socket pair one spawn's listener travels over, child end to parent end.
+pub struct Handover {
+    parent: OwnedFd,
+    child: OwnedFd,
+}
+
+impl Handover {
+    pub fn new() -> io::Result<Handover> {
+        let mut fds = [-1; 2];
+        // SAFETY: socketpair fills two new descriptors we then own.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both are fresh descriptors owned by nobody else.
+        let (parent, child) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Handover {
+            parent,
+            // Above the numbers the child's plan assigns, close-on-exec like the rest.
+            child: super::fds::dup_private(&child)?,
+        })
+    }
+
+    /// The end the child sends on.
+    pub fn child_end(&self) -> RawFd {
+        self.child.as_raw_fd()
+    }
+
+    /// Parent side, after the child executed: the listener it sent, `None` when it had none.
+    pub fn receive(self) -> io::Result<Option<OwnedFd>> {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut control = [0u64; 4];
+        // SAFETY: msghdr is plain data; every pointer in it points at a live local.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: recvmsg on our socket into the buffers above.
+        let n = unsafe {
+            libc::recvmsg(
+                self.parent.as_raw_fd(),
+                &mut msg,
+                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: walking the control messages the kernel wrote into `control`.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            {
+                return Err(io::Error::other(
+                    "the jail's seccomp listener did not arrive",
+                ));
+            }
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+            Ok(Some(OwnedFd::from_raw_fd(fd)))
+        }
+    }
+}
+
+/// Child side: send the filter's listener to warden and close it. Async-signal-safe (no
+/// allocation; `sendmsg` and `close` are allowed by the filter just installed).
+///
+/// # Safety
+/// Call only in the jail's child, with the listener `install_in_child` returned.
+pub unsafe fn hand_over_in_child(socket: RawFd, listener: RawFd) -> Result<(), i32> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 4];
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+    let cmsg = libc::CMSG_FIRSTHDR(&msg);
+    (*cmsg).cmsg_level = libc::SOL_SOCKET;
+    (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+    (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, listener);
+    let sent = libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
+    let e = super::fds::errno();
+    libc::close(listener);
+    if sent < 0 {
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// What the handlers may do for one tree.
+#[derive(Clone)]
+pub struct Answers {
+    /// `flock` locks only beneath these.
+    pub writable: Arc<[PathBuf]>,
+    /// `connect` reaches the proxy only; `None` refuses every `connect` (ECONNREFUSED), the
+    /// filter hands none over then anyway.
+    pub network: Option<Arc<SupervisedNetwork>>,
+}
+
+/// One jailed process tree's registration with the supervisor thread: dropping it forgets the
+/// tree (its listener closes; a process still alive then gets ENOSYS from `flock` and
+/// `connect`).
+pub struct Supervisor {
+    id: u64,
+}
+
+impl Supervisor {
+    /// Have the supervisor answer the calls arriving on `listener`.
+    pub fn start(listener: OwnedFd, answers: Answers) -> io::Result<Supervisor> {
+        let thread = supervisor()?;
+        let id = thread.next_id.fetch_add(1, Ordering::Relaxed);
+        thread.send(Change::Add(Tree {
+            id,
+            listener: Listener(listener),
+            answers,
+            waiting: Vec::new(),
+        }));
+        Ok(Supervisor { id })
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some(Ok(thread)) = SUPERVISOR.get() {
+            thread.send(Change::Remove(self.id));
+        }
+    }
+}
+
+/// The supervisor thread, started once per process; `Err` when it could not be.
+static SUPERVISOR: OnceLock<Result<Handle, String>> = OnceLock::new();
+
+fn supervisor() -> io::Result<&'static Handle> {
+    SUPERVISOR
+        .get_or_init(|| Handle::spawn().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| io::Error::other(e.clone()))
+}
+
+/// How the rest of warden talks to the thread: changes in a queue, a byte in a pipe to wake it.
+struct Handle {
+    changes: Arc<Mutex<Vec<Change>>>,
+    wake: OwnedFd,
+    next_id: AtomicU64,
+}
+
+enum Change {
+    Add(Tree),
+    Remove(u64),
+}
+
+/// A jailed process tree the thread answers for.
+struct Tree {
+    id: u64,
+    listener: Listener,
+    answers: Answers,
+    waiting: Vec<Waiting>,
+}
+
+/// A request a handler could not answer at once.
+pub enum Waiting {
+    Lock(flock::Waiting),
+    Connect(connect::Waiting),
+}
+
+impl Waiting {
+    /// A descriptor whose readiness may finish the request, with the events to wait for.
+    fn ready_on(&self) -> Option<(RawFd, libc::c_short)> {
+        match self {
+            Waiting::Lock(_) => None,
+            Waiting::Connect(c) => Some(c.ready_on()),
+        }
+    }
+
+    /// Try again; `false` once it is answered or its caller stopped waiting.
+    fn retry(&self, listener: &Listener) -> bool {
+        match self {
+            Waiting::Lock(w) => flock::retry(listener, w),
+            Waiting::Connect(c) => connect::retry(listener, c),
+        }
+    }
+
+    /// The answer when too many wait already.
+    fn overflow(&self) -> (u64, i32) {
+        match self {
+            // The kernel's answer when it has no lock records left.
+            Waiting::Lock(w) => (w.id, libc::ENOLCK),
+            Waiting::Connect(c) => (c.id, libc::EAGAIN),
+        }
+    }
+}
+
+impl Handle {
+    fn spawn() -> io::Result<Handle> {
+        use nix::fcntl::OFlag;
+        let (wake_read, wake) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let queue = changes.clone();
+        std::thread::Builder::new()
+            .name("warden-supervisor".into())
+            .spawn(move || serve(&queue, &wake_read))?;
+        Ok(Handle {
+            changes,
+            wake,
+            next_id: AtomicU64::new(0),
+        })
+    }
+
+    fn send(&self, change: Change) {
+        crate::locks::lock(&self.changes).push(change);
+        // A full pipe already holds a wake-up.
+        let _ = nix::unistd::write(&self.wake, &[1]);
+    }
+}
+
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+fn serve(changes: &Mutex<Vec<Change>>, wake: &OwnedFd) {
+    let mut trees: Vec<Tree> = Vec::new();
+    loop {
+        for change in std::mem::take(&mut *crate::locks::lock(changes)) {
+            match change {
+                Change::Add(tree) => trees.push(tree),
+                Change::Remove(id) => trees.retain(|t| t.id != id),
+            }
+        }
+        // The wake pipe, each tree's listener, then every waiting request's descriptor.
+        let mut fds: Vec<libc::pollfd> = std::iter::once(pollfd(wake.as_raw_fd(), libc::POLLIN))
+            .chain(
+                trees
+                    .iter()
+                    .map(|t| pollfd(t.listener.0.as_raw_fd(), libc::POLLIN)),
+            )
+            .chain(
+                trees
+                    .iter()
+                    .flat_map(|t| t.waiting.iter().filter_map(Waiting::ready_on))
+                    .map(|(fd, events)| pollfd(fd, events)),
+            )
+            .collect();
+        let timeout = match trees.iter().all(|t| t.waiting.is_empty()) {
+            true => -1,
+            false => RETRY.as_millis() as libc::c_int,
+        };
+        // SAFETY: poll over descriptors we hold, `fds.len()` of them.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            tracing::warn!(error = %io::Error::last_os_error(), "the jail's seccomp supervisor failed");
+            return;
+        }
+        if fds[0].revents != 0 {
+            let mut drain = [0u8; 64];
+            while matches!(nix::unistd::read(wake, &mut drain), Ok(n) if n > 0) {}
+        }
+        let mut gone = Vec::new();
+        for (tree, fd) in trees.iter_mut().zip(&fds[1..]) {
+            if fd.revents & libc::POLLIN != 0 {
+                serve_one(tree);
+            } else if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                // No process of the tree is left.
+                gone.push(tree.id);
+            }
+        }
+        trees.retain(|t| !gone.contains(&t.id));
+        for tree in &mut trees {
+            let listener = &tree.listener;
+            tree.waiting.retain(|w| w.retry(listener));
+        }
+    }
+}
+
+/// Answer the request waiting on `tree`'s listener, or queue it.
+fn serve_one(tree: &mut Tree) {
+    let Some(request) = tree.listener.receive() else {
+        return;
+    };
+    let nr = i64::from(request.data.nr);
+    let waiting = if nr == libc::SYS_flock {
+        flock::answer(&tree.listener, &request, &tree.answers.writable).map(Waiting::Lock)
+    } else if nr == libc::SYS_connect {
+        connect::answer(&tree.listener, &request, tree.answers.network.as_deref())
+            .map(Waiting::Connect)
+    } else {
+        tree.listener.respond(request.id, Err(libc::ENOSYS));
+        None
+    };
+    if let Some(w) = waiting {
+        match tree.waiting.len() < MAX_WAITING {
+            true => tree.waiting.push(w),
+            false => {
+                let (id, errno) = w.overflow();
+                tree.listener.respond(id, Err(errno));
+            }
+        }
+    }
+}
+
+/// Why the caller's descriptor could not be taken.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TakeFailure {
+    /// The caller stopped waiting (killed, interrupted): nobody reads the answer.
+    Gone,
+    /// No such descriptor in the caller.
+    BadFd,
+    /// Warden may not look (Yama, an old kernel without `pidfd_getfd`).
+    Denied,
+}
+
+/// A tree's notification listener: receiving requests, reading the caller, answering.
+pub struct Listener(OwnedFd);
+
+impl Listener {
+    fn receive(&self) -> Option<libc::seccomp_notif> {
+        // SAFETY: the kernel wants a zeroed buffer; it fills it.
+        let mut request: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: RECV on our listener; poll said a request is there, and a request withdrawn
+        // in between makes it fail with ENOENT rather than block.
+        let r = unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut request,
+            )
+        };
+        (r == 0).then_some(request)
+    }
+
+    /// Whether the caller of request `id` still waits for its answer (and so still is the
+    /// thread the request named, its memory and descriptors the ones read).
+    pub fn still_waiting(&self, id: u64) -> bool {
+        // SAFETY: ID_VALID reads the id we pass.
+        unsafe { libc::ioctl(self.0.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+    }
+
+    /// Send the result; `false` when the caller is no longer waiting.
+    pub fn respond(&self, id: u64, result: Result<(), i32>) -> bool {
+        let response = libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: match result {
+                Ok(()) => 0,
+                Err(e) => -e,
+            },
+            flags: 0,
+        };
+        // SAFETY: SEND with a response we built.
+        unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &response,
+            ) == 0
+        }
+    }
+
+    /// A copy of the caller's descriptor `fd` (`pidfd_getfd`: the same open file).
+    pub fn take_fd(
+        &self,
+        request: &libc::seccomp_notif,
+        fd: RawFd,
+    ) -> Result<OwnedFd, TakeFailure> {
+        let pidfd = thread_pidfd(request.pid).map_err(|_| TakeFailure::Denied)?;
+        // The caller still waits in this request, so its id was not reused before pidfd_open.
+        if !self.still_waiting(request.id) {
+            return Err(TakeFailure::Gone);
+        }
+        // SAFETY: pidfd_getfd returns a new descriptor (close-on-exec) or -1.
+        let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        if copy < 0 {
+            return Err(match super::fds::errno() {
+                libc::EBADF => TakeFailure::BadFd,
+                _ => TakeFailure::Denied,
+            });
+        }
+        // SAFETY: a fresh descriptor we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(copy as RawFd) })
+    }
+
+    /// `len` bytes of the caller's memory at `address`, then the check that the caller still
+    /// waits (so the pid was not reused by someone else's process in between). What the
+    /// caller's other threads write there afterwards changes nothing: the copy is warden's.
+    pub fn read_memory(
+        &self,
+        request: &libc::seccomp_notif,
+        address: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, i32> {
+        let mut buffer = vec![0u8; len];
+        let local = libc::iovec {
+            iov_base: buffer.as_mut_ptr().cast(),
+            iov_len: len,
+        };
+        let remote = libc::iovec {
+            iov_base: address as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: reads into our buffer of `len` bytes; the remote side is the kernel's to
+        // check.
+        let n =
+            unsafe { libc::process_vm_readv(request.pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            return Err(super::fds::errno());
+        }
+        if !self.still_waiting(request.id) {
+            return Err(libc::EINTR);
+        }
+        if n as usize != len {
+            return Err(libc::EFAULT);
+        }
+        Ok(buffer)
+    }
+}
+
+/// A pidfd for the calling thread: the request names a thread id (rustc locks from a thread
+/// of its own). Kernels before 6.9 have no `PIDFD_THREAD`; there the thread's process is
+/// taken, whose descriptor table its threads share.
+fn thread_pidfd(tid: u32) -> io::Result<OwnedFd> {
+    const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
+    let open = |pid: u32, flags: libc::c_int| {
+        // SAFETY: pidfd_open returns a new descriptor or -1.
+        match unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) } {
+            // SAFETY: a fresh descriptor we own.
+            fd if fd >= 0 => Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }),
+            _ => Err(io::Error::last_os_error()),
+        }
+    };
+    match open(tid, PIDFD_THREAD) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+            let tgid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| io::Error::other("no Tgid"))?;
+            open(tgid, 0)
+        }
+        other => other,
+    }
+}
