@@ -10,7 +10,7 @@
 
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
 use crate::sandbox::host::netns::{Bypasses, JailNetwork};
-use crate::sandbox::JailSpec;
+use crate::sandbox::{Backend, JailSpec};
 use crate::skills::egress::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -54,6 +54,45 @@ impl NetworkReport {
         }
         lines
     }
+
+    /// For the run's audit row: every decision, the bytes by host, what went around the proxy.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "events": self.events,
+            "traffic": self.traffic,
+            "bypasses": self.bypasses.map(|b| serde_json::json!({
+                "refused": b.refused,
+                "unroutable": b.unroutable,
+            })),
+        })
+    }
+}
+
+/// Why a Docker container gets no network although `[network]` has rules.
+pub const DOCKER_HAS_NO_NETWORK: &str =
+    "[network] applies to the host backend only; Docker containers run without any network";
+
+/// Open the jail's network for one run when `[network]` has rules (`Ok(None)` when it has
+/// none): the namespace and the proxy, and `spec` pointed at them. Docker containers get no
+/// network (an error saying so), as where no namespace can be made.
+pub fn open(
+    config: &NetworkConfig,
+    backend: Backend,
+    asker: NetworkAsker,
+    spec: &mut JailSpec,
+) -> Result<Option<JailedNetwork>, String> {
+    if !config.has_rules() {
+        return Ok(None);
+    }
+    if backend == Backend::Docker {
+        return Err("[network] applies to the host backend only; Docker containers run without                     any network"
+            .into());
+    }
+    let jailed = JailedNetwork::start(config, Some(asker))?;
+    if let Some(jailed) = &jailed {
+        jailed.apply(spec);
+    }
+    Ok(jailed)
 }
 
 /// Why a run has no network although `[network]` has rules.

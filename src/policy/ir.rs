@@ -358,9 +358,11 @@ impl Script {
         }
     }
 
-    /// Whether any command of the line reaches the network ([`Command::network`]).
-    pub fn uses_network(&self) -> bool {
-        self.commands().any(|c| c.network)
+    /// Whether a command of the line may use the network when `[network]` has rules: a
+    /// network program ([`Command::network`]), or code the policy cannot read (which may open
+    /// connections as well as any program).
+    pub fn may_use_network(&self) -> bool {
+        self.commands().any(|c| c.network || c.runs_code)
     }
 
     /// The compound commands, outermost first, with their redirections.

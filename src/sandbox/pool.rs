@@ -93,6 +93,26 @@ impl SandboxPool {
         }
     }
 
+    /// A host jail of its own over the pool's spec as `change` leaves it (one command line
+    /// with the network: its namespace and proxy), dropped when the caller drops it. Refused on
+    /// the Docker backend, whose containers the pool keeps per session.
+    pub fn host_with(
+        &self,
+        change: impl FnOnce(&mut JailSpec),
+    ) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        if self.backend != Backend::Host {
+            return Err(SandboxError::Setup(
+                "a jail of its own is made on the host backend only".into(),
+            ));
+        }
+        let mut spec = self.spec.clone();
+        change(&mut spec);
+        Ok(Arc::new(HostSandbox::with_options(
+            spec,
+            self.host_options,
+        )?))
+    }
+
     /// Remove every container this pool started (warden is exiting).
     pub async fn shutdown(&self) {
         let sandboxes: Vec<Arc<DockerSandbox>> =
