@@ -23,9 +23,13 @@ impl Net {
         let served = env.outside("served");
         std::fs::write(served.join("hello.txt"), "hello from the test server\n").unwrap();
         let server = FileServer::start(&served);
+        // The audit log (a run with the network writes a row) stays in the test's folder.
+        let data = env.outside("data");
         let config = format!(
-            "{rules}\n[network.resolve]\n\"pkgs.test\" = \"{}\"\n\"other.test\" = \"{}\"\n",
-            server.addr, server.addr
+            "data_dir = \"{}\"\n{rules}\n[network.resolve]\n\"pkgs.test\" = \"{}\"\n\"other.test\" = \"{}\"\n",
+            data.display(),
+            server.addr,
+            server.addr
         );
         std::fs::write(&env.config, config).unwrap();
         Net {
@@ -124,6 +128,33 @@ fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_naming_the_
         ["GET /hello.txt HTTP/1.1"],
         "only the allowed request reached the server"
     );
+    // Each run's audit row holds the proxy's decisions and the bytes by host.
+    let audit = warden_in(&net.env, &["audit", "--json"]);
+    let rows: Vec<serde_json::Value> = audit
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3, "{audit:?}");
+    assert_eq!(rows[0]["tool"], "exec");
+    assert_eq!(
+        rows[0]["input"]["command"],
+        "curl -sS -f http://pkgs.test/hello.txt"
+    );
+    assert_eq!(rows[0]["exit_code"], 0);
+    assert_eq!(
+        rows[0]["network"]["traffic"]["pkgs.test"]["received"]
+            .as_u64()
+            .map(|n| n > 26),
+        Some(true),
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(rows[1]["network"]["events"][0]["allowed"], false);
+    assert!(rows[2]["network"]["events"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("other.test"));
 }
 
 #[test]

@@ -7,5 +7,6 @@ mod common;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent;
 mod exec;
 mod jail;
