@@ -283,3 +283,64 @@ async fn an_ask_rule_is_put_to_the_chat_showing_host_method_and_path() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprivileged_warden_run_reaches_an_allowed_host() {
+    const NOBODY: u32 = 65534;
+    if !is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: switching to uid {NOBODY} needs root and setpriv");
+        return;
+    }
+    let web = FakeWeb::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(
+        home.path(),
+        &network_toml(&web, "", "\"allowed.test\" = \"allow\""),
+    );
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(home.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let llm = FakeLlm::anthropic_with(script).await;
+    let mut command = std::process::Command::new("/usr/bin/setpriv");
+    command
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+            "--",
+            env!("CARGO_BIN_EXE_warden"),
+            "run",
+            "run curl -sS -f http://allowed.test/page then run curl -sS -f http://other.test/page",
+        ])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TMPDIR", "/tmp")
+        .env("ANTHROPIC_BASE_URL", llm.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key");
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let results = llm.last_request().tool_results();
+    if results[0]
+        .content
+        .contains("jailed commands get no network here")
+    {
+        // The kernel refuses unprivileged user namespaces: no network, and the model is told.
+        assert!(results[0].content.contains("user namespace"), "{results:?}");
+        assert!(web.requests().is_empty(), "{:?}", web.requests());
+        return;
+    }
+    assert!(results[0].content.contains("<h1>Hello</h1>"), "{results:?}");
+    assert!(
+        results[1]
+            .content
+            .contains("no [network.hosts] rule names other.test"),
+        "{results:?}"
+    );
+    assert_eq!(web.requests(), ["allowed.test/page"]);
+}

@@ -220,7 +220,7 @@ fn an_ask_rule_needs_an_approval_naming_host_method_and_path() {
 }
 
 #[test]
-fn git_clone_over_http_works() {
+fn git_clone_and_pull_over_http_work() {
     if !namespaces_available() {
         return;
     }
@@ -263,6 +263,33 @@ fn git_clone_over_http_works() {
     let r = net.exec(&[], "git -C copy ls-remote origin");
     assert_eq!(r.status, 0, "{r:?}");
     assert!(r.stdout.contains("refs/heads/"), "{r:?}");
+
+    // A new commit upstream arrives with pull, git's safety settings in front of it.
+    std::fs::write(source.join("README"), "pulled through the proxy\n").unwrap();
+    git(&source, &["commit", "-qam", "two"]);
+    git(&source, &["push", "-q", bare.to_str().unwrap(), "HEAD"]);
+    git(&bare, &["update-server-info"]);
+    let r = net.exec(&[], "git -C copy pull -q --ff-only");
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(net.env.ws.join("copy/README")).unwrap(),
+        "pulled through the proxy\n"
+    );
+
+    // A pulled tree that would plant attributes naming a filter driver is undone and refused
+    // by the write verifier (what the merge brings is read by nobody before it runs).
+    std::fs::write(source.join(".gitattributes"), "* filter=evil\n").unwrap();
+    git(&source, &["add", ".gitattributes"]);
+    git(&source, &["commit", "-qm", "three"]);
+    git(&source, &["push", "-q", bare.to_str().unwrap(), "HEAD"]);
+    git(&bare, &["update-server-info"]);
+    let r = net.exec(&[], "git -C copy pull -q --ff-only");
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(
+        r.stderr.contains("changed files warden protects") && r.stderr.contains(".gitattributes"),
+        "{r:?}"
+    );
+    assert!(!net.env.ws.join("copy/.gitattributes").exists());
 }
 
 #[test]
