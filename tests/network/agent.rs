@@ -11,7 +11,8 @@ use crate::support::warden_run::{audit_all, warden, warden_run, write_config};
 use crate::support::web_bot::{WebBot, WAIT};
 use serde_json::{json, Value};
 
-/// The model: `fetch URL` (web_fetch), `run CMD` (bash) and `fetch URL then run CMD`; after
+/// The model: `fetch URL` (web_fetch), `run CMD` (bash), `bg CMD` (bash in the background),
+/// joined by ` then `; after
 /// each tool it goes on with the plan, then answers `result:` and every tool result, each on
 /// one line.
 fn script(req: &Request) -> Turn {
@@ -22,6 +23,8 @@ fn script(req: &Request) -> Turn {
             plan.push(("web_fetch", json!({ "url": url })));
         } else if let Some(command) = part.strip_prefix("run ") {
             plan.push(("bash", json!({ "command": command })));
+        } else if let Some(command) = part.strip_prefix("bg ") {
+            plan.push(("bash", json!({ "command": command, "background": true })));
         }
     }
     match plan.get(step) {
@@ -139,6 +142,27 @@ async fn curl_reaches_an_allowed_host_and_a_host_without_a_rule_is_refused_namin
             && shown.contains("network: refused other.test:80"),
         "{shown}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_that_may_use_the_network_does_not_start_in_the_background() {
+    let web = FakeWeb::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(
+        home.path(),
+        &network_toml(&web, "", "\"allowed.test\" = \"allow\""),
+    );
+    let llm = FakeLlm::anthropic_with(script).await;
+    let out = warden_run(home.path(), &llm, "bg curl -sS http://allowed.test/page").await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let results = llm.last_request().tool_results();
+    assert!(
+        results[0]
+            .content
+            .contains("a line that may use the network runs in the foreground"),
+        "{results:?}"
+    );
+    assert!(web.requests().is_empty(), "{:?}", web.requests());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,4 +367,41 @@ async fn an_unprivileged_warden_run_reaches_an_allowed_host() {
         "{results:?}"
     );
     assert_eq!(web.requests(), ["allowed.test/page"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tainted_runs_network_line_is_approved_or_denied_in_the_chat() {
+    if !namespaces() {
+        return;
+    }
+    let b = WebBot::start_with_web(script, |web| {
+        format!(
+            "[telegram]\napproval_timeout_secs = 5\n{}",
+            network_hosts(web, "presets = [\"npm\"]", "\"allowed.test\" = \"allow\"")
+        )
+    })
+    .await;
+    for (n, answer) in [Answer::Deny, Answer::Approve].into_iter().enumerate() {
+        let path = format!("/collect-{n}");
+        b.tg.push_text(
+            OWNER,
+            OWNER,
+            &format!("fetch http://docs.test/page then run curl -sS -f http://allowed.test{path}"),
+        );
+        let request = b.tg.approval(OWNER, n + 1, WAIT).await;
+        assert!(
+            request.visible.contains("may use the network")
+                && request.visible.contains("registry.npmjs.org (allow)")
+                && request.visible.contains("web_fetch http://docs.test/page"),
+            "the approval shows the hosts and the taint: {}",
+            request.visible
+        );
+        match answer {
+            Answer::Approve => b.tg.press(OWNER, &request, 0, 0),
+            _ => b.tg.press(OWNER, &request, 0, 1),
+        }
+        let result = b.answer(n + 1).await;
+        let reached = b.web.requests().contains(&format!("allowed.test{path}"));
+        assert_eq!(reached, answer == Answer::Approve, "{answer:?}: {result}");
+    }
 }
