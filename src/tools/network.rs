@@ -158,3 +158,107 @@ pub fn result_lines(report: &NetworkReport) -> String {
         .map(|line| format!("[{line}]\n"))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::approval::Approver;
+    use async_trait::async_trait;
+    use std::sync::Mutex;
+
+    /// Answers as told and remembers what it was asked.
+    struct Recording {
+        approve: bool,
+        asked: Mutex<Vec<ApprovalRequest>>,
+    }
+
+    #[async_trait]
+    impl Approver for Recording {
+        async fn approve(&self, request: &ApprovalRequest) -> Approval {
+            self.asked.lock().unwrap().push(request.clone());
+            match self.approve {
+                true => Approval::Approved,
+                false => Approval::Denied("denied by the user".into()),
+            }
+        }
+    }
+
+    fn request(host: &str, method: &str, path: &str) -> NetworkAsk {
+        NetworkAsk {
+            host: host.into(),
+            port: 80,
+            method: method.into(),
+            path: path.into(),
+            rule: format!("[network.hosts] \"{host}\" = \"ask\""),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ask_goes_to_the_approver_once_per_host_and_method() {
+        for approve in [true, false] {
+            let recording = Arc::new(Recording {
+                approve,
+                asked: Mutex::new(Vec::new()),
+            });
+            let mut ctx = ToolContext::detached("telegram:1");
+            ctx.approver = recording.clone();
+            ctx.taint.add("web_fetch http://page.test/");
+            let asker = asker(&ctx);
+            assert_eq!(asker.ask(request("a.test", "GET", "/x")).await, approve);
+            assert_eq!(asker.ask(request("a.test", "GET", "/y")).await, approve);
+            assert_eq!(asker.ask(request("a.test", "POST", "/y")).await, approve);
+            let asked = recording.asked.lock().unwrap().clone();
+            assert_eq!(asked.len(), 2, "GET once, POST once");
+            assert_eq!(asked[0].session, "telegram:1");
+            assert!(asked[0].command.starts_with("GET http://a.test:80/x"));
+            assert!(asked[0].reason.contains("\"a.test\" = \"ask\""));
+            assert!(asked[0].reason.contains("web_fetch http://page.test/"));
+            assert!(
+                asked[0].always.is_none(),
+                "no standing approval for the network"
+            );
+        }
+        // Nobody to ask: refused.
+        let ctx = ToolContext::detached("run");
+        assert!(!asker(&ctx).ask(request("a.test", "GET", "/")).await);
+    }
+
+    #[test]
+    fn only_a_tainted_line_that_may_use_the_network_asks_unless_the_user_allowed_every_host() {
+        let rules = |text: &str| {
+            CommandNetwork::new(toml::from_str(text).unwrap())
+                .unwrap()
+                .unwrap()
+        };
+        let preset = rules("presets = [\"pypi\"]\n[hosts]\n\"a.test\" = \"allow\"");
+        let mine = rules("[hosts]\n\"a.test\" = \"allow\"\n\"b.test\" = \"deny\"");
+        let policy = Arc::new(
+            crate::policy::Policy::load_with_network(
+                None,
+                &toml::from_str("presets = [\"pypi\"]").unwrap(),
+            )
+            .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let mut checker = policy.checker(&ws, &[], &ws).unwrap();
+        let curl = checker.check("curl -sS http://a.test/").script;
+        let ls = checker.check("ls").script;
+        let tainted = Taint::new();
+        tainted.add("attachments/report.pdf");
+        assert_eq!(preset.why_ask(&curl, &Taint::new()), None, "untainted");
+        assert_eq!(preset.why_ask(&ls, &tainted), None, "no network");
+        let why = preset.why_ask(&curl, &tainted).unwrap();
+        assert!(why.contains("attachments/report.pdf"), "{why}");
+        assert!(
+            why.contains("pypi.org (allow)") && why.contains("a.test (allow)"),
+            "{why}"
+        );
+        assert_eq!(
+            mine.why_ask(&curl, &tainted),
+            None,
+            "only the user's own allow rules"
+        );
+        assert!(CommandNetwork::new(Default::default()).unwrap().is_none());
+    }
+}
