@@ -322,6 +322,8 @@ impl Tool for BashTool {
             "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
         });
         if self.network.is_some() {
+            // Here the network tools are allowed, within [network].
+            description = description.replace("(no shells or network tools)", "(no shells)");
             description.push_str(
                 " Network programs (curl, wget, git clone/fetch/pull, pip, uv pip, npm and pnpm \
                  install) reach only the hosts warden's [network] rules allow, through its \
