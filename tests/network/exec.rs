@@ -511,3 +511,25 @@ fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
     );
     assert!(!hook.exists(), "a hook was left behind: {planted:?}");
 }
+
+/// `warden policy check` answers as `warden exec` would check: with `[network]` rules in the
+/// config, the network programs are allowed; without, refused saying why.
+#[test]
+fn policy_check_follows_the_configs_network_rules() {
+    let net = Net::allowing_pkgs();
+    let r = warden_in(
+        &net.env,
+        &["policy", "check", "--", "curl -sS http://pkgs.test/"],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    let plain = Net::new("");
+    let r = warden_in(
+        &plain.env,
+        &["policy", "check", "--", "curl -sS http://pkgs.test/"],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.all().contains("the sandbox has no network"), "{r:?}");
+    let r = warden_in(&net.env, &["policy", "check", "--", "git pull --rebase"]);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.all().contains("rebases local commits"), "{r:?}");
+}
