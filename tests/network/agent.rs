@@ -405,3 +405,31 @@ async fn a_tainted_runs_network_line_is_approved_or_denied_in_the_chat() {
         assert_eq!(reached, answer == Answer::Approve, "{answer:?}: {result}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_pull_in_a_folder_with_instruction_files_asks_first() {
+    let web = FakeWeb::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(
+        home.path(),
+        &network_toml(&web, "", "\"allowed.test\" = \"allow\""),
+    );
+    let ws = crate::support::warden_run::workspace(home.path());
+    std::fs::create_dir_all(&ws).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let llm = FakeLlm::anthropic_with(script).await;
+    let out = warden_run(home.path(), &llm, "run git pull -q --ff-only").await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let results = llm.last_request().tool_results();
+    // The merge may write anything in the work tree, AGENTS.md included: a person decides.
+    assert!(
+        results[0].content.starts_with("Not run:") && results[0].content.contains("AGENTS.md"),
+        "{results:?}"
+    );
+    assert!(web.requests().is_empty());
+}
