@@ -26,6 +26,7 @@ use crate::tools::background::{Background, BackgroundSettings};
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
 use crate::tools::memory_search::MemorySearch;
+use crate::tools::network::CommandNetwork;
 use crate::tools::process::ProcessTool;
 use crate::tools::send_file::SendFile;
 use crate::tools::skill::SkillTool;
@@ -80,6 +81,8 @@ pub struct Core {
     pub skill_settings: Arc<SkillSettings>,
     /// Whose "now" decides when a chat's stored approvals expire.
     pub clock: Arc<dyn Clock>,
+    /// `[network]` with rules: the bash tool's lines that may use the network get the proxy.
+    pub network: Option<Arc<CommandNetwork>>,
 }
 
 impl Core {
@@ -95,7 +98,15 @@ impl Core {
         }
         let db = crate::schema::open_in(&config.data_dir)
             .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
-        let policy = Arc::new(Policy::load(config.policy.as_deref())?);
+        // The network programs join the policy when `[network]` (the config's or the policy
+        // file's) has rules, as for `warden exec`.
+        let policy = Arc::new(Policy::load_with_network(
+            config.policy.as_deref(),
+            &config.network,
+        )?);
+        let network = CommandNetwork::new(config.network.over(policy.network()))
+            .map_err(|e| anyhow::anyhow!("{e} (in the config or the policy file)"))?
+            .map(Arc::new);
         let skill_settings = Arc::new(SkillSettings::prepare(&config, &workspace)?);
         let mut read_roots: Vec<PathBuf> = policy.read_roots().to_vec();
         read_roots.extend(config.sandbox.read.iter().cloned());
@@ -144,6 +155,7 @@ impl Core {
             prompt_files,
             skill_settings,
             clock: Arc::new(SystemClock),
+            network,
         })
     }
 
@@ -167,6 +179,9 @@ impl Core {
         );
         if let Some(background) = &background {
             bash = bash.with_background(background.clone());
+        }
+        if let Some(network) = &self.network {
+            bash = bash.with_network(network.clone());
         }
         tools.add(Arc::new(bash));
         if let Some(background) = background {
@@ -202,6 +217,7 @@ impl App {
             prompt_files,
             skill_settings,
             clock: _,
+            network: _,
         } = core;
         let provider = crate::llm::from_config(&config.llm)?;
         let scheduler = Settings::from_config(&config.scheduler).map_err(anyhow::Error::msg)?;

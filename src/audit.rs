@@ -20,6 +20,10 @@ CREATE TABLE audit (
 CREATE INDEX audit_session ON audit (session, id);
 ";
 
+/// What a command's network did: every decision of warden's egress proxy and the bytes by host
+/// (JSON: `{"events":[{"target","allowed","detail"}…],"traffic":{"host":{"sent","received"}}}`).
+pub const NETWORK_COLUMN: &str = "ALTER TABLE audit ADD COLUMN network TEXT;";
+
 /// What happened to a tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AuditDecision {
@@ -56,6 +60,8 @@ pub struct AuditEntry {
     pub reason: String,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// What the jail's network did during the call, when it had any ([`NETWORK_COLUMN`]).
+    pub network: Option<serde_json::Value>,
 }
 
 /// One row read back.
@@ -70,12 +76,15 @@ pub struct AuditRow {
     pub reason: String,
     pub exit_code: Option<i32>,
     pub duration_ms: i64,
+    /// As recorded ([`AuditEntry::network`]).
+    pub network: Option<serde_json::Value>,
 }
 
 pub fn record(db: &Database, entry: &AuditEntry) -> Result<(), DbError> {
     db.conn().execute(
-        "INSERT INTO audit (session, tool, input, decision, reason, exit_code, duration_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO audit (session, tool, input, decision, reason, exit_code, duration_ms,
+                            network)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
             entry.session,
             entry.tool,
@@ -83,7 +92,8 @@ pub fn record(db: &Database, entry: &AuditEntry) -> Result<(), DbError> {
             entry.decision.as_str(),
             entry.reason,
             entry.exit_code,
-            entry.duration_ms as i64
+            entry.duration_ms as i64,
+            entry.network.as_ref().map(|n| n.to_string())
         ],
     )?;
     Ok(())
@@ -93,7 +103,7 @@ pub fn record(db: &Database, entry: &AuditEntry) -> Result<(), DbError> {
 pub fn recent(db: &Database, limit: usize) -> Result<Vec<AuditRow>, DbError> {
     let conn = db.conn();
     let mut stmt = conn.prepare(
-        "SELECT id, at, session, tool, input, decision, reason, exit_code, duration_ms
+        "SELECT id, at, session, tool, input, decision, reason, exit_code, duration_ms, network
          FROM (SELECT * FROM audit ORDER BY id DESC LIMIT ?1) ORDER BY id",
     )?;
     let rows = stmt
@@ -108,10 +118,16 @@ pub fn recent(db: &Database, limit: usize) -> Result<Vec<AuditRow>, DbError> {
                 reason: r.get(6)?,
                 exit_code: r.get(7)?,
                 duration_ms: r.get(8)?,
+                network: network_of(r.get(9)?),
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+/// The stored network column, parsed (an unreadable one is kept as a string, not dropped).
+fn network_of(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
 }
 
 /// A time ago (`2h`, `30m`, `1day`) or an RFC 3339 time, as the stored timestamp format (UTC,
@@ -143,7 +159,7 @@ pub struct Filter {
 pub fn query(db: &Database, filter: &Filter) -> Result<Vec<AuditRow>, DbError> {
     let conn = db.conn();
     let mut stmt = conn.prepare(
-        "SELECT id, at, session, tool, input, decision, reason, exit_code, duration_ms
+        "SELECT id, at, session, tool, input, decision, reason, exit_code, duration_ms, network
          FROM (SELECT * FROM audit
                WHERE (?1 IS NULL OR session = ?1) AND (?2 IS NULL OR at >= ?2)
                ORDER BY id DESC LIMIT ?3)
@@ -163,6 +179,7 @@ pub fn query(db: &Database, filter: &Filter) -> Result<Vec<AuditRow>, DbError> {
                     reason: r.get(6)?,
                     exit_code: r.get(7)?,
                     duration_ms: r.get(8)?,
+                    network: network_of(r.get(9)?),
                 })
             },
         )?
@@ -233,6 +250,7 @@ mod tests {
                 reason: "outside the workspace".into(),
                 exit_code: None,
                 duration_ms: 3,
+                network: None,
             },
         )
         .unwrap();
@@ -257,6 +275,7 @@ mod tests {
                     reason: "ok".into(),
                     exit_code: Some(0),
                     duration_ms: 1,
+                    network: None,
                 },
             )
             .unwrap();

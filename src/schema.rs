@@ -42,6 +42,7 @@ pub const MIGRATIONS: &[Migration] = &[
     ("egress_grants_expiry", crate::egress::grants::EXPIRY_COLUMN),
     ("http_threads", crate::channels::http::threads::SCHEMA),
     ("slack", crate::channels::slack::store::SCHEMA),
+    ("audit_network", crate::audit::NETWORK_COLUMN),
 ];
 
 /// Open (creating) warden's database at `path`, with every store's tables.

@@ -54,6 +54,7 @@ pub fn run(config: &Config, args: AuditArgs) -> anyhow::Result<i32> {
                     "id": row.id, "at": row.at, "session": row.session, "tool": row.tool,
                     "input": input, "decision": row.decision, "reason": row.reason,
                     "exit_code": row.exit_code, "duration_ms": row.duration_ms,
+                    "network": row.network,
                 })
             );
         } else {
@@ -89,12 +90,59 @@ fn line(row: &AuditRow) -> String {
             crate::channels::terminal::escape_controls(&row.reason)
         ));
     }
+    if let Some(network) = &row.network {
+        for what in network_lines(network) {
+            line.push_str(&format!(
+                "\n    network: {}",
+                crate::channels::terminal::escape_controls(&what)
+            ));
+        }
+    }
     line
+}
+
+/// What the jail's network did, as recorded: each proxy decision, then the bytes by host.
+fn network_lines(network: &serde_json::Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for event in network["events"].as_array().into_iter().flatten() {
+        let target = event["target"].as_str().unwrap_or("?");
+        let detail = event["detail"].as_str().unwrap_or("");
+        lines.push(match event["allowed"].as_bool() {
+            Some(true) => format!("allowed {target} ({detail})"),
+            _ => format!("refused {target}: {detail}"),
+        });
+    }
+    for (host, bytes) in network["traffic"].as_object().into_iter().flatten() {
+        lines.push(format!(
+            "{host}: {} bytes sent, {} received",
+            bytes["sent"], bytes["received"]
+        ));
+    }
+    lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn network_lines_show_each_decision_and_the_bytes_by_host() {
+        let network = json!({
+            "events": [
+                {"target": "pkgs.test:80", "allowed": true, "detail": "127.0.0.1:8080"},
+                {"target": "evil.test:443", "allowed": false, "detail": "no [network.hosts] rule names evil.test"},
+            ],
+            "traffic": {"pkgs.test": {"sent": 80, "received": 1200}},
+        });
+        assert_eq!(
+            network_lines(&network),
+            [
+                "allowed pkgs.test:80 (127.0.0.1:8080)",
+                "refused evil.test:443: no [network.hosts] rule names evil.test",
+                "pkgs.test: 80 bytes sent, 1200 received",
+            ]
+        );
+    }
 
     #[test]
     fn since_takes_a_time_ago_or_a_time() {

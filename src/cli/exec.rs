@@ -84,7 +84,8 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
         eprintln!("warden: {why}");
         return EXIT_SETUP;
     }
-    let verdict = checker.check(&args.command.join(" "));
+    let command = args.command.join(" ");
+    let verdict = checker.check(&command);
     match verdict.decision {
         Decision::Allow => {}
         Decision::Deny => {
@@ -121,6 +122,15 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             network: Some(cli_sandbox::NetworkRun {
                 config: network,
                 yes: args.yes,
+            }),
+            audit: Some(cli_sandbox::ExecAudit {
+                command: command.clone(),
+                workspace: checker.paths().workspace().to_path_buf(),
+                decision: match verdict.decision {
+                    Decision::Ask => crate::audit::AuditDecision::Approved,
+                    _ => crate::audit::AuditDecision::Allow,
+                },
+                reason: verdict.reason.clone(),
             }),
         },
     )

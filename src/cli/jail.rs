@@ -40,6 +40,7 @@ pub fn run(args: JailArgs, config_path: Option<&Path>) -> i32 {
             &p.config,
             cli_sandbox::SandboxRun {
                 network: None,
+                audit: None,
                 backend: p.backend,
                 paths: p.paths,
                 script: &p.script,

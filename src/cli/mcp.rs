@@ -262,6 +262,7 @@ fn record(
             reason: reason.to_string(),
             exit_code: None,
             duration_ms: 0,
+            network: None,
         },
     )
     .map_err(|e| anyhow::anyhow!("the audit log could not be written: {e}"))

@@ -11,6 +11,9 @@ pub struct CheckArgs {
     pub policy: Option<PathBuf>,
     pub workspace: PathBuf,
     pub read_roots: Vec<PathBuf>,
+    /// The config's `[network]`: with rules, the network programs are checked as `exec` and
+    /// the agent would (`policy/network.toml`).
+    pub network: crate::egress::network::NetworkConfig,
     pub json: bool,
     /// `-` for stdin.
     pub batch: Option<PathBuf>,
@@ -32,6 +35,7 @@ impl CheckArgs {
             policy: policy.or(config.policy),
             workspace: super::workspace_or_cwd(workspace)?,
             read_roots: config.sandbox.read,
+            network: config.network,
             json,
             batch,
             command: (!command.is_empty()).then(|| command.join(" ")),
@@ -39,20 +43,21 @@ impl CheckArgs {
     }
 }
 
-/// Build a checker from a policy file (or the embedded default) for a workspace.
-pub fn checker(
-    policy: Option<&Path>,
-    workspace: &Path,
-    read_roots: &[PathBuf],
-) -> anyhow::Result<Checker> {
-    let policy = Arc::new(Policy::load(policy)?);
+/// Build a checker from a policy file (or the embedded default) for a workspace, with the
+/// network programs when `[network]` has rules.
+pub fn checker(args: &CheckArgs) -> anyhow::Result<Checker> {
+    let policy = Arc::new(Policy::load_with_network(
+        args.policy.as_deref(),
+        &args.network,
+    )?);
+    let (workspace, read_roots) = (&args.workspace, &args.read_roots);
     // `~` is the workspace: in the jail HOME is the workspace.
     Ok(policy.checker(workspace, read_roots, workspace)?)
 }
 
 /// Runs the check and returns the process exit code.
 pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
-    let mut checker = checker(args.policy.as_deref(), &args.workspace, &args.read_roots)?;
+    let mut checker = checker(&args)?;
     if let Some(batch) = &args.batch {
         return batch_check(&mut checker, batch);
     }
@@ -160,7 +165,7 @@ pub fn test(
 /// `warden policy explain`: the decision, then for each command the rule that judged it, the
 /// paths as written and as resolved, and the whole IR.
 pub fn explain(args: CheckArgs) -> anyhow::Result<i32> {
-    let mut checker = checker(args.policy.as_deref(), &args.workspace, &args.read_roots)?;
+    let mut checker = checker(&args)?;
     let Some(command) = args.command else {
         anyhow::bail!("give a command after `--`");
     };

@@ -105,27 +105,32 @@ pub fn run_in_sandbox(config: &Config, run: SandboxRun<'_>) -> i32 {
     );
     let mut options = ExecOptions::inherit(run.paths, timeout(run.timeout_flag, config));
     options.protection = run.protection;
-    let close = async {
+    let started = std::time::Instant::now();
+    let audit = run.audit;
+    let pool = Arc::new(pool);
+    let opened = pool.clone();
+    let close = |status: i32| async move {
         pool.shutdown().await;
         if let Some(network) = network {
-            for line in network.close().await.lines() {
+            let report = network.close().await;
+            for line in report.lines() {
                 eprintln!("warden: {line}");
+            }
+            if let Some(audit) = audit {
+                audit.record(config, status, started.elapsed(), &report);
             }
         }
     };
-    run_with(runtime, options, run.script, pool.get(run.session), close)
+    run_with(runtime, options, run.script, opened.get(run.session), close)
 }
 
 /// The jail's network when `[network]` has rules and this backend can confine it to the
-/// proxy; otherwise none, said on stderr.
+/// proxy (`egress::jailed::open`, as for the agent's commands); otherwise none, said on stderr.
 fn open_network(
     backend: Backend,
     network: &NetworkRun,
     spec: &mut JailSpec,
 ) -> Option<JailedNetwork> {
-    if !network.config.has_rules() {
-        return None;
-    }
     let yes = network.yes;
     let asker = NetworkAsker::new(move |request| {
         if yes {
@@ -139,17 +144,8 @@ fn open_network(
         }
         Box::pin(async move { yes })
     });
-    let started = match backend {
-        Backend::Docker => JailedNetwork::start_for_container(&network.config, Some(asker)),
-        Backend::Host => JailedNetwork::start(&network.config, Some(asker)),
-    };
-    match started {
-        Ok(jailed) => {
-            if let Some(jailed) = &jailed {
-                jailed.apply(spec);
-            }
-            jailed
-        }
+    match crate::egress::jailed::open(&network.config, backend, asker, spec) {
+        Ok(jailed) => jailed,
         Err(why) => {
             eprintln!("warden: {why}");
             None
@@ -170,6 +166,53 @@ pub struct SandboxRun<'a> {
     pub protection: Option<crate::verify::Protection>,
     /// `[network]` (the config's over the policy file's); `None` for `warden jail`.
     pub network: Option<NetworkRun>,
+    /// The audit row written when the run had the network; `None` for `warden jail`.
+    pub audit: Option<ExecAudit>,
+}
+
+/// What `warden exec`'s audit row says about a run that had the network (the proxy's every
+/// decision and the bytes by host go into it, as for the agent's commands).
+pub struct ExecAudit {
+    pub command: String,
+    pub workspace: PathBuf,
+    pub decision: crate::audit::AuditDecision,
+    /// The policy's reason.
+    pub reason: String,
+}
+
+impl ExecAudit {
+    /// Written after the run (the report exists only then); a failure is said on stderr.
+    fn record(
+        self,
+        config: &Config,
+        status: i32,
+        took: Duration,
+        report: &crate::egress::jailed::NetworkReport,
+    ) {
+        let entry = crate::audit::AuditEntry {
+            session: "exec".into(),
+            tool: "exec".into(),
+            input: serde_json::json!({
+                "command": self.command,
+                "workspace": self.workspace,
+            })
+            .to_string(),
+            decision: self.decision,
+            reason: self.reason,
+            exit_code: Some(status),
+            duration_ms: took.as_millis() as u64,
+            network: Some(report.to_json()),
+        };
+        let recorded = crate::schema::open_in(&config.data_dir)
+            .map_err(|e| e.to_string())
+            .and_then(|db| crate::audit::record(&db, &entry).map_err(|e| e.to_string()));
+        if let Err(e) = recorded {
+            eprintln!(
+                "warden: the audit log in {} could not be written: {e}",
+                config.data_dir.display()
+            );
+        }
+    }
 }
 
 /// The network a run may use.
@@ -203,17 +246,17 @@ pub fn run_on_host(
             return EXIT_SETUP;
         }
     };
-    run_with(runtime, options, script, open, async {})
+    run_with(runtime, options, script, open, |_| async {})
 }
 
 /// Open a sandbox with `open`, run `script` in it, then `close` (inside one runtime, with
 /// SIGINT/SIGTERM/SIGHUP cancelling the script).
-fn run_with(
+fn run_with<Close: Future<Output = ()>>(
     runtime: tokio::runtime::Runtime,
     mut options: ExecOptions,
     script: &Script,
     open: impl Future<Output = Result<Arc<dyn Sandbox>, SandboxError>>,
-    close: impl Future<Output = ()>,
+    close: impl FnOnce(i32) -> Close,
 ) -> i32 {
     runtime.block_on(async {
         let cancel = CancellationToken::new();
@@ -234,7 +277,7 @@ fn run_with(
             }
         };
         drop(sandbox);
-        close.await;
+        close(status).await;
         status
     })
 }

@@ -144,6 +144,7 @@ impl Gate {
             reason: reason.clone(),
             exit_code: None,
             duration_ms: started.elapsed().as_millis() as u64,
+            network: None,
         };
         if let Err(e) = audit::record(&self.db, &entry) {
             tracing::error!("audit log write failed: {e}");

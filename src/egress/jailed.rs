@@ -17,7 +17,7 @@ use super::confinement::Confined;
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
 use crate::sandbox::host::connect::RefusedConnects;
 use crate::sandbox::host::netns::Bypasses;
-use crate::sandbox::JailSpec;
+use crate::sandbox::{Backend, JailSpec};
 use crate::skills::egress::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,6 +70,44 @@ impl NetworkReport {
         }
         lines
     }
+
+    /// For the run's audit row: every decision, the bytes by host, what went around the proxy.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "events": self.events,
+            "traffic": self.traffic,
+            "bypasses": self.bypasses.map(|b| serde_json::json!({
+                "refused": b.refused,
+                "unroutable": b.unroutable,
+            })),
+            "refused_connects": self.refused_connects.as_ref().map(|r| serde_json::json!({
+                "count": r.count,
+                "first": r.first,
+            })),
+        })
+    }
+}
+
+/// Open the jail's network for one run when `[network]` has rules (`Ok(None)` when it has
+/// none): the proxy and the confinement that keeps the jail to it (for a Docker container,
+/// its own namespace), and `spec` pointed at them; an error says why none can be made.
+pub fn open(
+    config: &NetworkConfig,
+    backend: Backend,
+    asker: NetworkAsker,
+    spec: &mut JailSpec,
+) -> Result<Option<JailedNetwork>, String> {
+    if !config.has_rules() {
+        return Ok(None);
+    }
+    let jailed = match backend {
+        Backend::Docker => JailedNetwork::start_for_container(config, Some(asker))?,
+        Backend::Host => JailedNetwork::start(config, Some(asker))?,
+    };
+    if let Some(jailed) = &jailed {
+        jailed.apply(spec);
+    }
+    Ok(jailed)
 }
 
 /// Why a run has no network although `[network]` has rules.

@@ -680,6 +680,7 @@ impl Inner {
             reason: format!("{:?}: {}", failure.kind, failure.detail),
             exit_code: None,
             duration_ms: 0,
+            network: None,
         };
         if let Err(e) = crate::audit::record(&self.db, &entry) {
             tracing::warn!(run = row.id, "auditing a failed run: {e}");

@@ -658,6 +658,7 @@ impl McpServers {
             reason: crate::redact::redact(reason),
             exit_code: None,
             duration_ms: since.elapsed().as_millis() as u64,
+            network: None,
         };
         if let Err(e) = audit::record(&self.db, &entry) {
             tracing::error!("audit log write failed for mcp:{name}: {e}");

@@ -681,6 +681,7 @@ impl Checker {
         command.redirects = redirects;
         command.paths = paths;
         command.runs_code = analysis.runs_code.is_some();
+        command.network = analysis.network;
         command.checksums_on_stdin = checksums_on_stdin;
         command.ask = ask;
         Ok(Checked {

@@ -93,6 +93,10 @@ pub struct Command {
     /// runs it only in a sandbox that confines code.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub runs_code: bool,
+    /// The program reaches the network (a rule of `policy/network.toml`): the line runs with
+    /// the jail's way out, warden's egress proxy.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
     /// Why this command needs a person's approval; `None` when the policy allows it as it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ask: Option<Ask>,
@@ -354,6 +358,13 @@ impl Script {
         }
     }
 
+    /// Whether a command of the line may use the network when `[network]` has rules: a
+    /// network program ([`Command::network`]), or code the policy cannot read (which may open
+    /// connections as well as any program).
+    pub fn may_use_network(&self) -> bool {
+        self.commands().any(|c| c.network || c.runs_code)
+    }
+
     /// The compound commands, outermost first, with their redirections.
     pub fn compounds(&self) -> impl Iterator<Item = &Command> {
         let mut out = Vec::new();
@@ -421,6 +432,7 @@ impl Command {
             process_substitutions: Vec::new(),
             checksums_on_stdin: false,
             runs_code: false,
+            network: false,
             ask: None,
         }
     }

@@ -60,6 +60,13 @@ pub const NETWORK_POLICY: &str = include_str!("../../policy/network.toml");
 struct NetworkPrograms {
     programs: BTreeMap<String, ProgramRule>,
     subcommands: BTreeMap<String, BTreeMap<String, ProgramRule>>,
+    /// Expectations for these rules (run by the tests below), with their workspace.
+    #[serde(default)]
+    #[allow(dead_code)]
+    fixture: fixture::FixtureSpec,
+    #[serde(default)]
+    #[allow(dead_code)]
+    tests: Vec<rules::TestCase>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -405,14 +412,15 @@ mod tests {
         let plain = Policy::embedded_default();
         assert!(!plain.networked());
         let git = plain.rule("git").unwrap();
-        assert!(!git.subcommands.contains_key("clone"));
+        assert_eq!(git.subcommands["clone"].decision, Decision::Deny);
 
         let rules: crate::egress::network::NetworkConfig =
             toml::from_str("[hosts]\n\"a.test\" = \"allow\"").unwrap();
         let networked = Policy::load_with_network(None, &rules).unwrap();
         assert!(networked.networked());
         let git = networked.rule("git").unwrap();
-        assert!(git.subcommands.contains_key("clone") && git.subcommands.contains_key("status"));
+        assert_eq!(git.subcommands["clone"].decision, Decision::Allow);
+        assert!(git.subcommands.contains_key("status"));
         assert_eq!(networked.rule("curl").unwrap().decision, Decision::Allow);
         assert!(networked.rule("pip3").is_some());
 
@@ -426,6 +434,59 @@ mod tests {
         assert_eq!(from_file.rule("wget").unwrap().decision, Decision::Deny);
         assert_eq!(from_file.network().hosts.len(), 1);
         assert!(Policy::from_user_toml("[network.hosts]\n\"b.test\" = \"maybe\"\n", "u").is_err());
+    }
+
+    #[test]
+    fn the_network_policys_own_tests_pass_with_network_rules() {
+        let rules: crate::egress::network::NetworkConfig =
+            toml::from_str("[hosts]\n\"a.test\" = \"allow\"").unwrap();
+        let policy = Arc::new(Policy::load_with_network(None, &rules).unwrap());
+        let programs: NetworkPrograms = toml::from_str(NETWORK_POLICY).unwrap();
+        assert!(programs.tests.len() > 10);
+        let suite = suite::Suite {
+            origin: "policy/network.toml".into(),
+            fixture: programs.fixture,
+            tests: programs.tests,
+        };
+        let failed: Vec<String> = suite::run(&policy, &[suite])
+            .unwrap()
+            .into_iter()
+            .filter_map(|o| o.failure.map(|f| format!("{}: {f}", o.case.cmd)))
+            .collect();
+        assert!(failed.is_empty(), "{failed:#?}");
+    }
+
+    #[test]
+    fn the_checker_marks_the_commands_that_reach_the_network() {
+        let rules: crate::egress::network::NetworkConfig =
+            toml::from_str("[hosts]\n\"a.test\" = \"allow\"").unwrap();
+        let policy = Arc::new(Policy::load_with_network(None, &rules).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let mut checker = policy.checker(&ws, &[], &ws).unwrap();
+        for (command, network) in [
+            ("curl -sS http://a.test/", true),
+            ("ls && wget -q -O x http://a.test/", true),
+            ("git clone http://a.test/r.git", true),
+            ("uv pip install --target libs x", true),
+            ("pnpm install", true),
+            ("pip install --target libs x", true),
+            ("make", true),
+            ("ls -la", false),
+            ("cat README.md", false),
+        ] {
+            let verdict = checker.check(command);
+            assert_ne!(
+                verdict.decision,
+                Decision::Deny,
+                "{command}: {}",
+                verdict.reason
+            );
+            assert_eq!(verdict.script.may_use_network(), network, "{command}");
+        }
+        // xargs runs only what the policy knows every effect of: not a network command.
+        let verdict = checker.check("echo http://a.test/ | xargs curl");
+        assert_eq!(verdict.decision, Decision::Deny, "{}", verdict.reason);
     }
 
     #[test]

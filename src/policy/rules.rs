@@ -147,6 +147,11 @@ pub struct ProgramRule {
     /// the command as written; what runs is that command with these added.
     #[serde(default)]
     pub added_args: Vec<String>,
+    /// The program (or subcommand) reaches the network (`policy/network.toml`): a command
+    /// line holding it gets the jail's way out, warden's egress proxy, when `[network]` has
+    /// rules, and asks first in a run that read untrusted content.
+    #[serde(default)]
+    pub network: bool,
 }
 
 /// What an empty `[programs.NAME]` table means: allowed, every positional a possible path,
@@ -170,6 +175,7 @@ impl Default for ProgramRule {
             no_code: Vec::new(),
             needs_args: None,
             added_args: Vec::new(),
+            network: false,
         }
     }
 }
@@ -381,6 +387,8 @@ pub struct Analysis {
     /// commit`, `cargo test`), its script (`python3 tool.py`) or module (`python3 -m pytest`):
     /// an "always" approval covers commands that agree on them. `None`: every argument does.
     pub shape: Option<usize>,
+    /// The program or its subcommand reaches the network ([`ProgramRule::network`]).
+    pub network: bool,
 }
 
 /// One parsed flag occurrence.
@@ -513,17 +521,27 @@ impl ProgramRule {
             )),
             Decision::Allow => {}
         }
-        let sub_analysis = sub_rule.analyze(&full, &args[index + 1..])?;
+        // A subcommand with subcommands of its own (`uv pip install`) is analysed the same way.
+        let sub_analysis = sub_rule.analyze_command(&full, &args[index + 1..])?;
         analysis.paths.extend(sub_analysis.paths);
         analysis.ask.extend(sub_analysis.ask);
-        analysis.shape = Some(index + 1);
+        analysis.network |= sub_analysis.network;
+        // The shape reaches the innermost subcommand.
+        let nested = match sub_rule.subcommands.is_empty() {
+            true => 0,
+            false => sub_analysis.shape.unwrap_or(0),
+        };
+        analysis.shape = Some(index + 1 + nested);
         Ok(analysis)
     }
 
     /// Generic analysis: flags (combined short flags, `--flag=value`, `--`), then positionals
     /// by role. `program` is used in reasons.
     pub fn analyze(&self, program: &str, args: &[String]) -> Result<Analysis, Denial> {
-        let mut analysis = Analysis::default();
+        let mut analysis = Analysis {
+            network: self.network,
+            ..Analysis::default()
+        };
         let mut checksum_lists = false;
         let mut positionals: Vec<&str> = Vec::new();
         let mut i = 0;

@@ -70,7 +70,8 @@ impl Checker {
                 "`{shown}` writes files; warden's xargs runs only read-only commands"
             )));
         }
-        if checked.command.builtin.is_some() || checked.command.runs_code {
+        if checked.command.builtin.is_some() || checked.command.runs_code || checked.command.network
+        {
             return Err(deny(format!(
                 "`{shown}` is not a plain program whose every effect the policy knows"
             )));

@@ -93,6 +93,29 @@ impl SandboxPool {
         }
     }
 
+    /// A sandbox of its own over the pool's spec as `change` leaves it (one command line with
+    /// the network: its confinement and proxy), dropped when the caller drops it: a host jail,
+    /// or on the Docker backend a container of its own (removed when dropped), apart from the
+    /// session's warm one.
+    pub async fn own_with(
+        &self,
+        session: &str,
+        change: impl FnOnce(&mut JailSpec),
+    ) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let mut spec = self.spec.clone();
+        change(&mut spec);
+        match self.backend {
+            Backend::Host => Ok(Arc::new(HostSandbox::with_options(
+                spec,
+                self.host_options,
+            )?)),
+            Backend::Docker => Ok(Arc::new(
+                DockerSandbox::connect(&self.config.docker, spec, &format!("{session}-net"))
+                    .await?,
+            )),
+        }
+    }
+
     /// Remove every container this pool started (warden is exiting).
     pub async fn shutdown(&self) {
         let sandboxes: Vec<Arc<DockerSandbox>> =

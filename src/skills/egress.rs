@@ -46,6 +46,8 @@ use tokio_util::sync::CancellationToken;
 /// Time a client has to send its request head, and to connect upstream.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopping proxy waits for its connections to end (and count their bytes).
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Connections handled at once.
 const MAX_CONNECTIONS: usize = 64;
 
@@ -233,6 +235,12 @@ async fn serve(
             handle(client, &rules, record, count).await;
         });
     }
+    // The jail is gone when the proxy stops, so its connections are closing: let them finish
+    // counting their bytes for a moment before the rest are dropped.
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
     connections.shutdown().await;
 }
 

@@ -226,6 +226,7 @@ pub fn audit_action(
             reason: reason.to_string(),
             exit_code: None,
             duration_ms: 0,
+            network: None,
         },
     )
     .map_err(|e| format!("the audit log could not be written: {e}"))

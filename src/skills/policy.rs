@@ -131,6 +131,7 @@ fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
         no_code: Vec::new(),
         needs_args: None,
         added_args: Vec::new(),
+        network: false,
     }
 }
 

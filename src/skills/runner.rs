@@ -89,6 +89,7 @@ impl SkillRunner {
             reason: report.reason.clone(),
             exit_code: report.exit_code(),
             duration_ms: started.elapsed().as_millis() as u64,
+            network: None,
         };
         let recorded = audit::record(&self.db, &entry).and_then(|()| {
             Grants::new(&self.db).record_run(

@@ -69,6 +69,7 @@ pub async fn ask(approver: &dyn Approver, request: &ApprovalRequest) -> Result<(
             decision: AuditDecision::Rejected,
             reason: format!("{why}; {}", request.reason),
             exit_code: None,
+            network: None,
         }),
     }
 }

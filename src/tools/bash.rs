@@ -7,8 +7,10 @@
 use super::approval::{self, Always, ApprovalRequest};
 use super::approval_rules::ApprovalRules;
 use super::background::{Background, Start};
+use super::network::{self, CommandNetwork, Opened};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::audit::AuditDecision;
+use crate::egress::jailed::NetworkReport;
 use crate::exec::{run_script, ExecError, ExecOptions, RunOutput};
 use crate::llm::ToolSpec;
 use crate::persistence::PromptFiles;
@@ -37,6 +39,16 @@ pub struct BashTool {
     workspace: PathBuf,
     /// Commands started with `background: true`; `None`: not offered.
     background: Option<Arc<Background>>,
+    /// `[network]` with rules: lines that may use the network get warden's egress proxy.
+    network: Option<Arc<CommandNetwork>>,
+}
+
+/// What running one line left: its output, and what its network did.
+struct Ran {
+    result: Result<RunOutput, ExecError>,
+    network: Option<NetworkReport>,
+    /// Why a line that may use the network ran without it.
+    unavailable: Option<String>,
 }
 
 impl BashTool {
@@ -59,7 +71,14 @@ impl BashTool {
             rules: None,
             workspace,
             background: None,
+            network: None,
         }
+    }
+
+    /// Give lines that may use the network warden's egress proxy (`[network]` has rules).
+    pub fn with_network(mut self, network: Arc<CommandNetwork>) -> BashTool {
+        self.network = Some(network);
+        self
     }
 
     /// Offer `background: true`: the command starts in `background` and the call returns.
@@ -111,18 +130,46 @@ impl BashTool {
         paths: crate::policy::PathPolicy,
         timeout: Duration,
         ctx: &ToolContext,
-    ) -> Result<RunOutput, ExecError> {
-        let sandbox = self
-            .sandboxes
-            .get(&ctx.session)
-            .await
-            .map_err(ExecError::Sandbox)?;
+    ) -> Ran {
+        let opened = match &self.network {
+            Some(network) => network.open(&self.sandboxes, &verdict.script, ctx).await,
+            None => self
+                .sandboxes
+                .get(&ctx.session)
+                .await
+                .map(|sandbox| Opened {
+                    sandbox,
+                    network: None,
+                    unavailable: None,
+                }),
+        };
+        let opened = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                return Ran {
+                    result: Err(ExecError::Sandbox(e)),
+                    network: None,
+                    unavailable: None,
+                }
+            }
+        };
         let protection = self.prompt_files.protection(&paths, ctx.taint.is_tainted());
         let mut options = ExecOptions::capture(paths, timeout);
         options.save_dir = Some(self.save_dir.clone());
         options.cancel = ctx.cancel.clone();
         options.protection = Some(protection);
-        run_script(sandbox.as_ref(), &verdict.script, &options).await
+        let result = run_script(opened.sandbox.as_ref(), &verdict.script, &options).await;
+        // Every process of the line is gone: the proxy closes, its report complete.
+        drop(opened.sandbox);
+        let network = match opened.network {
+            Some(network) => Some(network.close().await),
+            None => None,
+        };
+        Ran {
+            result,
+            network,
+            unavailable: opened.unavailable,
+        }
     }
 
     /// Start the checked, approved command in the background and return at once.
@@ -159,6 +206,7 @@ impl BashTool {
                     decision: AuditDecision::Deny,
                     reason: why,
                     exit_code: None,
+                    network: None,
                 }
             }
         };
@@ -178,6 +226,7 @@ impl BashTool {
                 approved.reason(verdict.reason)
             ),
             exit_code: None,
+            network: None,
         }
     }
 }
@@ -272,6 +321,15 @@ impl Tool for BashTool {
             "command": {"type": "string"},
             "timeout_secs": {"type": "integer", "minimum": 1, "description": "at most the configured limit"}
         });
+        if self.network.is_some() {
+            // Here the network tools are allowed, within [network].
+            description = description.replace("(no shells or network tools)", "(no shells)");
+            description.push_str(
+                " Network programs (curl, wget, git clone/fetch/pull, pip, uv pip, npm and pnpm \
+                 install) reach only the hosts warden's [network] rules allow, through its \
+                 proxy; a refused host comes back with the rule that would allow it.",
+            );
+        }
         if let Some(background) = &self.background {
             description.push_str(&format!(
                 " With background: true it starts the command and returns at once (at most {} \
@@ -337,6 +395,12 @@ impl Tool for BashTool {
         if let Some(Err(why)) = background.map(|b| b.room()) {
             return ToolOutput::denied(format!("not started: {why}"));
         }
+        if background.is_some() && self.network.is_some() && verdict.script.may_use_network() {
+            return ToolOutput::denied(
+                "not started: a line that may use the network runs in the foreground (warden's \
+                 egress proxy for it lives as long as the call); run it without background",
+            );
+        }
         // A line that reads untrusted files taints the run from here on, and already for its
         // own writes (`cat attachments/x >> MEMORY.md`).
         let untrusted = self.prompt_files.untrusted_in_script(&verdict.script);
@@ -344,11 +408,21 @@ impl Tool for BashTool {
         let persists = self
             .prompt_files
             .why_ask(&touched, &ctx.taint.with(&untrusted));
+        // In a tainted run, a line that may use the network asks, showing where it may go.
+        let reaches = self
+            .network
+            .as_ref()
+            .and_then(|network| network.why_ask(&verdict.script, &ctx.taint.with(&untrusted)));
         // Only an ask of the policy's alone may be answered by a rule the chat stored ("Always
-        // in this chat"); one about what the line writes (prompt files) goes to a person.
-        let shapes = match (verdict.decision, &persists) {
-            (Decision::Ask, None) => CommandShape::of_script(&verdict.script),
+        // in this chat"); one about what the line writes (prompt files) or where it may reach
+        // in a tainted run goes to a person.
+        let shapes = match (verdict.decision, &persists, &reaches) {
+            (Decision::Ask, None, None) => CommandShape::of_script(&verdict.script),
             _ => Vec::new(),
+        };
+        let persists = match (persists, reaches) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
         };
         let reason = match (verdict.decision, persists) {
             (Decision::Ask, Some(why)) => Some(format!("{}; {why}", verdict.reason)),
@@ -394,13 +468,15 @@ impl Tool for BashTool {
             "Running `{}`…",
             describe(&verdict).replace('\n', " | ")
         ));
-        match self.execute(&verdict, paths, timeout, ctx).await {
+        let ran = self.execute(&verdict, paths, timeout, ctx).await;
+        let mut output = match ran.result {
             Ok(out) => ToolOutput {
                 content: format_result(command, &out, timeout),
                 is_error: out.timed_out || out.cancelled,
                 decision: approved.decision(),
                 reason: approved.reason(verdict.reason),
                 exit_code: Some(out.status),
+                network: None,
             },
             Err(ExecError::Protected(refusal)) => {
                 // The person sees it too: the model may not mention it.
@@ -408,6 +484,19 @@ impl Tool for BashTool {
                 ToolOutput::denied(refusal.to_string())
             }
             Err(e) => ToolOutput::error(format!("the command could not be run: {e}")),
+        };
+        // What the proxy did reaches the model (refusals name the config key) and the audit.
+        if let Some(why) = ran.unavailable {
+            output.content.push_str(&format!("\n[network: {why}]"));
         }
+        if let Some(report) = ran.network {
+            let lines = network::result_lines(&report);
+            if !lines.is_empty() {
+                output.content.push('\n');
+                output.content.push_str(lines.trim_end());
+            }
+            output.network = Some(report.to_json());
+        }
+        output
     }
 }

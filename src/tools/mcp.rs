@@ -172,6 +172,7 @@ impl Tool for McpTool {
                         false => format!("answered by the MCP server {}", self.server),
                     },
                     exit_code: None,
+                    network: None,
                 }
             }
             CallOutcome::Refused(why) => ToolOutput::denied(why),

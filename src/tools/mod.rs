@@ -12,6 +12,7 @@ pub mod files;
 pub mod lasting;
 pub mod mcp;
 pub mod memory_search;
+pub mod network;
 pub mod outbox;
 pub mod output;
 pub mod process;
@@ -48,6 +49,8 @@ pub struct ToolOutput {
     /// Why (the policy's reason for bash; a short summary otherwise).
     pub reason: String,
     pub exit_code: Option<i32>,
+    /// What the jail's network did (every proxy decision, bytes by host), for the audit row.
+    pub network: Option<serde_json::Value>,
 }
 
 impl ToolOutput {
@@ -58,6 +61,7 @@ impl ToolOutput {
             decision: AuditDecision::Allow,
             reason: "ok".into(),
             exit_code: None,
+            network: None,
         }
     }
 
@@ -70,6 +74,7 @@ impl ToolOutput {
             decision: AuditDecision::Deny,
             reason,
             exit_code: None,
+            network: None,
         }
     }
 
@@ -91,6 +96,7 @@ impl ToolOutput {
             decision: AuditDecision::Error,
             reason: message,
             exit_code: None,
+            network: None,
         }
     }
 }
@@ -249,6 +255,7 @@ impl ToolSet {
             reason: output.reason.clone(),
             exit_code: output.exit_code,
             duration_ms: started.elapsed().as_millis() as u64,
+            network: output.network.clone(),
         };
         if let Err(e) = audit::record(&self.db, &entry) {
             // The audit log is part of the security story: refuse to hand back a result that

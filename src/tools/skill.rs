@@ -103,6 +103,7 @@ impl Tool for SkillTool {
             decision: report.decision,
             reason: report.reason.clone(),
             exit_code: report.exit_code(),
+            network: None,
         }
     }
 }

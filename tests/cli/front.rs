@@ -213,6 +213,7 @@ fn audit_shows_what_ran_filtered_by_session_and_time() {
                 reason: reason.into(),
                 exit_code: None,
                 duration_ms: 2,
+                network: None,
             },
         )
         .unwrap();

@@ -37,9 +37,13 @@ impl Net {
         let served = env.outside("served");
         std::fs::write(served.join("hello.txt"), "hello from the test server\n").unwrap();
         let server = FileServer::start(&served);
+        // The audit log (a run with the network writes a row) stays in the test's folder.
+        let data = env.outside("data");
         let mut config = format!(
-            "{rules}\n[network.resolve]\n\"pkgs.test\" = \"{}\"\n\"other.test\" = \"{}\"\n",
-            server.addr, server.addr
+            "data_dir = \"{}\"\n{rules}\n[network.resolve]\n\"pkgs.test\" = \"{}\"\n\"other.test\" = \"{}\"\n",
+            data.display(),
+            server.addr,
+            server.addr
         );
         if confinement == Confinement::Supervisor {
             config.push_str("[network]\nconfinement = \"supervisor\"\n");
@@ -158,6 +162,33 @@ pub fn curl_reaches_only_allowed_hosts(net: &Net, as_nobody: bool) -> Option<()>
         ["GET /hello.txt HTTP/1.1"],
         "only the allowed request reached the server"
     );
+    // Each run's audit row holds the proxy's decisions and the bytes by host.
+    let audit = warden_in(&net.env, &["audit", "--json"]);
+    let rows: Vec<serde_json::Value> = audit
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3, "{audit:?}");
+    assert_eq!(rows[0]["tool"], "exec");
+    assert_eq!(
+        rows[0]["input"]["command"],
+        "curl -sS -f http://pkgs.test/hello.txt"
+    );
+    assert_eq!(rows[0]["exit_code"], 0);
+    assert_eq!(
+        rows[0]["network"]["traffic"]["pkgs.test"]["received"]
+            .as_u64()
+            .map(|n| n > 26),
+        Some(true),
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(rows[1]["network"]["events"][0]["allowed"], false);
+    assert!(rows[2]["network"]["events"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("other.test"));
     Some(())
 }
 
@@ -224,7 +255,7 @@ fn an_ask_rule_needs_an_approval_naming_host_method_and_path() {
 }
 
 #[test]
-fn git_clone_over_http_works() {
+fn git_clone_and_pull_over_http_work() {
     if !namespaces_available() {
         return;
     }
@@ -271,6 +302,33 @@ pub fn git_clone_over_dumb_http(net: &Net, as_nobody: bool) -> Option<()> {
     let r = net.exec_as(as_nobody, &[], "git -C copy ls-remote origin")?;
     assert_eq!(r.status, 0, "{r:?}");
     assert!(r.stdout.contains("refs/heads/"), "{r:?}");
+
+    // A new commit upstream arrives with pull, git's safety settings in front of it.
+    std::fs::write(source.join("README"), "pulled through the proxy\n").unwrap();
+    git(&source, &["commit", "-qam", "two"]);
+    git(&source, &["push", "-q", bare.to_str().unwrap(), "HEAD"]);
+    git(&bare, &["update-server-info"]);
+    let r = net.exec_as(as_nobody, &[], "git -C copy pull -q --ff-only")?;
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(net.env.ws.join("copy/README")).unwrap(),
+        "pulled through the proxy\n"
+    );
+
+    // A pulled tree that would plant attributes naming a filter driver is undone and refused
+    // by the write verifier (what the merge brings is read by nobody before it runs).
+    std::fs::write(source.join(".gitattributes"), "* filter=evil\n").unwrap();
+    git(&source, &["add", ".gitattributes"]);
+    git(&source, &["commit", "-qm", "three"]);
+    git(&source, &["push", "-q", bare.to_str().unwrap(), "HEAD"]);
+    git(&bare, &["update-server-info"]);
+    let r = net.exec_as(as_nobody, &[], "git -C copy pull -q --ff-only")?;
+    assert_eq!(r.status, 126, "{r:?}");
+    assert!(
+        r.stderr.contains("changed files warden protects") && r.stderr.contains(".gitattributes"),
+        "{r:?}"
+    );
+    assert!(!net.env.ws.join("copy/.gitattributes").exists());
     Some(())
 }
 
@@ -519,4 +577,26 @@ fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
         "{planted:?}"
     );
     assert!(!hook.exists(), "a hook was left behind: {planted:?}");
+}
+
+/// `warden policy check` answers as `warden exec` would check: with `[network]` rules in the
+/// config, the network programs are allowed; without, refused saying why.
+#[test]
+fn policy_check_follows_the_configs_network_rules() {
+    let net = Net::allowing_pkgs();
+    let r = warden_in(
+        &net.env,
+        &["policy", "check", "--", "curl -sS http://pkgs.test/"],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    let plain = Net::new("");
+    let r = warden_in(
+        &plain.env,
+        &["policy", "check", "--", "curl -sS http://pkgs.test/"],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.all().contains("the sandbox has no network"), "{r:?}");
+    let r = warden_in(&net.env, &["policy", "check", "--", "git pull --rebase"]);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.all().contains("rebases local commits"), "{r:?}");
 }

@@ -7,6 +7,7 @@ mod common;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent;
 mod exec;
 mod jail;
 mod supervisor;

@@ -26,12 +26,20 @@ impl WebBot {
 
     /// [`WebBot::start`] with `config` added to the config file.
     pub async fn start_with(script: fn(&Request) -> Turn, config: &str) -> WebBot {
+        WebBot::start_with_web(script, |_| config.to_string()).await
+    }
+
+    /// [`WebBot::start`] with config made knowing the fake web (its address).
+    pub async fn start_with_web(
+        script: fn(&Request) -> Turn,
+        config: impl FnOnce(&FakeWeb) -> String,
+    ) -> WebBot {
         let tg = FakeTelegram::start(TOKEN).await;
         let llm = FakeLlm::anthropic_with(script).await;
         let web = FakeWeb::start().await;
         let home = tempfile::tempdir().unwrap();
         let env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
-        env.write_config(&format!("{}{config}", web.resolve_toml()));
+        env.write_config(&format!("{}{}", web.resolve_toml(), config(&web)));
         let bot = BotProcess::start(&env);
         tg.wait_for_calls("getUpdates", 1, WAIT).await;
         WebBot {

@@ -63,6 +63,7 @@ impl Tool for Guarded {
                 decision: AuditDecision::Rejected,
                 reason: why,
                 exit_code: None,
+                network: None,
             },
         }
     }

@@ -163,6 +163,7 @@ impl Auth {
             reason: reason.into(),
             exit_code: None,
             duration_ms: 0,
+            network: None,
         };
         if let Err(e) = crate::audit::record(&self.db, &entry) {
             tracing::warn!("auditing a refused HTTP request: {e}");

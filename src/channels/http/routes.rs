@@ -285,6 +285,7 @@ pub async fn audit(State(api): Shared, Query(filter): Query<AuditFilter>) -> Ans
                 "id": r.id, "at": r.at, "session": r.session, "tool": r.tool,
                 "input": r.input, "decision": r.decision, "reason": r.reason,
                 "exit_code": r.exit_code, "duration_ms": r.duration_ms,
+                "network": r.network,
             })
         })
         .collect();

@@ -170,6 +170,16 @@ pub fn analyze(
     if WORK_TREE_WRITERS.contains(&sub.as_str()) && !stash_reads(sub, rest) {
         analysis.paths.push((base_text.clone(), Access::Write));
     }
+    // pull merges a tree nobody has read yet: it may write anything in the work tree, so the
+    // whole work tree is declared written (an instruction file there asks first), and later
+    // commands of the line may not resolve paths beneath it. What it leaves in git's own
+    // files is judged by the write verifier after it ran.
+    if sub == "pull" {
+        let tree = locate(&start)?.map_or_else(|| start.clone(), |l| l.work_tree);
+        let tree = tree.to_string_lossy().into_owned();
+        analysis.paths.push((tree.clone(), Access::Write));
+        analysis.changed_trees.push(tree);
+    }
     // clone makes its directory where it runs unless told where.
     if sub == "clone" {
         analysis.paths.push((base_text.clone(), Access::Write));
@@ -202,6 +212,7 @@ pub fn analyze(
             .map(|(p, access)| (base.join(&p).to_string_lossy().into_owned(), access)),
     );
     analysis.ask.extend(sub_analysis.ask);
+    analysis.network |= sub_analysis.network;
     analysis.shape = Some(i + 1);
     // Replacement refs would make git use other objects than the ones the policy read.
     let mut argv = vec![

@@ -73,6 +73,7 @@ impl Failure {
                     decision,
                     reason: refusal.reason,
                     exit_code: None,
+                    network: None,
                 },
             },
             // A refusal by the resolver (a name with a private address) surfaces here.
