@@ -8,6 +8,7 @@ use super::{Backend, JailSpec, Sandbox, SandboxError};
 use crate::config::SandboxConfig;
 use crate::policy::PathPolicy;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
@@ -109,10 +110,15 @@ impl SandboxPool {
                 spec,
                 self.host_options,
             )?)),
-            Backend::Docker => Ok(Arc::new(
-                DockerSandbox::connect(&self.config.docker, spec, &format!("{session}-net"))
-                    .await?,
-            )),
+            Backend::Docker => {
+                // Container names must differ while lines of one session overlap.
+                static LINES: AtomicU64 = AtomicU64::new(0);
+                let n = LINES.fetch_add(1, Ordering::Relaxed);
+                let name = format!("{session}-net{n}");
+                Ok(Arc::new(
+                    DockerSandbox::connect(&self.config.docker, spec, &name).await?,
+                ))
+            }
         }
     }
 

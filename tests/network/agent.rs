@@ -7,7 +7,7 @@ use crate::common::is_root;
 use crate::support::fake_llm::{FakeLlm, Request, Turn};
 use crate::support::fake_web::FakeWeb;
 use crate::support::warden_bot::OWNER;
-use crate::support::warden_run::{audit_all, warden, warden_run, write_config};
+use crate::support::warden_run::{audit_all, warden, warden_run, workspace, write_config};
 use crate::support::web_bot::{WebBot, WAIT};
 use serde_json::{json, Value};
 
@@ -432,4 +432,70 @@ async fn git_pull_in_a_folder_with_instruction_files_asks_first() {
         "{results:?}"
     );
     assert!(web.requests().is_empty());
+}
+
+/// On the Docker backend a line that may use the network runs in a container of its own whose
+/// only way out is warden's listener in its namespace, forwarding to the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_docker_backend_a_network_line_reaches_an_allowed_host_from_a_container() {
+    if !namespaces() {
+        return;
+    }
+    let image = std::process::Command::new("docker")
+        .args(["image", "inspect", "warden-sandbox:minimal"])
+        .output();
+    if !image.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: no Docker daemon answers, or it has no warden-sandbox:minimal");
+        return;
+    }
+    let web = FakeWeb::start().await;
+    let home = tempfile::tempdir().unwrap();
+    // As root, the container runs as the workspace's owner, never root: give it to nobody.
+    let ws = workspace(home.path());
+    std::fs::create_dir_all(&ws).unwrap();
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    nix::unistd::chown(&ws, nobody, Some(nix::unistd::Gid::from_raw(65534))).unwrap();
+    // The image's busybox wget has no --no-config (which the default's wget rule adds).
+    let policy = home.path().join("busybox-wget.toml");
+    std::fs::write(
+        &policy,
+        "[programs.wget]\nnetwork = true\nunknown_flags = \"deny\"\nargs = \"value\"\n\
+         [programs.wget.flags]\n\"-q\" = \"flag\"\n\"-O\" = \"write\"\n",
+    )
+    .unwrap();
+    write_config(
+        home.path(),
+        &format!(
+            "policy = \"{}\"\n[sandbox]\nbackend = \"docker\"\n{}",
+            policy.display(),
+            network_toml(&web, "", "\"allowed.test\" = \"allow\"")
+        ),
+    );
+    let llm = FakeLlm::anthropic_with(script).await;
+    let out = warden_run(
+        home.path(),
+        &llm,
+        "run wget -q -O - http://allowed.test/page then run wget -q -O - http://other.test/page",
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let results = llm.last_request().tool_results();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[0].content.contains("<h1>Hello</h1>")
+            && results[0].content.contains("network: allowed.test: "),
+        "{results:?}"
+    );
+    assert!(
+        results[1].content.contains(
+            "egress proxy refused other.test:80: no [network.hosts] rule names other.test"
+        ),
+        "{results:?}"
+    );
+    // The line's container is gone with the line.
+    let left = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", "name=-net[0-9]"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "{left:?}");
 }
