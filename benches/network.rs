@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden::egress::network::{NetworkConfig, NetworkRules};
-use warden::skills::egress::{EgressProxy, EgressRules};
+use warden::egress::proxy::{EgressProxy, EgressRules};
 
 const ROUNDS: usize = 2000;
 const AUTH: &str = "Proxy-Authorization: Basic d2FyZGVuOmJlbmNo\r\n"; // warden:bench

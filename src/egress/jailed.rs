@@ -1,6 +1,6 @@
 //! A jailed command's way out: when `[network]` has rules, the jail gets a network namespace
 //! of its own (`sandbox::host::netns`, the same one skills use) where the only listening
-//! socket is warden's egress proxy (`skills::egress`, the same proxy), and the proxy asks
+//! socket is warden's egress proxy (`super::proxy`, the same one skills use), and the proxy asks
 //! `[network]` (`super::network`) about every request. The jail's environment names the proxy,
 //! with the run's token in the URL's userinfo; DNS is resolved by warden after the decision.
 //!
@@ -9,9 +9,9 @@
 //! caller says why.
 
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
+use super::proxy::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use crate::sandbox::host::netns::{Bypasses, JailNetwork};
 use crate::sandbox::JailSpec;
-use crate::skills::egress::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -29,6 +29,7 @@ pub mod jailed;
 pub mod links;
 pub mod network;
 pub mod provenance;
+pub mod proxy;
 pub mod rules;
 
 pub use gate::{describe_request, Admission, Gate, Hop, Refusal};

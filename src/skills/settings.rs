@@ -3,10 +3,10 @@
 
 use super::bundled;
 use super::discovery::Roots;
-use super::domain::parse_hosts;
 use super::manifest::Bounds;
 use crate::config::{Config, DockerConfig, Secret};
 use crate::egress::fixed::HostTarget;
+use crate::egress::proxy::domain::parse_hosts;
 use crate::policy::OwnFile;
 use crate::sandbox::Backend;
 use anyhow::Context;
