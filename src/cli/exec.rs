@@ -120,6 +120,7 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             protection: Some(protection),
             network: Some(cli_sandbox::NetworkRun {
                 config: network,
+                secrets: config.skills.secrets.clone(),
                 yes: args.yes,
             }),
         },

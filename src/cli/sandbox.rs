@@ -146,7 +146,9 @@ fn open_network(
         }
         Box::pin(async move { yes })
     });
-    match JailedNetwork::start(&network.config, Some(asker)) {
+    let secrets = &network.secrets;
+    let secret = |name: &str| crate::secret::stored_secret(secrets, name);
+    match JailedNetwork::start(&network.config, Some(asker), &secret) {
         Ok(jailed) => {
             if let Some(jailed) = &jailed {
                 jailed.apply(spec);
@@ -178,6 +180,8 @@ pub struct SandboxRun<'a> {
 /// The network a run may use.
 pub struct NetworkRun {
     pub config: NetworkConfig,
+    /// `[skills.secrets]`, warden's secret store, for `[network.secrets]`.
+    pub secrets: std::collections::BTreeMap<String, crate::secret::Secret>,
     /// `--yes`: `ask` rules are approved without asking.
     pub yes: bool,
 }

@@ -4,14 +4,22 @@
 //! `[network]` (`super::network`) about every request. The jail's environment names the proxy,
 //! with the run's token in the URL's userinfo; DNS is resolved by warden after the decision.
 //!
+//! Each run makes its own CA (`super::proxy::intercept`): its key stays in warden's memory, its
+//! certificate goes into a folder of warden's the jail may read, named by the variables TLS
+//! clients read (`SSL_CERT_FILE`…, the system's roots included). `[network.secrets]` variables
+//! hold placeholders the proxy swaps for the real values toward their hosts.
+//!
 //! Where no such namespace can be made (warden not root and no unprivileged user namespaces),
 //! the network stays off: the jail keeps its seccomp filter without network sockets, and the
 //! caller says why.
 
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
+use super::network_secrets::BoundSecret;
+use super::proxy::intercept::Interception;
 use super::proxy::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use crate::sandbox::host::netns::{Bypasses, JailNetwork};
 use crate::sandbox::JailSpec;
+use crate::secret::Secret;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +30,10 @@ pub struct JailedNetwork {
     namespace: JailNetwork,
     token: String,
     rules: Arc<NetworkRules>,
+    /// The run's CA and secret placeholders (`super::proxy::intercept`).
+    interception: Arc<Interception>,
+    /// The CA certificate, alone and with the system's roots, where the jail reads them.
+    trust: TrustFiles,
 }
 
 /// What a run's network did, for its report and audit row.
@@ -68,14 +80,24 @@ pub fn unavailable_reason(why: &str) -> String {
 
 impl JailedNetwork {
     /// `None` when `[network]` has no rules (the jail keeps no network at all).
+    /// `secret` is warden's secret store (`crate::secret::stored_secret`), for
+    /// `[network.secrets]`.
     pub fn start(
         config: &NetworkConfig,
         asker: Option<NetworkAsker>,
+        secret: &dyn Fn(&str) -> Option<Secret>,
     ) -> Result<Option<JailedNetwork>, String> {
         if !config.has_rules() {
             return Ok(None);
         }
         let rules = Arc::new(NetworkRules::parse(config)?);
+        let secrets = config
+            .secrets
+            .iter()
+            .map(|(name, binding)| BoundSecret::resolve(name, binding, secret))
+            .collect::<Result<Vec<_>, _>>()?;
+        let interception = Arc::new(Interception::new(secrets, config.upstream_ca.as_deref())?);
+        let trust = TrustFiles::write(interception.ca_pem())?;
         let mut namespace = JailNetwork::create().map_err(|why| unavailable_reason(&why))?;
         let listener = namespace
             .take_listener()
@@ -87,6 +109,7 @@ impl JailedNetwork {
                 token: token.clone(),
                 network: Some(rules.clone()),
                 asker,
+                interception: Some(interception.clone()),
                 ..EgressRules::default()
             },
         )
@@ -96,6 +119,8 @@ impl JailedNetwork {
             namespace,
             token,
             rules,
+            interception,
+            trust,
         }))
     }
 
@@ -129,6 +154,28 @@ impl JailedNetwork {
         // variable beats any protocol.*.allow a repository's config sets.
         spec.env
             .push(("GIT_ALLOW_PROTOCOL".into(), "file:http:https".into()));
+        // The run's CA, trusted by the jail's clients so the proxy can look inside HTTPS to
+        // hosts with method/path rules or secrets; the real roots stay trusted alongside.
+        let bundle = self.trust.bundle().display().to_string();
+        for name in [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+            "CARGO_HTTP_CAINFO",
+            "PIP_CERT",
+        ] {
+            spec.env.push((name.into(), bundle.clone()));
+        }
+        spec.env.push((
+            "NODE_EXTRA_CA_CERTS".into(),
+            self.trust.ca().display().to_string(),
+        ));
+        spec.read_roots.push(self.trust.dir().to_path_buf());
+        // Secrets: the variable holds a placeholder; the proxy swaps in the value.
+        for (name, placeholder) in self.interception.placeholders() {
+            spec.env.push((name.to_string(), placeholder.to_string()));
+        }
         spec.egress_proxy = Some(addr);
         spec.network_namespace = Some(self.namespace.namespace());
         spec.user_namespace = self.namespace.user_namespace();
@@ -137,6 +184,7 @@ impl JailedNetwork {
     /// Stop the proxy: every decision, the bytes by host, and what went around it.
     pub async fn close(self) -> NetworkReport {
         let (events, traffic) = self.proxy.finish().await;
+        drop(self.trust);
         let mut namespace = self.namespace;
         let bypasses = namespace
             .bypasses()
@@ -147,5 +195,60 @@ impl JailedNetwork {
             traffic,
             bypasses,
         }
+    }
+}
+
+/// The run CA's certificate for the jail: alone (`ca.pem`, for `NODE_EXTRA_CA_CERTS`) and after
+/// the system's roots (`bundle.pem`, for the variables that replace the default store), in a
+/// folder of warden's removed when the run ends. Certificates only: the key never leaves memory.
+struct TrustFiles {
+    dir: tempfile::TempDir,
+}
+
+/// Where distributions keep the system's CA bundle.
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+impl TrustFiles {
+    fn write(ca_pem: &str) -> Result<TrustFiles, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let fail = |e: std::io::Error| format!("writing the run's CA certificate failed: {e}");
+        let dir = tempfile::Builder::new()
+            .prefix("warden-ca-")
+            .tempdir()
+            .map_err(fail)?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(fail)?;
+        let system = SYSTEM_BUNDLES
+            .iter()
+            .find_map(|path| std::fs::read_to_string(path).ok())
+            .unwrap_or_default();
+        let mut bundle = system;
+        if !bundle.is_empty() && !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(ca_pem);
+        let files = TrustFiles { dir };
+        for (path, text) in [(files.ca(), ca_pem), (files.bundle(), bundle.as_str())] {
+            std::fs::write(&path, text).map_err(fail)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .map_err(fail)?;
+        }
+        Ok(files)
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    fn bundle(&self) -> std::path::PathBuf {
+        self.dir.path().join("bundle.pem")
     }
 }

@@ -28,6 +28,7 @@ pub mod http_rules;
 pub mod jailed;
 pub mod links;
 pub mod network;
+pub mod network_secrets;
 pub mod provenance;
 pub mod proxy;
 pub mod rules;

@@ -10,16 +10,21 @@
 //! "api.example.com" = { rule = "ask", methods = ["GET"], paths = ["/v1/"] }
 //! [network.resolve]
 //! "pkgs.lan" = "192.168.1.5"             # the only way to reach a private address
+//! [network.secrets.GITHUB_TOKEN]         # a credential the jail never holds
+//! hosts = ["api.github.com", "github.com"]
 //! ```
 //!
 //! Nothing is reachable unless a rule names it. The most specific rule wins (as in
-//! `[egress.hosts]`, `crate::egress::rules`); method and path rules apply to plain HTTP (an
-//! HTTPS tunnel cannot be looked into, so a host with them is refused over CONNECT). A policy
+//! `[egress.hosts]`, `crate::egress::rules`). Method and path rules apply to every request: over
+//! HTTPS to such a host (or one a secret binds) the proxy terminates TLS with a certificate of
+//! the run's own CA and checks each request (`super::proxy::intercept`); other HTTPS stays an
+//! opaque tunnel. A policy
 //! file may carry a `[network]` section too; the config's entries replace its entries for the
 //! same key.
 
 use super::fixed::{parse_fixed_in, HostTarget};
 use super::http_rules::HttpRules;
+use super::network_secrets::SecretBinding;
 use super::rules::{normalize_host, HostRules, Matched, Rule};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -37,6 +42,11 @@ pub struct NetworkConfig {
     pub presets: Vec<String>,
     /// Fixed addresses for exact names (a LAN registry, tests).
     pub resolve: BTreeMap<String, String>,
+    /// Credentials swapped in by the proxy (`super::network_secrets`).
+    pub secrets: BTreeMap<String, SecretBinding>,
+    /// A PEM file of extra CA certificates trusted for upstream servers, besides the bundled
+    /// web roots, when the proxy looks inside HTTPS (a LAN registry's private CA, tests).
+    pub upstream_ca: Option<std::path::PathBuf>,
 }
 
 /// One `[network.hosts]` value.
@@ -88,6 +98,10 @@ impl NetworkConfig {
         let mut merged = base.clone();
         merged.hosts.extend(self.hosts.clone());
         merged.resolve.extend(self.resolve.clone());
+        merged.secrets.extend(self.secrets.clone());
+        if self.upstream_ca.is_some() {
+            merged.upstream_ca = self.upstream_ca.clone();
+        }
         for preset in &self.presets {
             if !merged.presets.contains(preset) {
                 merged.presets.push(preset.clone());
@@ -98,6 +112,7 @@ impl NetworkConfig {
 
     /// Check everything (for config loading); the error names the key.
     pub fn check(&self) -> Result<(), String> {
+        super::network_secrets::check_secrets(&self.secrets)?;
         NetworkRules::parse(self).map(drop)
     }
 }

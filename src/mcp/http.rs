@@ -10,7 +10,7 @@
 
 use super::config::message_cap;
 use super::definition::HttpServer;
-use crate::egress::proxy::routes::fill_secrets;
+use crate::secret::fill_secrets;
 use crate::sizes::read::{self, BodyError, Tripped};
 use crate::skills::settings::SkillSettings;
 use futures::stream::BoxStream;

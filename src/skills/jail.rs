@@ -141,6 +141,7 @@ impl Prepared {
                     token: new_token(),
                     network: None,
                     asker: None,
+                    interception: None,
                 };
                 let token = rules.token.clone();
                 let proxy = EgressProxy::serve_on(listener, rules)

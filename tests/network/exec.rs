@@ -11,14 +11,16 @@ use std::process::Command;
 const NOBODY: u32 = 65534;
 
 /// A workspace, a folder served over HTTP as `pkgs.test`, and a config allowing that name.
-struct Net {
-    env: Env,
+pub(crate) struct Net {
+    pub(crate) env: Env,
     server: FileServer,
     served: std::path::PathBuf,
+    /// Variables in warden's own environment (`WARDEN_SECRET_…`).
+    pub(crate) warden_env: Vec<(String, String)>,
 }
 
 impl Net {
-    fn new(rules: &str) -> Net {
+    pub(crate) fn new(rules: &str) -> Net {
         let env = Env::new();
         let served = env.outside("served");
         std::fs::write(served.join("hello.txt"), "hello from the test server\n").unwrap();
@@ -32,6 +34,7 @@ impl Net {
             env,
             server,
             served,
+            warden_env: Vec::new(),
         }
     }
 
@@ -39,7 +42,7 @@ impl Net {
         Net::new("[network.hosts]\n\"pkgs.test\" = \"allow\"")
     }
 
-    fn exec(&self, flags: &[&str], command: &str) -> Run {
+    pub(crate) fn exec(&self, flags: &[&str], command: &str) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
         cmd.arg("exec").args(flags).arg("--").arg(command);
         self.prepare(&mut cmd);
@@ -47,7 +50,7 @@ impl Net {
     }
 
     /// The same through `setpriv` as uid 65534, or None when that cannot run here.
-    fn exec_as_nobody(&self, flags: &[&str], command: &str) -> Option<Run> {
+    pub(crate) fn exec_as_nobody(&self, flags: &[&str], command: &str) -> Option<Run> {
         if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
             eprintln!("skipped: switching to uid {NOBODY} needs root and setpriv");
             return None;
@@ -73,6 +76,7 @@ impl Net {
             .env("WARDEN_CONFIG", &self.env.config)
             .env("ANTHROPIC_API_KEY", SECRET_KEY)
             .env("TELEGRAM_BOT_TOKEN", SECRET_TOKEN)
+            .envs(self.warden_env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null());
     }
 
@@ -82,7 +86,7 @@ impl Net {
 }
 
 /// Only where warden can give the jail a network namespace of its own.
-fn namespaces_available() -> bool {
+pub(crate) fn namespaces_available() -> bool {
     if !is_root() {
         eprintln!("skipped: the jail's network namespace needs warden to run as root");
         return false;

@@ -25,6 +25,12 @@ pub(super) fn http_rules(rules: &EgressRules, host: &str) -> Result<Option<HttpR
     }
 }
 
+/// For jailed commands, the `[network]` rule that admits `host`, as the config writes it.
+pub(super) fn rule_name(rules: &EgressRules, host: &str) -> Option<String> {
+    let network = rules.network.as_ref()?;
+    network.admit(host).ok().map(|admitted| admitted.describe())
+}
+
 /// For jailed commands: `[network]` decides (asking when its rule says so), on the web's ports.
 pub(super) async fn decide_network(
     rules: &EgressRules,

@@ -1,6 +1,7 @@
 //! One client connection, from its request head to the relayed bytes.
 
-use super::decide::{decide, decide_network, refused, resolve};
+use super::decide::{decide, decide_network, refused, resolve, rule_name};
+use super::intercept;
 use super::plan::{plan, Plan};
 use super::relay::{forward, tls_connect, tunnel};
 use super::request::{read_head, respond};
@@ -12,7 +13,7 @@ use tokio::net::TcpStream;
 pub(super) async fn handle(
     mut client: TcpStream,
     rules: &EgressRules,
-    record: impl FnOnce(EgressEvent),
+    record: impl Fn(EgressEvent),
     count: impl FnOnce(&str, u64, u64),
 ) {
     let request = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
@@ -31,7 +32,9 @@ pub(super) async fn handle(
         }
     };
     let (host, port, route, what) = match &plan {
-        Plan::Tunnel { host, port } => (host, *port, false, "CONNECT"),
+        Plan::Tunnel { host, port } | Plan::Intercept { host, port, .. } => {
+            (host, *port, false, "CONNECT")
+        }
         Plan::Forward {
             host,
             port,
@@ -67,8 +70,10 @@ pub(super) async fn handle(
     };
     let detail = match &plan {
         Plan::Tunnel { .. } => format!("CONNECT via {addr}"),
+        Plan::Intercept { .. } => format!("CONNECT via {addr} (HTTPS inspected)"),
         Plan::Forward { what, .. } => format!("{what} via {addr}"),
     };
+    let under = rule_name(rules, host).unwrap_or_default();
     record(EgressEvent {
         target,
         allowed: true,
@@ -77,6 +82,19 @@ pub(super) async fn handle(
     let host = host.clone();
     let relayed = match plan {
         Plan::Tunnel { .. } => tunnel(client, upstream, &request.rest).await,
+        Plan::Intercept { http, .. } => match &rules.interception {
+            Some(interception) if request.rest.is_empty() => {
+                let inspected = intercept::Inspected {
+                    host: &host,
+                    port,
+                    http: &http,
+                    under: &under,
+                };
+                intercept::serve(client, upstream, inspected, interception, &record).await
+            }
+            // Planned only with an interception; bytes before the tunnel's answer are not TLS.
+            _ => Ok((0, 0)),
+        },
         Plan::Forward {
             host,
             tls: true,

@@ -21,17 +21,23 @@
 //! borrow the proxy. On the host backend the jail reaches the proxy inside a network namespace
 //! where nothing else listens (`sandbox::host::netns`).
 //!
-//! Domains with method/path rules are served over plain HTTP only (inside a CONNECT tunnel the
-//! request cannot be seen). Routes (`routes.rs`) are origin-form requests to the proxy itself,
+//! A skill's domains with method/path rules are served over plain HTTP only (inside a CONNECT
+//! tunnel the request cannot be seen). For jailed commands, a CONNECT to a host with such rules
+//! or a `[network.secrets]` binding is answered by warden with the run's CA ([`intercept`]),
+//! which checks each request and swaps the secret in ([`inject`], the same code that adds a
+//! route's headers). Routes (`routes.rs`) are origin-form requests to the proxy itself,
 //! `/<token>/<route>/path`: the proxy checks their rules, adds the route's headers (secrets the
 //! skill never sees) and calls the upstream itself, over TLS for `https` routes. A forwarded
 //! request carries exactly its `Content-Length` of body; nothing after it reaches upstream.
 //!
 //! Every decision is recorded as an [`EgressEvent`] for the run's report and audit row.
 
+mod ca;
 mod decide;
 pub mod domain;
 mod handle;
+mod inject;
+pub mod intercept;
 mod plan;
 mod relay;
 mod request;
@@ -73,6 +79,9 @@ pub struct EgressRules {
     pub network: Option<Arc<NetworkRules>>,
     /// Who answers `[network.hosts]` rules that ask; without one they are refused.
     pub asker: Option<NetworkAsker>,
+    /// For jailed commands: the run's CA and secrets, to look inside HTTPS to hosts with
+    /// method/path rules or a secret. Skills never get it (such a CONNECT is refused).
+    pub interception: Option<Arc<intercept::Interception>>,
 }
 
 /// A fresh random token for one run.

@@ -1,8 +1,10 @@
 //! What a request becomes: checked against the run's token, the domains or `[network]`
 //! rules, and the skill's routes, before anything is resolved or connected.
 
-use super::decide::http_rules;
+use super::decide::{http_rules, rule_name};
+use super::inject::Injection;
 use super::request::{authority, body_length, normalize, upstream_head, Request};
+use super::routes::HttpRules;
 use super::EgressRules;
 use base64::Engine;
 
@@ -10,6 +12,12 @@ use base64::Engine;
 pub(super) enum Plan {
     /// CONNECT: a byte tunnel.
     Tunnel { host: String, port: u16 },
+    /// CONNECT that warden answers itself to check each request (`super::intercept`).
+    Intercept {
+        host: String,
+        port: u16,
+        http: HttpRules,
+    },
     /// One request sent upstream with exactly `body_len` bytes of body.
     Forward {
         host: String,
@@ -55,8 +63,15 @@ pub(super) fn plan(rules: &EgressRules, request: &Request) -> Result<(String, Pl
     if request.method == "CONNECT" {
         let (host, port) = authority(target).map_err(|why| refusal(400, target, why))?;
         let label = format!("{host}:{port}");
-        let http = http_rules(rules, &host).map_err(|why| refusal(403, &label, why))?;
-        if http.is_some_and(|r| !r.is_empty()) {
+        let http = http_rules(rules, &host)
+            .map_err(|why| refusal(403, &label, why))?
+            .unwrap_or_default();
+        if let Some(interception) = &rules.interception {
+            if interception.wants(&host, &http) {
+                return Ok((label, Plan::Intercept { host, port, http }));
+            }
+        }
+        if !http.is_empty() {
             let advice = match rules.network {
                 Some(_) => "only plain http:// requests can reach it",
                 None => "the skill must use plain HTTP or a route",
@@ -105,9 +120,12 @@ pub(super) fn plan(rules: &EgressRules, request: &Request) -> Result<(String, Pl
     let path = url.path();
     let http = http_rules(rules, &host).map_err(|why| refusal(403, &label, why))?;
     if let Some(domain_rules) = http {
-        domain_rules
-            .check(method, path)
-            .map_err(|why| refusal(403, label.clone(), format!("{host}: {why}")))?;
+        domain_rules.check(method, path).map_err(|why| {
+            let under = rule_name(rules, &host)
+                .map(|rule| format!(", under {rule}"))
+                .unwrap_or_default();
+            refusal(403, label.clone(), format!("{host}: {why}{under}"))
+        })?;
     }
     let mut origin = path.to_string();
     if let Some(query) = url.query() {
@@ -194,7 +212,15 @@ pub(super) fn plan_route(
         false => format!("{}:{port}", route.domain.name),
     };
     let body_len = body_length(request).map_err(|(status, why)| refusal(status, &label, why))?;
-    let head = upstream_head(request, &origin, &host_header, &route.headers, body_len);
+    let headers: Vec<Injection> = route
+        .headers
+        .iter()
+        .map(|(name, value)| Injection::Set {
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .collect();
+    let head = upstream_head(request, &origin, &host_header, &headers, body_len);
     Ok((
         label,
         Plan::Forward {

@@ -21,14 +21,15 @@ pub(super) async fn tunnel(
 
 /// Send the head and exactly `body_len` bytes of body, then relay the response to the client;
 /// the body bytes sent and the response bytes received.
-pub(super) async fn forward<S>(
-    client: TcpStream,
+pub(super) async fn forward<C, S>(
+    client: C,
     mut upstream: S,
     head: &[u8],
     rest: &[u8],
     body_len: u64,
 ) -> std::io::Result<(u64, u64)>
 where
+    C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     upstream.write_all(head).await?;
@@ -36,7 +37,7 @@ where
         .len()
         .min(usize::try_from(body_len).unwrap_or(usize::MAX));
     upstream.write_all(&rest[..early]).await?;
-    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_client, mut to_client) = tokio::io::split(client);
     let remaining = body_len - early as u64;
     if remaining > 0 {
         let mut body = (&mut from_client).take(remaining);

@@ -1,8 +1,8 @@
 //! The proxy's side of HTTP/1.1: reading a request head, the head sent upstream, and the
 //! refusal the client sees.
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use super::inject::{inject, Injection};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// A parsed request head.
 pub(super) struct Request {
@@ -48,18 +48,19 @@ pub(super) fn body_length(request: &Request) -> Result<u64, (u16, String)> {
 }
 
 /// The head sent upstream: origin form, the checked `Host`, the client's end-to-end headers
-/// (never its `Proxy-*`, framing, or any header `added` sets), `added`, and `Connection: close`.
+/// (never its `Proxy-*` or framing ones) with `headers` applied (a route's set, a secret
+/// swapped in), and `Connection: close`.
 pub(super) fn upstream_head(
     request: &Request,
     origin: &str,
     host: &str,
-    added: &[(String, crate::config::Secret)],
+    headers: &[Injection],
     body_len: u64,
 ) -> Vec<u8> {
     let mut head = format!("{} {origin} HTTP/1.1\r\nHost: {host}\r\n", request.method).into_bytes();
-    for (name, value) in &request.headers {
+    let kept = request.headers.iter().filter(|(name, _)| {
         let lower = name.to_ascii_lowercase();
-        let dropped = lower.starts_with("proxy-")
+        !(lower.starts_with("proxy-")
             || matches!(
                 lower.as_str(),
                 "host"
@@ -70,17 +71,13 @@ pub(super) fn upstream_head(
                     | "trailer"
                     | "content-length"
                     | "transfer-encoding"
-            )
-            || added.iter().any(|(a, _)| a.eq_ignore_ascii_case(name));
-        if !dropped {
-            head.extend_from_slice(name.as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value);
-            head.extend_from_slice(b"\r\n");
-        }
-    }
-    for (name, value) in added {
-        head.extend_from_slice(format!("{name}: {}\r\n", value.expose()).as_bytes());
+            ))
+    });
+    for (name, value) in inject(kept, headers) {
+        head.extend_from_slice(name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(&value);
+        head.extend_from_slice(b"\r\n");
     }
     if body_len > 0 || request.header("content-length").is_some() {
         head.extend_from_slice(format!("Content-Length: {body_len}\r\n").as_bytes());
@@ -90,7 +87,9 @@ pub(super) fn upstream_head(
 }
 
 /// Read and parse the request head; `Ok(None)` when the client closed without sending one.
-pub(super) async fn read_head(client: &mut TcpStream) -> Result<Option<Request>, String> {
+pub(super) async fn read_head(
+    client: &mut (impl AsyncRead + Unpin),
+) -> Result<Option<Request>, String> {
     let mut buf = Vec::with_capacity(1024);
     let end = loop {
         if let Some(pos) = find_head_end(&buf) {
@@ -154,7 +153,7 @@ pub(super) fn normalize(host: &str) -> String {
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 
-pub(super) async fn respond(client: &mut TcpStream, status: u16, why: &str) {
+pub(super) async fn respond(client: &mut (impl AsyncWrite + Unpin), status: u16, why: &str) {
     let text = match status {
         400 => "Bad Request",
         403 => "Forbidden",
