@@ -217,3 +217,22 @@ fn https_is_checked_and_the_secret_swapped_toward_its_host_only() {
 fn unprivileged_https_is_checked_and_the_secret_swapped_toward_its_host_only() {
     check(true);
 }
+
+#[test]
+fn a_secret_warden_does_not_have_leaves_the_run_without_network_saying_where_to_set_it() {
+    if !namespaces_available() {
+        return;
+    }
+    let mut h = https();
+    h.net.warden_env.clear();
+    let r = h.net.exec(&[], "curl -sS -f https://api.test/x");
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "[network.secrets] GH_TOKEN needs the secret GH_TOKEN, which warden does not have: \
+             set [skills.secrets] GH_TOKEN in the config or WARDEN_SECRET_GH_TOKEN"
+        ),
+        "{r:?}"
+    );
+    assert!(h.api.heads().is_empty(), "{:?}", h.api.heads());
+}
