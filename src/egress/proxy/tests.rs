@@ -295,3 +295,50 @@ fn private_resolutions_are_refused() {
         .contains("link-local"));
     assert!(check_resolved("a.test", &[]).is_err());
 }
+
+#[tokio::test]
+async fn a_secret_is_never_swapped_into_plain_http() {
+    // An upstream that echoes the whole head.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = conn.read(&mut buf).await.unwrap();
+        let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+        conn.write_all(reply.as_bytes()).await.unwrap();
+        conn.write_all(&buf[..n]).await.unwrap();
+    });
+    let config: crate::egress::network::NetworkConfig = toml::from_str(&format!(
+        "[hosts]\n\"api.example.test\" = \"allow\"\n[resolve]\n\"api.example.test\" = \"{up}\"\n\
+         [secrets.KEY]\nhosts = [\"api.example.test\"]\n"
+    ))
+    .unwrap();
+    let bound = crate::egress::network_secrets::BoundSecret::resolve(
+        "KEY",
+        &config.secrets["KEY"],
+        &|_| Some(crate::config::Secret::new("v4lue")),
+    )
+    .unwrap();
+    let placeholder = bound.placeholder.clone();
+    let interception = intercept::Interception::new(vec![bound], None).unwrap();
+    let rules = EgressRules {
+        token: "t0k".into(),
+        network: Some(Arc::new(NetworkRules::parse(&config).unwrap())),
+        interception: Some(Arc::new(interception)),
+        ..EgressRules::default()
+    };
+    let proxy = EgressProxy::start(rules).await.unwrap();
+    let answer = exchange(
+        proxy.addr(),
+        &authorized(&format!(
+            "GET http://api.example.test/x HTTP/1.1\r\nAuthorization: Bearer {placeholder}\r\n\r\n"
+        )),
+    )
+    .await;
+    assert!(
+        answer.contains(&format!("Authorization: Bearer {placeholder}\r\n")),
+        "{answer}"
+    );
+    assert!(!answer.contains("v4lue"), "{answer}");
+}
