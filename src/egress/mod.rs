@@ -25,6 +25,7 @@ pub mod fixed;
 mod gate;
 pub mod grants;
 pub mod http_rules;
+mod jail_trust;
 pub mod jailed;
 pub mod links;
 pub mod network;
