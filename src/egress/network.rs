@@ -311,14 +311,15 @@ pub struct NetworkAsk {
     pub port: u16,
     /// `CONNECT` for a tunnel (whose requests cannot be seen).
     pub method: String,
-    /// The path of a plain-HTTP request; empty for a tunnel.
+    /// The path of a request (plain HTTP, or HTTPS warden looks inside); empty for a tunnel.
     pub path: String,
     /// The rule that asks, as the config writes it.
     pub rule: String,
 }
 
 impl NetworkAsk {
-    /// `GET http://host/path` or `CONNECT host:443 (HTTPS; its requests cannot be seen)`.
+    /// `GET http://host/path`, `GET https://host:443/path` (inspected), or a tunnel whose
+    /// requests cannot be seen.
     pub fn describe(&self) -> String {
         match self.method.as_str() {
             "CONNECT" => format!(
@@ -327,8 +328,12 @@ impl NetworkAsk {
                 self.host, self.port, self.rule
             ),
             method => format!(
-                "a jailed command wants to send {method} http://{}:{}{} under {}",
-                self.host, self.port, self.path, self.rule
+                "a jailed command wants to send {method} {}://{}:{}{} under {}",
+                if self.port == 443 { "https" } else { "http" },
+                self.host,
+                self.port,
+                self.path,
+                self.rule
             ),
         }
     }

@@ -9,7 +9,7 @@ use crate::support::tls_server::{TestCa, TlsServer};
 
 const REAL: &str = "ghp_REALVALUE-7d1f0c-never-in-the-jail";
 
-/// Servers: `api.test` (the secret's host) and `get.test` share one; `other.test` (allowed,
+/// Servers: `api.test` (the secret's host), `get.test` and `asked.test` (an `ask` rule) share one; `other.test` (allowed,
 /// with a method rule, no secret) and `tunnel.test` (allowed, no rules: a plain tunnel) their
 /// own (the client checks its certificate itself, from the workspace); `forged.test` presents a certificate from a CA nobody trusts.
 struct Https {
@@ -26,7 +26,7 @@ fn https() -> Https {
     let ca_file = net.env.outside("upstream").join("ca.pem");
     ca.write(&ca_file);
     ca.write(&net.env.ws.join("test-ca.pem"));
-    let api = TlsServer::start(&ca, &["api.test", "get.test"]);
+    let api = TlsServer::start(&ca, &["api.test", "get.test", "asked.test"]);
     let other = TlsServer::start(&ca, &["other.test"]);
     let tunnel = TlsServer::start(&ca, &["tunnel.test"]);
     let forged = TlsServer::start(&TestCa::new("a forger"), &["forged.test"]);
@@ -37,9 +37,10 @@ fn https() -> Https {
          \"get.test\" = {{ rule = \"allow\", methods = [\"GET\", \"HEAD\"] }}\n\
          \"other.test\" = {{ rule = \"allow\", methods = [\"GET\"] }}\n\
          \"tunnel.test\" = \"allow\"\n\
+         \"asked.test\" = {{ rule = \"ask\", methods = [\"GET\"] }}\n\
          \"forged.test\" = {{ rule = \"allow\", methods = [\"GET\"] }}\n\
          [network.resolve]\n\
-         \"api.test\" = \"{api}\"\n\"get.test\" = \"{api}\"\n\"other.test\" = \"{other}\"\n\
+         \"api.test\" = \"{api}\"\n\"get.test\" = \"{api}\"\n\"asked.test\" = \"{api}\"\n\"other.test\" = \"{other}\"\n\
          \"tunnel.test\" = \"{tunnel}\"\n\"forged.test\" = \"{forged}\"\n\
          [network.secrets.GH_TOKEN]\nhosts = [\"api.test\"]\n",
         ca = ca_file.display(),
@@ -235,4 +236,30 @@ fn a_secret_warden_does_not_have_leaves_the_run_without_network_saying_where_to_
         "{r:?}"
     );
     assert!(h.api.heads().is_empty(), "{:?}", h.api.heads());
+}
+
+#[test]
+fn an_ask_rule_over_https_asks_about_each_request_with_its_method_and_path() {
+    if !namespaces_available() {
+        return;
+    }
+    let h = https();
+    let refused = h.net.exec(&[], "curl -sS -f https://asked.test/a?q=1");
+    assert_ne!(refused.status, 0, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            "send GET https://asked.test:443/a under [network.hosts] \"asked.test\" = \"ask\""
+        ),
+        "{refused:?}"
+    );
+    assert!(h.api.heads().is_empty(), "{:?}", h.api.heads());
+    let approved = h.net.exec(&["--yes"], "curl -sS -f https://asked.test/a");
+    assert_eq!(approved.status, 0, "{approved:?}");
+    assert!(
+        approved.stderr.contains(
+            "approved with --yes: a jailed command wants to send GET https://asked.test:443/a"
+        ),
+        "{approved:?}"
+    );
+    assert_eq!(h.api.heads().len(), 1, "{:?}", h.api.heads());
 }

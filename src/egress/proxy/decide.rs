@@ -31,41 +31,63 @@ pub(super) fn rule_name(rules: &EgressRules, host: &str) -> Option<String> {
     network.admit(host).ok().map(|admitted| admitted.describe())
 }
 
-/// For jailed commands: `[network]` decides (asking when its rule says so), on the web's ports.
+/// For jailed commands: `[network]` decides (asking when its rule says so, unless `ask_here` is
+/// false: an inspected tunnel asks about each request inside), on the web's ports.
 pub(super) async fn decide_network(
     rules: &EgressRules,
     network: &NetworkRules,
     host: &str,
     port: u16,
     what: &str,
+    ask_here: bool,
 ) -> Result<SocketAddr, String> {
-    let admitted = network.admit(host)?;
+    network.admit(host)?;
     if port != 80 && port != 443 {
         return Err(format!(
             "port {port} of {host}: jailed commands reach ports 80 and 443 only"
         ));
     }
-    if admitted.asks() {
+    if ask_here {
         let (method, path) = what.split_once(' ').unwrap_or((what, ""));
-        let request = NetworkAsk {
-            host: host.to_string(),
-            port,
-            method: method.to_string(),
-            path: path.to_string(),
-            rule: admitted.describe(),
-        };
-        let approved = match &rules.asker {
-            Some(asker) => asker.ask(request).await,
-            None => false,
-        };
-        if !approved {
-            return Err(format!(
-                "{host} needs approval ({}), and it was not given",
-                admitted.describe()
-            ));
-        }
+        approve(rules, host, port, method, path).await?;
     }
     resolve(rules, host, port).await
+}
+
+/// For jailed commands: when `host`'s rule asks, ask about `method path` (`CONNECT` and no
+/// path for an opaque tunnel); without anyone to ask, or with a no, why not.
+pub(super) async fn approve(
+    rules: &EgressRules,
+    host: &str,
+    port: u16,
+    method: &str,
+    path: &str,
+) -> Result<(), String> {
+    let Some(network) = &rules.network else {
+        return Ok(());
+    };
+    let admitted = network.admit(host)?;
+    if !admitted.asks() {
+        return Ok(());
+    }
+    let request = NetworkAsk {
+        host: host.to_string(),
+        port,
+        method: method.to_string(),
+        path: path.to_string(),
+        rule: admitted.describe(),
+    };
+    let approved = match &rules.asker {
+        Some(asker) => asker.ask(request).await,
+        None => false,
+    };
+    match approved {
+        true => Ok(()),
+        false => Err(format!(
+            "{host} needs approval ({}), and it was not given",
+            admitted.describe()
+        )),
+    }
 }
 
 /// The address to connect to for `host:port`, or why not.

@@ -45,7 +45,10 @@ pub(super) async fn handle(
     };
     let addr = match (route, &rules.network) {
         (true, _) => resolve(rules, host, port).await,
-        (false, Some(network)) => decide_network(rules, network, host, port, what).await,
+        (false, Some(network)) => {
+            let ask_here = !matches!(plan, Plan::Intercept { .. });
+            decide_network(rules, network, host, port, what, ask_here).await
+        }
         (false, None) => decide(rules, host, port).await,
     };
     let addr = match addr {
@@ -89,6 +92,7 @@ pub(super) async fn handle(
                     port,
                     http: &http,
                     under: &under,
+                    rules,
                 };
                 intercept::serve(client, upstream, inspected, interception, &record).await
             }

@@ -7,6 +7,7 @@
 //! request per connection, as for plain HTTP. Every other CONNECT stays an opaque tunnel.
 
 use super::ca::RunCa;
+use super::decide::approve;
 use super::inject::Injection;
 use super::relay::forward;
 use super::request::{body_length, read_head, respond, upstream_head};
@@ -110,6 +111,8 @@ pub(super) struct Inspected<'a> {
     pub http: &'a HttpRules,
     /// The rule that admitted the host, as the config writes it, for refusals.
     pub under: &'a str,
+    /// For an `ask` rule: who answers, about each request.
+    pub rules: &'a super::EgressRules,
 }
 
 /// One intercepted CONNECT, already admitted and connected (`upstream`). Records the request's
@@ -126,6 +129,7 @@ pub(super) async fn serve(
         port,
         http,
         under,
+        rules,
     } = inspected;
     let target = format!("{host}:{port}");
     let refuse = |why: String| EgressEvent {
@@ -180,6 +184,11 @@ pub(super) async fn serve(
     let path = url.path().to_string();
     if let Err(why) = http.check(&method, &path) {
         let why = format!("{host}: {why}, under {under}");
+        respond(&mut tls, 403, &why).await;
+        record(refuse(why));
+        return Ok((0, 0));
+    }
+    if let Err(why) = approve(rules, host, port, &method, &path).await {
         respond(&mut tls, 403, &why).await;
         record(refuse(why));
         return Ok((0, 0));
