@@ -16,13 +16,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 use warden::egress::network::{NetworkConfig, NetworkRules};
+use warden::egress::proxy::{EgressProxy, EgressRules};
 use warden::exec::{run_script, ExecOptions};
 use warden::policy::ir::Script;
 use warden::policy::PathPolicy;
 use warden::sandbox::host::connect::SupervisedNetwork;
 use warden::sandbox::host::HostSandbox;
 use warden::sandbox::JailSpec;
-use warden::skills::egress::{EgressProxy, EgressRules};
 
 const ROUNDS: usize = 2000;
 

@@ -104,9 +104,12 @@ impl Core {
             config.policy.as_deref(),
             &config.network,
         )?);
-        let network = CommandNetwork::new(config.network.over(policy.network()))
-            .map_err(|e| anyhow::anyhow!("{e} (in the config or the policy file)"))?
-            .map(Arc::new);
+        let network = CommandNetwork::new(
+            config.network.over(policy.network()),
+            config.skills.secrets.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("{e} (in the config or the policy file)"))?
+        .map(Arc::new);
         let skill_settings = Arc::new(SkillSettings::prepare(&config, &workspace)?);
         let mut read_roots: Vec<PathBuf> = policy.read_roots().to_vec();
         read_roots.extend(config.sandbox.read.iter().cloned());

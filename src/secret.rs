@@ -57,6 +57,48 @@ pub fn secret_names(template: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// A header `template` with every `{secret:NAME}` replaced by `lookup(NAME)`; a missing
+/// secret is an error saying that `needed_by` needs it and where to set it.
+pub fn fill_secrets(
+    template: &str,
+    needed_by: &str,
+    lookup: &dyn Fn(&str) -> Option<Secret>,
+) -> Result<Secret, String> {
+    let mut value = template.to_string();
+    for secret in secret_names(template)? {
+        let found = lookup(&secret).filter(|s| !s.is_empty()).ok_or_else(|| {
+            format!(
+                "{needed_by} needs the secret {secret}, which warden does not have: set \
+                 [skills.secrets] {secret} in the config or WARDEN_SECRET_{secret} in warden's \
+                 environment"
+            )
+        })?;
+        if found.expose().contains(['\r', '\n']) {
+            return Err(format!("the secret {secret} holds a line break"));
+        }
+        value = value.replace(&format!("{{secret:{secret}}}"), found.expose());
+    }
+    Ok(Secret::new(value))
+}
+
+/// A secret from warden's store: `[skills.secrets] NAME` in the config (`configured`), else
+/// `WARDEN_SECRET_NAME` in warden's environment. Skill routes and `[network.secrets]` both
+/// read it here, when a run starts.
+pub fn stored_secret(
+    configured: &std::collections::BTreeMap<String, Secret>,
+    name: &str,
+) -> Option<Secret> {
+    configured
+        .get(name)
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .or_else(|| {
+            std::env::var(format!("WARDEN_SECRET_{name}"))
+                .ok()
+                .map(Secret::new)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -121,6 +121,7 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             protection: Some(protection),
             network: Some(cli_sandbox::NetworkRun {
                 config: network,
+                secrets: config.skills.secrets.clone(),
                 yes: args.yes,
             }),
             audit: Some(cli_sandbox::ExecAudit {

@@ -144,7 +144,9 @@ fn open_network(
         }
         Box::pin(async move { yes })
     });
-    match crate::egress::jailed::open(&network.config, backend, asker, spec) {
+    let secrets = &network.secrets;
+    let secret = |name: &str| crate::secret::stored_secret(secrets, name);
+    match crate::egress::jailed::open(&network.config, backend, asker, &secret, spec) {
         Ok(jailed) => jailed,
         Err(why) => {
             eprintln!("warden: {why}");
@@ -218,6 +220,8 @@ impl ExecAudit {
 /// The network a run may use.
 pub struct NetworkRun {
     pub config: NetworkConfig,
+    /// `[skills.secrets]`, warden's secret store, for `[network.secrets]`.
+    pub secrets: std::collections::BTreeMap<String, crate::secret::Secret>,
     /// `--yes`: `ask` rules are approved without asking.
     pub yes: bool,
 }

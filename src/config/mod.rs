@@ -177,7 +177,9 @@ impl Config {
             .and_then(|()| config.voice.validate())
             .and_then(|()| config.check_durations())
             .and_then(|()| config.sandbox.background.validate())
-            .and_then(|()| crate::skills::domain::parse_hosts(&config.skills.hosts).map(|_| ()))
+            .and_then(|()| {
+                crate::egress::proxy::domain::parse_hosts(&config.skills.hosts).map(|_| ())
+            })
             .and_then(|()| crate::egress::rules::HostRules::parse(&config.egress.hosts).map(|_| ()))
             .and_then(|()| crate::egress::fixed::parse_fixed(&config.egress.resolve).map(|_| ()))
             .and_then(|()| config.network.check())

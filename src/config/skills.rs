@@ -1,5 +1,5 @@
 //! `[skills]`: whether skills are offered, and the fixed addresses and secrets their egress
-//! proxy uses (the addresses checked by `crate::skills::domain`).
+//! proxy uses (the addresses checked by `crate::egress::proxy::domain`).
 
 use crate::secret::Secret;
 use serde::Deserialize;

@@ -1,6 +1,6 @@
 //! A jailed command's way out: when `[network]` has rules, the jail gets a network namespace
 //! of its own (`sandbox::host::netns`, the same one skills use) where the only listening
-//! socket is warden's egress proxy (`skills::egress`, the same proxy), and the proxy asks
+//! socket is warden's egress proxy (`super::proxy`, the same one skills use), and the proxy asks
 //! `[network]` (`super::network`) about every request. The jail's environment names the proxy,
 //! with the run's token in the URL's userinfo; DNS is resolved by warden after the decision.
 //!
@@ -8,17 +8,26 @@
 //! loopback in warden's namespace and the Docker backend forwards to it from a listener it puts
 //! in the container's namespace (`sandbox::docker::egress`).
 //!
+//! Each run makes its own CA (`super::proxy::intercept`): its key stays in warden's memory, its
+//! certificate goes into a folder of warden's the jail may read, named by the variables TLS
+//! clients read (`SSL_CERT_FILE`…, the system's roots included). `[network.secrets]` variables
+//! hold placeholders the proxy swaps for the real values toward their hosts.
+//!
 //! Where no such namespace can be made (warden not root and no unprivileged user namespaces),
 //! the jail shares warden's network and warden makes each of its connects, to the proxy only
 //! (`super::confinement`, `[network] confinement`). Where neither works the network stays off:
 //! the jail keeps its seccomp filter without network sockets, and the caller says why.
 
 use super::confinement::Confined;
+use super::jail_trust::TrustFiles;
 use super::network::{NetworkAsker, NetworkConfig, NetworkRules};
+use super::network_secrets::BoundSecret;
+use super::proxy::intercept::Interception;
+use super::proxy::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
 use crate::sandbox::host::connect::RefusedConnects;
 use crate::sandbox::host::netns::Bypasses;
 use crate::sandbox::{Backend, JailSpec};
-use crate::skills::egress::{new_token, EgressEvent, EgressProxy, EgressRules, Traffic};
+use crate::secret::Secret;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +38,10 @@ pub struct JailedNetwork {
     confined: Confined,
     token: String,
     rules: Arc<NetworkRules>,
+    /// The run's CA and secret placeholders (`super::proxy::intercept`).
+    interception: Arc<Interception>,
+    /// The CA certificate, alone and with the system's roots, where the jail reads them.
+    trust: TrustFiles,
 }
 
 /// What a run's network did, for its report and audit row.
@@ -95,14 +108,15 @@ pub fn open(
     config: &NetworkConfig,
     backend: Backend,
     asker: NetworkAsker,
+    secret: &dyn Fn(&str) -> Option<Secret>,
     spec: &mut JailSpec,
 ) -> Result<Option<JailedNetwork>, String> {
     if !config.has_rules() {
         return Ok(None);
     }
     let jailed = match backend {
-        Backend::Docker => JailedNetwork::start_for_container(config, Some(asker))?,
-        Backend::Host => JailedNetwork::start(config, Some(asker))?,
+        Backend::Docker => JailedNetwork::start_for_container(config, Some(asker), secret)?,
+        Backend::Host => JailedNetwork::start(config, Some(asker), secret)?,
     };
     if let Some(jailed) = &jailed {
         jailed.apply(spec);
@@ -124,9 +138,12 @@ pub fn unavailable_reason(why: &str) -> String {
 
 impl JailedNetwork {
     /// `None` when `[network]` has no rules (the jail keeps no network at all).
+    /// `secret` is warden's secret store (`crate::secret::stored_secret`), for
+    /// `[network.secrets]`.
     pub fn start(
         config: &NetworkConfig,
         asker: Option<NetworkAsker>,
+        secret: &dyn Fn(&str) -> Option<Secret>,
     ) -> Result<Option<JailedNetwork>, String> {
         if !config.has_rules() {
             return Ok(None);
@@ -134,7 +151,7 @@ impl JailedNetwork {
         let rules = Arc::new(NetworkRules::parse(config)?);
         let (confined, listener) =
             Confined::open(config.confinement).map_err(|why| unavailable_reason(&why))?;
-        Self::serve(confined, listener, rules, asker).map(Some)
+        Self::serve(confined, listener, config, rules, asker, secret).map(Some)
     }
 
     /// For the Docker backend: the proxy on loopback in warden's own namespace, which only
@@ -143,21 +160,31 @@ impl JailedNetwork {
     pub fn start_for_container(
         config: &NetworkConfig,
         asker: Option<NetworkAsker>,
+        secret: &dyn Fn(&str) -> Option<Secret>,
     ) -> Result<Option<JailedNetwork>, String> {
         if !config.has_rules() {
             return Ok(None);
         }
         let rules = Arc::new(NetworkRules::parse(config)?);
         let (confined, listener) = Confined::for_container()?;
-        Self::serve(confined, listener, rules, asker).map(Some)
+        Self::serve(confined, listener, config, rules, asker, secret).map(Some)
     }
 
     fn serve(
         confined: Confined,
         listener: std::net::TcpListener,
+        config: &NetworkConfig,
         rules: Arc<NetworkRules>,
         asker: Option<NetworkAsker>,
+        secret: &dyn Fn(&str) -> Option<Secret>,
     ) -> Result<JailedNetwork, String> {
+        let secrets = config
+            .secrets
+            .iter()
+            .map(|(name, binding)| BoundSecret::resolve(name, binding, secret))
+            .collect::<Result<Vec<_>, _>>()?;
+        let interception = Arc::new(Interception::new(secrets, config.upstream_ca.as_deref())?);
+        let trust = TrustFiles::write(interception.ca_pem())?;
         let token = new_token();
         let proxy = EgressProxy::serve_on(
             listener,
@@ -165,6 +192,7 @@ impl JailedNetwork {
                 token: token.clone(),
                 network: Some(rules.clone()),
                 asker,
+                interception: Some(interception.clone()),
                 ..EgressRules::default()
             },
         )
@@ -174,6 +202,8 @@ impl JailedNetwork {
             confined,
             token,
             rules,
+            interception,
+            trust,
         })
     }
 
@@ -207,6 +237,28 @@ impl JailedNetwork {
         // variable beats any protocol.*.allow a repository's config sets.
         spec.env
             .push(("GIT_ALLOW_PROTOCOL".into(), "file:http:https".into()));
+        // The run's CA, trusted by the jail's clients so the proxy can look inside HTTPS to
+        // hosts with method/path rules or secrets; the real roots stay trusted alongside.
+        let bundle = self.trust.bundle().display().to_string();
+        for name in [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+            "CARGO_HTTP_CAINFO",
+            "PIP_CERT",
+        ] {
+            spec.env.push((name.into(), bundle.clone()));
+        }
+        spec.env.push((
+            "NODE_EXTRA_CA_CERTS".into(),
+            self.trust.ca().display().to_string(),
+        ));
+        spec.read_roots.push(self.trust.dir().to_path_buf());
+        // Secrets: the variable holds a placeholder; the proxy swaps in the value.
+        for (name, placeholder) in self.interception.placeholders() {
+            spec.env.push((name.to_string(), placeholder.to_string()));
+        }
         spec.egress_proxy = Some(addr);
         self.confined.apply(spec);
     }
@@ -214,6 +266,7 @@ impl JailedNetwork {
     /// Stop the proxy: every decision, the bytes by host, and what went around it.
     pub async fn close(self) -> NetworkReport {
         let (events, traffic) = self.proxy.finish().await;
+        drop(self.trust);
         let mut confined = self.confined;
         let (bypasses, refused_connects) = confined.bypasses();
         NetworkReport {

@@ -26,10 +26,13 @@ pub mod fixed;
 mod gate;
 pub mod grants;
 pub mod http_rules;
+mod jail_trust;
 pub mod jailed;
 pub mod links;
 pub mod network;
+pub mod network_secrets;
 pub mod provenance;
+pub mod proxy;
 pub mod rules;
 
 pub use gate::{describe_request, Admission, Gate, Hop, Refusal};

@@ -10,19 +10,24 @@
 //! "api.example.com" = { rule = "ask", methods = ["GET"], paths = ["/v1/"] }
 //! [network.resolve]
 //! "pkgs.lan" = "192.168.1.5"             # the only way to reach a private address
+//! [network.secrets.GITHUB_TOKEN]         # a credential the jail never holds
+//! hosts = ["api.github.com", "github.com"]
 //! ```
 //!
 //! `confinement` says how a jail is kept to the proxy (`super::confinement`): `"auto"` (the
 //! default), `"namespace"` or `"supervisor"`.
 //!
 //! Nothing is reachable unless a rule names it. The most specific rule wins (as in
-//! `[egress.hosts]`, `crate::egress::rules`); method and path rules apply to plain HTTP (an
-//! HTTPS tunnel cannot be looked into, so a host with them is refused over CONNECT). A policy
+//! `[egress.hosts]`, `crate::egress::rules`). Method and path rules apply to every request: over
+//! HTTPS to such a host (or one a secret binds) the proxy terminates TLS with a certificate of
+//! the run's own CA and checks each request (`super::proxy::intercept`); other HTTPS stays an
+//! opaque tunnel. A policy
 //! file may carry a `[network]` section too; the config's entries replace its entries for the
 //! same key.
 
 use super::fixed::{parse_fixed_in, HostTarget};
 use super::http_rules::HttpRules;
+use super::network_secrets::SecretBinding;
 use super::rules::{normalize_host, HostRules, Matched, Rule};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -42,6 +47,11 @@ pub struct NetworkConfig {
     pub resolve: BTreeMap<String, String>,
     /// How the jail is kept to the proxy.
     pub confinement: Confinement,
+    /// Credentials swapped in by the proxy (`super::network_secrets`).
+    pub secrets: BTreeMap<String, SecretBinding>,
+    /// A PEM file of extra CA certificates trusted for upstream servers, besides the bundled
+    /// web roots, when the proxy looks inside HTTPS (a LAN registry's private CA, tests).
+    pub upstream_ca: Option<std::path::PathBuf>,
 }
 
 /// `[network] confinement`: how a jail reaches nothing but the proxy.
@@ -119,6 +129,10 @@ impl NetworkConfig {
             merged.confinement = self.confinement;
         }
         merged.resolve.extend(self.resolve.clone());
+        merged.secrets.extend(self.secrets.clone());
+        if self.upstream_ca.is_some() {
+            merged.upstream_ca = self.upstream_ca.clone();
+        }
         for preset in &self.presets {
             if !merged.presets.contains(preset) {
                 merged.presets.push(preset.clone());
@@ -129,6 +143,7 @@ impl NetworkConfig {
 
     /// Check everything (for config loading); the error names the key.
     pub fn check(&self) -> Result<(), String> {
+        super::network_secrets::check_secrets(&self.secrets)?;
         NetworkRules::parse(self).map(drop)
     }
 }
@@ -327,14 +342,15 @@ pub struct NetworkAsk {
     pub port: u16,
     /// `CONNECT` for a tunnel (whose requests cannot be seen).
     pub method: String,
-    /// The path of a plain-HTTP request; empty for a tunnel.
+    /// The path of a request (plain HTTP, or HTTPS warden looks inside); empty for a tunnel.
     pub path: String,
     /// The rule that asks, as the config writes it.
     pub rule: String,
 }
 
 impl NetworkAsk {
-    /// `GET http://host/path` or `CONNECT host:443 (HTTPS; its requests cannot be seen)`.
+    /// `GET http://host/path`, `GET https://host:443/path` (inspected), or a tunnel whose
+    /// requests cannot be seen.
     pub fn describe(&self) -> String {
         match self.method.as_str() {
             "CONNECT" => format!(
@@ -343,8 +359,12 @@ impl NetworkAsk {
                 self.host, self.port, self.rule
             ),
             method => format!(
-                "a jailed command wants to send {method} http://{}:{}{} under {}",
-                self.host, self.port, self.path, self.rule
+                "a jailed command wants to send {method} {}://{}:{}{} under {}",
+                if self.port == 443 { "https" } else { "http" },
+                self.host,
+                self.port,
+                self.path,
+                self.rule
             ),
         }
     }

@@ -10,8 +10,8 @@
 
 use super::config::message_cap;
 use super::definition::HttpServer;
+use crate::secret::fill_secrets;
 use crate::sizes::read::{self, BodyError, Tripped};
-use crate::skills::routes::fill_secrets;
 use crate::skills::settings::SkillSettings;
 use futures::stream::BoxStream;
 use futures::StreamExt;

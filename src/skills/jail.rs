@@ -8,11 +8,11 @@
 //!   jail's own network namespace and the egress proxy listening inside it; closing it stops
 //!   the proxy, reports what the kernel saw go around it, and removes the run folder.
 
-use super::egress::{new_token, EgressEvent, EgressProxy, EgressRules};
 use super::manifest::Effective;
 use super::policy::{self as run_policy, RunPolicy};
 use super::settings::SkillSettings;
 use super::Skill;
+use crate::egress::proxy::{new_token, EgressEvent, EgressProxy, EgressRules};
 use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::host::kernel::landlock_abi;
 use crate::sandbox::host::netns::JailNetwork;
@@ -141,6 +141,7 @@ impl Prepared {
                     token: new_token(),
                     network: None,
                     asker: None,
+                    interception: None,
                 };
                 let token = rules.token.clone();
                 let proxy = EgressProxy::serve_on(listener, rules)
@@ -308,7 +309,7 @@ struct JailEgress<'a> {
     token: &'a str,
     namespace: Arc<std::os::fd::OwnedFd>,
     user_namespace: Option<Arc<std::os::fd::OwnedFd>>,
-    routes: &'a std::collections::BTreeMap<String, super::routes::RouteSpec>,
+    routes: &'a std::collections::BTreeMap<String, crate::egress::proxy::routes::RouteSpec>,
 }
 
 /// A run's private folder: `copy/` (the skill, read-only to the jail) and `home/` (scratch).

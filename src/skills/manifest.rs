@@ -27,8 +27,8 @@
 //! workspace paths, no network. Validation refuses anything outside the skill's folder and the
 //! workspace, anything above the global limits, and rules that would hand out a shell.
 
-use super::domain::{parse_domain, Domain};
-use super::routes::{HttpRules, RouteSpec};
+use crate::egress::proxy::domain::{parse_domain, Domain};
+use crate::egress::proxy::routes::{HttpRules, RouteSpec};
 use crate::policy::rules::{AnalyzerKind, ProgramRule};
 use crate::sandbox::Limits;
 use serde::Deserialize;

@@ -11,15 +11,13 @@
 //! - [`runner`] runs one: unchanged since its grant, checked by the default policy widened or
 //!   narrowed only by its manifest ([`policy`]), in a fresh sandbox over a private copy of its
 //!   folder (read-only) and a scratch folder, with no network unless it declared domains —
-//!   then only through warden's [`egress`] proxy — and every run audited;
+//!   then only through warden's egress proxy ([`crate::egress::proxy`]) — and every run audited;
 //! - [`report`] turns a run into the tool result, the audit reason and the run history;
 //! - [`prompt`] lists the runnable ones in the system prompt.
 
 pub mod bundled;
 pub mod describe;
 pub mod discovery;
-pub mod domain;
-pub mod egress;
 pub mod frontmatter;
 pub mod grants;
 pub mod install;
@@ -29,7 +27,6 @@ pub mod manifest;
 pub mod policy;
 pub mod prompt;
 pub mod report;
-pub mod routes;
 pub mod runner;
 pub mod settings;
 pub mod tree;

@@ -1,8 +1,8 @@
 //! What a skill run produced, for the three places it goes: the tool result (or CLI output),
 //! the audit log's one-line reason, and the skill's run history.
 
-use super::egress::EgressEvent;
 use crate::audit::AuditDecision;
+use crate::egress::proxy::EgressEvent;
 use crate::exec::RunOutput;
 
 /// How much of a failed script's error output a reason quotes: its last lines, each cut.

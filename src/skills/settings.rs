@@ -3,10 +3,10 @@
 
 use super::bundled;
 use super::discovery::Roots;
-use super::domain::parse_hosts;
 use super::manifest::Bounds;
 use crate::config::{Config, DockerConfig, Secret};
 use crate::egress::fixed::HostTarget;
+use crate::egress::proxy::domain::parse_hosts;
 use crate::policy::OwnFile;
 use crate::sandbox::Backend;
 use anyhow::Context;
@@ -76,15 +76,7 @@ impl SkillSettings {
 
     /// A secret for a route: the config's, else `WARDEN_SECRET_NAME` from warden's environment.
     pub fn secret(&self, name: &str) -> Option<Secret> {
-        self.secrets
-            .get(name)
-            .filter(|s| !s.is_empty())
-            .cloned()
-            .or_else(|| {
-                std::env::var(format!("WARDEN_SECRET_{name}"))
-                    .ok()
-                    .map(Secret::new)
-            })
+        crate::secret::stored_secret(&self.secrets, name)
     }
 
     pub fn roots(&self) -> Roots {

@@ -19,14 +19,17 @@ use crate::egress::network::{NetworkAsk, NetworkAsker, NetworkConfig, NetworkRul
 use crate::policy::Script;
 use crate::sandbox::pool::SandboxPool;
 use crate::sandbox::{Sandbox, SandboxError};
+use crate::secret::Secret;
 use crate::taint::Taint;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// `[network]` as the agent's bash tool uses it.
 pub struct CommandNetwork {
     config: NetworkConfig,
     rules: NetworkRules,
+    /// warden's secret store (`[skills.secrets]`), for `[network.secrets]`.
+    secrets: BTreeMap<String, Secret>,
 }
 
 /// The sandbox one line runs in, and its network when it has one.
@@ -39,12 +42,19 @@ pub struct Opened {
 
 impl CommandNetwork {
     /// `None` when `[network]` has no rules (no line gets any network).
-    pub fn new(config: NetworkConfig) -> Result<Option<CommandNetwork>, String> {
+    pub fn new(
+        config: NetworkConfig,
+        secrets: BTreeMap<String, Secret>,
+    ) -> Result<Option<CommandNetwork>, String> {
         if !config.has_rules() {
             return Ok(None);
         }
         let rules = NetworkRules::parse(&config)?;
-        Ok(Some(CommandNetwork { config, rules }))
+        Ok(Some(CommandNetwork {
+            config,
+            rules,
+            secrets,
+        }))
     }
 
     /// Why `script` must be approved before it runs in a run tainted as `taint`, or `None`.
@@ -82,7 +92,8 @@ impl CommandNetwork {
         let backend = sandboxes.backend();
         let sandbox = sandboxes
             .own_with(&ctx.session, |spec| {
-                opened = jailed::open(&self.config, backend, asker(ctx), spec);
+                let secret = |name: &str| crate::secret::stored_secret(&self.secrets, name);
+                opened = jailed::open(&self.config, backend, asker(ctx), &secret, spec);
             })
             .await?;
         match opened {
@@ -226,7 +237,7 @@ mod tests {
     #[test]
     fn only_a_tainted_line_that_may_use_the_network_asks_unless_the_user_allowed_every_host() {
         let rules = |text: &str| {
-            CommandNetwork::new(toml::from_str(text).unwrap())
+            CommandNetwork::new(toml::from_str(text).unwrap(), BTreeMap::new())
                 .unwrap()
                 .unwrap()
         };
@@ -259,6 +270,8 @@ mod tests {
             None,
             "only the user's own allow rules"
         );
-        assert!(CommandNetwork::new(Default::default()).unwrap().is_none());
+        assert!(CommandNetwork::new(Default::default(), BTreeMap::new())
+            .unwrap()
+            .is_none());
     }
 }

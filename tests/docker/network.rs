@@ -63,7 +63,7 @@ async fn the_container_reaches_an_allowed_host_through_the_proxy_and_nothing_els
         return;
     }
     let served = Served::start();
-    let network = JailedNetwork::start_for_container(&served.network(), None)
+    let network = JailedNetwork::start_for_container(&served.network(), None, &|_| None)
         .unwrap()
         .expect("rules start a proxy");
     let ws = Workspace::new();

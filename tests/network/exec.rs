@@ -25,6 +25,8 @@ pub struct Net {
     pub env: Env,
     server: FileServer,
     pub served: std::path::PathBuf,
+    /// Variables in warden's own environment (`WARDEN_SECRET_…`).
+    pub warden_env: Vec<(String, String)>,
 }
 
 impl Net {
@@ -53,6 +55,7 @@ impl Net {
             env,
             server,
             served,
+            warden_env: Vec::new(),
         }
     }
 
@@ -106,6 +109,7 @@ impl Net {
             .env("WARDEN_CONFIG", &self.env.config)
             .env("ANTHROPIC_API_KEY", SECRET_KEY)
             .env("TELEGRAM_BOT_TOKEN", SECRET_TOKEN)
+            .envs(self.warden_env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null());
     }
 
@@ -115,7 +119,7 @@ impl Net {
 }
 
 /// Only where warden can give the jail a network namespace of its own.
-fn namespaces_available() -> bool {
+pub(crate) fn namespaces_available() -> bool {
     if !is_root() {
         eprintln!("skipped: the jail's network namespace needs warden to run as root");
         return false;

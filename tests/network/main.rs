@@ -9,5 +9,6 @@ mod support;
 
 mod agent;
 mod exec;
+mod intercept;
 mod jail;
 mod supervisor;

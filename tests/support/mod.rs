@@ -22,6 +22,7 @@ pub mod pty;
 pub mod refused;
 pub mod resources;
 pub mod skills;
+pub mod tls_server;
 pub mod tmpfs;
 pub mod warden_bot;
 pub mod warden_run;

@@ -88,7 +88,7 @@ async fn connect_and_serve(
         Err(e) => return Ended::Failed(format!("connecting to {host}:{port}: {e}")),
     };
     match parsed.scheme() {
-        "wss" => match crate::skills::egress::tls_connect(&host, tcp).await {
+        "wss" => match crate::egress::proxy::tls_connect(&host, tcp).await {
             Ok(tls) => handshake_and_serve(&url, tls, handler, tx).await,
             Err(e) => Ended::Failed(e),
         },

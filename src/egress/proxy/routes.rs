@@ -20,6 +20,7 @@
 
 use super::domain::{parse_domain, Domain};
 pub use crate::egress::http_rules::HttpRules;
+use crate::secret::fill_secrets;
 use crate::secret::{secret_names, Secret};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -252,30 +253,6 @@ fn parse_url(text: &str) -> Result<(bool, Domain, String), String> {
         return Err(format!("url {text:?}: the path has . or .. or an escape"));
     }
     Ok((tls, domain, base_path))
-}
-
-/// A header `template` with every `{secret:NAME}` replaced by `lookup(NAME)`; a missing
-/// secret is an error saying that `needed_by` needs it and where to set it.
-pub fn fill_secrets(
-    template: &str,
-    needed_by: &str,
-    lookup: &dyn Fn(&str) -> Option<Secret>,
-) -> Result<Secret, String> {
-    let mut value = template.to_string();
-    for secret in secret_names(template)? {
-        let found = lookup(&secret).filter(|s| !s.is_empty()).ok_or_else(|| {
-            format!(
-                "{needed_by} needs the secret {secret}, which warden does not have: set \
-                 [skills.secrets] {secret} in the config or WARDEN_SECRET_{secret} in warden's \
-                 environment"
-            )
-        })?;
-        if found.expose().contains(['\r', '\n']) {
-            return Err(format!("the secret {secret} holds a line break"));
-        }
-        value = value.replace(&format!("{{secret:{secret}}}"), found.expose());
-    }
-    Ok(Secret::new(value))
 }
 
 #[cfg(test)]
