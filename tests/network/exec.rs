@@ -342,16 +342,26 @@ pub fn git_clone_over_dumb_http(net: &Net, as_nobody: bool) -> Option<()> {
 
 #[test]
 fn pip_installs_from_a_local_simple_index() {
-    if !namespaces_available() {
-        return;
+    if namespaces_available() {
+        pip_installs_from_a_local_index(Confinement::Auto, false);
     }
+}
+
+#[test]
+fn unprivileged_pip_installs_from_a_local_simple_index() {
+    pip_installs_from_a_local_index(Confinement::Auto, true);
+}
+
+/// `pip install --index-url` from a simple index the test serves, through the proxy.
+pub fn pip_installs_from_a_local_index(confinement: Confinement, as_nobody: bool) -> Option<()> {
     if !Path::new("/usr/bin/pip").exists() || !have_python() {
-        eprintln!("skipped: pip is not installed on this machine");
-        return;
+        eprintln!("skipped: pip is not installed on this machine (Debian's python3-pip)");
+        return None;
     }
     // pip reads /etc/debian_version for its User-Agent.
-    let net = Net::new(
+    let net = Net::confined(
         "[sandbox]\nread = [\"/etc/debian_version\"]\n[network.hosts]\n\"pkgs.test\" = \"allow\"",
+        confinement,
     );
     let wheel = "demo_pkg-1.0-py3-none-any.whl";
     let made = Command::new("/usr/bin/python3")
@@ -376,15 +386,17 @@ fn pip_installs_from_a_local_simple_index() {
         format!("<html><body><a href=\"/{wheel}\">{wheel}</a></body></html>"),
     )
     .unwrap();
-    let r = net.exec(
+    let r = net.exec_as(
+        as_nobody,
         &["--yes"],
         "pip install --disable-pip-version-check --no-cache-dir --index-url http://pkgs.test/simple/ --trusted-host pkgs.test --target libs demo-pkg",
-    );
+    )?;
     assert_eq!(r.status, 0, "{r:?}");
     assert_eq!(
         std::fs::read_to_string(net.env.ws.join("libs/demo_pkg/__init__.py")).unwrap(),
         "VALUE = 42\n"
     );
+    Some(())
 }
 
 /// A probe the jail runs (through a policy file that lets python3 run it): direct connects to

@@ -6,10 +6,20 @@
 
 use crate::common::*;
 use crate::exec::{
-    curl_reaches_only_allowed_hosts, git_clone_over_dumb_http, probe_reaches_nothing, Confinement,
-    Net, PYTHON_RUNS_SCRIPTS,
+    curl_reaches_only_allowed_hosts, git_clone_over_dumb_http, pip_installs_from_a_local_index,
+    probe_reaches_nothing, Confinement, Net, PYTHON_RUNS_SCRIPTS,
 };
 use std::process::Command;
+
+#[test]
+fn pip_installs_from_a_local_index_under_the_supervisor() {
+    pip_installs_from_a_local_index(Confinement::Supervisor, false);
+}
+
+#[test]
+fn unprivileged_pip_installs_from_a_local_index_under_the_supervisor() {
+    pip_installs_from_a_local_index(Confinement::Supervisor, true);
+}
 
 #[test]
 fn curl_reaches_an_allowed_host_and_nothing_else_under_the_supervisor() {
