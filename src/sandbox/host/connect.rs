@@ -29,7 +29,7 @@
 //! stall too, but costs a thread per connect and still needs the same flag dance to be
 //! cancellable; the poll costs nothing extra.
 
-use super::supervisor::{Listener, TakeFailure};
+use super::notification::{Listener, TakeFailure};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;

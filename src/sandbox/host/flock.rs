@@ -18,7 +18,7 @@
 //! sleeps in `flock` itself. The thread, the listeners and the copy of the caller's descriptor
 //! are the supervisor's (`supervisor.rs`); this file is the `flock` answer.
 
-use super::supervisor::{Listener, TakeFailure};
+use super::notification::{Listener, TakeFailure};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 

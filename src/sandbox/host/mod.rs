@@ -19,6 +19,7 @@ pub mod kernel;
 mod landlock;
 mod launcher;
 pub mod netns;
+mod notification;
 mod process;
 mod rlimits;
 mod seccomp;
