@@ -9,12 +9,14 @@
 //! Prints the median and p99 of each. Run: `cargo bench --bench connect` (a debug build with
 //! `cargo bench --profile dev --bench connect`).
 
-use std::io::{Read, Write};
+#[path = "support/upstream.rs"]
+mod support_upstream;
 use std::net::{SocketAddr, SocketAddrV4, TcpListener};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
+use support_upstream::upstream;
 use warden::egress::network::{NetworkConfig, NetworkRules};
 use warden::egress::proxy::{EgressProxy, EgressRules};
 use warden::exec::{run_script, ExecOptions};
@@ -62,28 +64,6 @@ fn sink() -> SocketAddrV4 {
         other => panic!("{other}"),
     };
     std::thread::spawn(move || for _conn in listener.incoming() {});
-    addr
-}
-
-/// A server answering one request per connection with `ok`.
-fn upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-            });
-        }
-    });
     addr
 }
 

@@ -6,10 +6,13 @@
 //! TLS with warden's leaf for the host, warden with the server). Prints the median and p99.
 //! Run: `cargo bench --bench network`.
 
+#[path = "support/upstream.rs"]
+mod support_upstream;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support_upstream::upstream;
 use tokio_rustls::rustls;
 use warden::egress::network::{NetworkConfig, NetworkRules};
 use warden::egress::proxy::intercept::Interception;
@@ -17,28 +20,6 @@ use warden::egress::proxy::{EgressProxy, EgressRules};
 
 const ROUNDS: usize = 2000;
 const AUTH: &str = "Proxy-Authorization: Basic d2FyZGVuOmJlbmNo\r\n"; // warden:bench
-
-/// A server answering every request on a connection with a short body, then closing.
-fn upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-            });
-        }
-    });
-    addr
-}
 
 /// Send `request` on a fresh connection to `addr`, read until the body `ok` arrives.
 fn exchange(addr: SocketAddr, request: &[u8]) {

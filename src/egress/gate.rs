@@ -247,27 +247,7 @@ fn visible(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::egress::provenance::Source;
-    use crate::tools::approval::{Approver, NoApprover};
-    use async_trait::async_trait;
-    use std::sync::Mutex;
-
-    /// Answers with a fixed approval and remembers what it was asked.
-    struct Recording {
-        approve: bool,
-        asked: Mutex<Vec<ApprovalRequest>>,
-    }
-
-    #[async_trait]
-    impl Approver for Recording {
-        async fn approve(&self, request: &ApprovalRequest) -> Approval {
-            self.asked.lock().unwrap().push(request.clone());
-            if self.approve {
-                Approval::Approved
-            } else {
-                Approval::Denied("denied by the test".into())
-            }
-        }
-    }
+    use crate::tools::approval::{NoApprover, Recording};
 
     fn gate(pairs: &[(&str, &str)]) -> Gate {
         let hosts = pairs
@@ -396,10 +376,7 @@ mod tests {
     #[tokio::test]
     async fn approvals_show_the_decoded_url_and_the_taint() {
         let g = gate(&[]);
-        let recording = Arc::new(Recording {
-            approve: true,
-            asked: Mutex::new(Vec::new()),
-        });
+        let recording = Recording::answering(true);
         let ctx = ctx(recording.clone());
         ctx.taint.add("web_fetch https://page.example/");
         let url = "https://x.example/p%20q?d=my%20secret&k%0A=v+w";

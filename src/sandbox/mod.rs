@@ -133,6 +133,22 @@ pub struct ProcessSpec {
     pub env: Vec<(String, String)>,
 }
 
+#[cfg(test)]
+impl ProcessSpec {
+    /// `argv` in `cwd` with no input or output (unit tests).
+    pub fn silent(argv: &[&str], cwd: &std::path::Path) -> ProcessSpec {
+        ProcessSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: Stdio::Null,
+            stdout: Stdio::Null,
+            stderr: Stdio::Null,
+            extra_fds: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+}
+
 /// How a jailed process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

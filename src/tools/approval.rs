@@ -73,3 +73,33 @@ pub async fn ask(approver: &dyn Approver, request: &ApprovalRequest) -> Result<(
         }),
     }
 }
+
+/// An approver for unit tests: answers as told and remembers what it was asked.
+#[cfg(test)]
+pub struct Recording {
+    pub approve: bool,
+    pub asked: std::sync::Mutex<Vec<ApprovalRequest>>,
+}
+
+#[cfg(test)]
+impl Recording {
+    pub fn answering(approve: bool) -> std::sync::Arc<Recording> {
+        std::sync::Arc::new(Recording {
+            approve,
+            asked: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[cfg(test)]
+#[async_trait]
+impl Approver for Recording {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        asked.push(request.clone());
+        match self.approve {
+            true => Approval::Approved,
+            false => Approval::Denied("denied by the test".into()),
+        }
+    }
+}

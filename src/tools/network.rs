@@ -173,26 +173,7 @@ pub fn result_lines(report: &NetworkReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::approval::Approver;
-    use async_trait::async_trait;
-    use std::sync::Mutex;
-
-    /// Answers as told and remembers what it was asked.
-    struct Recording {
-        approve: bool,
-        asked: Mutex<Vec<ApprovalRequest>>,
-    }
-
-    #[async_trait]
-    impl Approver for Recording {
-        async fn approve(&self, request: &ApprovalRequest) -> Approval {
-            self.asked.lock().unwrap().push(request.clone());
-            match self.approve {
-                true => Approval::Approved,
-                false => Approval::Denied("denied by the user".into()),
-            }
-        }
-    }
+    use crate::tools::approval::Recording;
 
     fn request(host: &str, method: &str, path: &str) -> NetworkAsk {
         NetworkAsk {
@@ -207,10 +188,7 @@ mod tests {
     #[tokio::test]
     async fn an_ask_goes_to_the_approver_once_per_host_and_method() {
         for approve in [true, false] {
-            let recording = Arc::new(Recording {
-                approve,
-                asked: Mutex::new(Vec::new()),
-            });
+            let recording = Recording::answering(approve);
             let mut ctx = ToolContext::detached("telegram:1");
             ctx.approver = recording.clone();
             ctx.taint.add("web_fetch http://page.test/");

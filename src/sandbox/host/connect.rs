@@ -352,20 +352,8 @@ fn socket_option(socket: &OwnedFd, name: libc::c_int) -> Result<libc::c_int, i32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{ExitStatus, JailSpec, ProcessSpec, Sandbox, Stdio};
+    use crate::sandbox::{ExitStatus, JailSpec, ProcessSpec, Sandbox};
     use std::path::Path;
-
-    fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
-        ProcessSpec {
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            cwd: cwd.to_path_buf(),
-            stdin: Stdio::Null,
-            stdout: Stdio::Null,
-            stderr: Stdio::Null,
-            extra_fds: Vec::new(),
-            env: Vec::new(),
-        }
-    }
 
     fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
         let mut b = vec![0u8; 16];
@@ -487,13 +475,13 @@ mod tests {
             proxy.port()
         );
         let mut waiting = sandbox
-            .spawn(spec(&["python3", "-c", &code], &ws))
+            .spawn(ProcessSpec::silent(&["python3", "-c", &code], &ws))
             .await
             .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let started = std::time::Instant::now();
         let mut locker = sandbox
-            .spawn(spec(&["flock", "build.lock", "true"], &ws))
+            .spawn(ProcessSpec::silent(&["flock", "build.lock", "true"], &ws))
             .await
             .unwrap();
         let status = tokio::time::timeout(std::time::Duration::from_secs(10), locker.wait())

@@ -401,19 +401,6 @@ impl Sandbox for HostSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::Stdio;
-
-    fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
-        ProcessSpec {
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            cwd: cwd.to_path_buf(),
-            stdin: Stdio::Null,
-            stdout: Stdio::Null,
-            stderr: Stdio::Null,
-            extra_fds: Vec::new(),
-            env: Vec::new(),
-        }
-    }
 
     #[test]
     fn an_egress_proxy_needs_landlock_tcp_rules() {
@@ -430,7 +417,10 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let sandbox = HostSandbox::new(JailSpec::new(ws.path().canonicalize().unwrap())).unwrap();
         let err = match sandbox
-            .spawn(spec(&["true"], Path::new("/nonexistent-dir")))
+            .spawn(ProcessSpec::silent(
+                &["true"],
+                Path::new("/nonexistent-dir"),
+            ))
             .await
         {
             Err(e) => e,
@@ -452,14 +442,20 @@ mod tests {
         let ws = ws.path().canonicalize().unwrap();
         let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
         let mut holder = sandbox
-            .spawn(spec(&["flock", "build.lock", "sleep", "2"], &ws))
+            .spawn(ProcessSpec::silent(
+                &["flock", "build.lock", "sleep", "2"],
+                &ws,
+            ))
             .await
             .unwrap();
         // The holder's lock, seen by a second tree: `flock -n` fails (status 1) while it holds.
         let mut seen = None;
         for _ in 0..100 {
             let mut probe = sandbox
-                .spawn(spec(&["flock", "-n", "build.lock", "true"], &ws))
+                .spawn(ProcessSpec::silent(
+                    &["flock", "-n", "build.lock", "true"],
+                    &ws,
+                ))
                 .await
                 .unwrap();
             let status = probe.wait().await.unwrap();
@@ -475,7 +471,10 @@ mod tests {
             crate::sandbox::ExitStatus::Code(0)
         );
         let mut after = sandbox
-            .spawn(spec(&["flock", "-n", "build.lock", "true"], &ws))
+            .spawn(ProcessSpec::silent(
+                &["flock", "-n", "build.lock", "true"],
+                &ws,
+            ))
             .await
             .unwrap();
         assert_eq!(
@@ -490,18 +489,23 @@ mod tests {
         let ws = ws.path().canonicalize().unwrap();
         let sandbox = HostSandbox::new(JailSpec::new(ws.clone())).unwrap();
         let mut p = sandbox
-            .spawn(spec(&["sh", "-c", "exit 3"], &ws))
+            .spawn(ProcessSpec::silent(&["sh", "-c", "exit 3"], &ws))
             .await
             .unwrap();
         assert_eq!(p.wait().await.unwrap(), crate::sandbox::ExitStatus::Code(3));
-        let mut p = sandbox.spawn(spec(&["sleep", "30"], &ws)).await.unwrap();
+        let mut p = sandbox
+            .spawn(ProcessSpec::silent(&["sleep", "30"], &ws))
+            .await
+            .unwrap();
         p.kill().await;
         assert_eq!(
             p.wait().await.unwrap(),
             crate::sandbox::ExitStatus::Signal(libc::SIGKILL)
         );
         assert!(matches!(
-            sandbox.spawn(spec(&["no-such-program-x"], &ws)).await,
+            sandbox
+                .spawn(ProcessSpec::silent(&["no-such-program-x"], &ws))
+                .await,
             Err(SandboxError::NotFound(_))
         ));
         assert_eq!(sandbox.guest_path(&ws.join("f")), Some(ws.join("f")));
