@@ -111,13 +111,7 @@ pub fn open(
     secret: &dyn Fn(&str) -> Option<Secret>,
     spec: &mut JailSpec,
 ) -> Result<Option<JailedNetwork>, String> {
-    if !config.has_rules() {
-        return Ok(None);
-    }
-    let jailed = match backend {
-        Backend::Docker => JailedNetwork::start_for_container(config, Some(asker), secret)?,
-        Backend::Host => JailedNetwork::start(config, Some(asker), secret)?,
-    };
+    let jailed = JailedNetwork::start(config, backend, Some(asker), secret)?;
     if let Some(jailed) = &jailed {
         jailed.apply(spec);
     }
@@ -139,9 +133,13 @@ pub fn unavailable_reason(why: &str) -> String {
 impl JailedNetwork {
     /// `None` when `[network]` has no rules (the jail keeps no network at all).
     /// `secret` is warden's secret store (`crate::secret::stored_secret`), for
-    /// `[network.secrets]`.
+    /// `[network.secrets]`. On the host the jail is confined as `[network] confinement` says;
+    /// for a Docker container the proxy listens on loopback in warden's own namespace, which
+    /// only warden's forwarder in the container's namespace reaches for the container (the
+    /// per-run token in the proxy URL keeps other local processes out).
     pub fn start(
         config: &NetworkConfig,
+        backend: Backend,
         asker: Option<NetworkAsker>,
         secret: &dyn Fn(&str) -> Option<Secret>,
     ) -> Result<Option<JailedNetwork>, String> {
@@ -149,35 +147,6 @@ impl JailedNetwork {
             return Ok(None);
         }
         let rules = Arc::new(NetworkRules::parse(config)?);
-        let (confined, listener) =
-            Confined::open(config.confinement).map_err(|why| unavailable_reason(&why))?;
-        Self::serve(confined, listener, config, rules, asker, secret).map(Some)
-    }
-
-    /// For the Docker backend: the proxy on loopback in warden's own namespace, which only
-    /// warden's forwarder in the container's namespace reaches for the container (the per-run
-    /// token in the proxy URL keeps other local processes out).
-    pub fn start_for_container(
-        config: &NetworkConfig,
-        asker: Option<NetworkAsker>,
-        secret: &dyn Fn(&str) -> Option<Secret>,
-    ) -> Result<Option<JailedNetwork>, String> {
-        if !config.has_rules() {
-            return Ok(None);
-        }
-        let rules = Arc::new(NetworkRules::parse(config)?);
-        let (confined, listener) = Confined::for_container()?;
-        Self::serve(confined, listener, config, rules, asker, secret).map(Some)
-    }
-
-    fn serve(
-        confined: Confined,
-        listener: std::net::TcpListener,
-        config: &NetworkConfig,
-        rules: Arc<NetworkRules>,
-        asker: Option<NetworkAsker>,
-        secret: &dyn Fn(&str) -> Option<Secret>,
-    ) -> Result<JailedNetwork, String> {
         let secrets = config
             .secrets
             .iter()
@@ -185,6 +154,12 @@ impl JailedNetwork {
             .collect::<Result<Vec<_>, _>>()?;
         let interception = Arc::new(Interception::new(secrets, config.upstream_ca.as_deref())?);
         let trust = TrustFiles::write(interception.ca_pem())?;
+        let (confined, listener) = match backend {
+            Backend::Host => {
+                Confined::open(config.confinement).map_err(|why| unavailable_reason(&why))?
+            }
+            Backend::Docker => Confined::for_container()?,
+        };
         let token = new_token();
         let proxy = EgressProxy::serve_on(
             listener,
@@ -197,14 +172,14 @@ impl JailedNetwork {
             },
         )
         .map_err(|e| format!("starting the egress proxy failed: {e}"))?;
-        Ok(JailedNetwork {
+        Ok(Some(JailedNetwork {
             proxy,
             confined,
             token,
             rules,
             interception,
             trust,
-        })
+        }))
     }
 
     pub fn proxy_addr(&self) -> SocketAddr {

@@ -94,17 +94,20 @@ impl SandboxPool {
         }
     }
 
-    /// A sandbox of its own over the pool's spec as `change` leaves it (one command line with
-    /// the network: its confinement and proxy), dropped when the caller drops it: a host jail,
-    /// or on the Docker backend a container of its own (removed when dropped), apart from the
-    /// session's warm one.
-    pub async fn own_with(
+    /// The jail every sandbox of this pool starts from, for a line that needs a changed one
+    /// ([`SandboxPool::own`]).
+    pub fn spec(&self) -> JailSpec {
+        self.spec.clone()
+    }
+
+    /// A sandbox of its own over `spec` (one command line with the network: its confinement
+    /// and proxy), dropped when the caller drops it: a host jail, or on the Docker backend a
+    /// container of its own (removed when dropped), apart from the session's warm one.
+    pub async fn own(
         &self,
         session: &str,
-        change: impl FnOnce(&mut JailSpec),
+        spec: JailSpec,
     ) -> Result<Arc<dyn Sandbox>, SandboxError> {
-        let mut spec = self.spec.clone();
-        change(&mut spec);
         match self.backend {
             Backend::Host => Ok(Arc::new(HostSandbox::with_options(
                 spec,

@@ -88,17 +88,19 @@ impl CommandNetwork {
         if !script.may_use_network() {
             return without(None).await;
         }
-        let mut opened = Ok(None);
-        let backend = sandboxes.backend();
-        let sandbox = sandboxes
-            .own_with(&ctx.session, |spec| {
-                let secret = |name: &str| crate::secret::stored_secret(&self.secrets, name);
-                opened = jailed::open(&self.config, backend, asker(ctx), &secret, spec);
-            })
-            .await?;
-        match opened {
+        // The network first: where it cannot be opened the line runs in the session's
+        // sandbox, and no jail or container of its own is built for nothing.
+        let mut spec = sandboxes.spec();
+        let secret = |name: &str| crate::secret::stored_secret(&self.secrets, name);
+        match jailed::open(
+            &self.config,
+            sandboxes.backend(),
+            asker(ctx),
+            &secret,
+            &mut spec,
+        ) {
             Ok(Some(network)) => Ok(Opened {
-                sandbox,
+                sandbox: sandboxes.own(&ctx.session, spec).await?,
                 network: Some(network),
                 unavailable: None,
             }),

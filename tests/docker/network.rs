@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use warden::egress::jailed::JailedNetwork;
 use warden::egress::network::NetworkConfig;
+use warden::sandbox::Backend;
 
 /// A served folder with `hello.txt`, and `[network]` allowing `pkgs.test` (mapped to it) but
 /// not `other.test` (mapped to it too).
@@ -63,7 +64,7 @@ async fn the_container_reaches_an_allowed_host_through_the_proxy_and_nothing_els
         return;
     }
     let served = Served::start();
-    let network = JailedNetwork::start_for_container(&served.network(), None, &|_| None)
+    let network = JailedNetwork::start(&served.network(), Backend::Docker, None, &|_| None)
         .unwrap()
         .expect("rules start a proxy");
     let ws = Workspace::new();
