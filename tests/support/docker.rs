@@ -180,6 +180,7 @@ pub async fn try_run(
 pub async fn leftovers(docker: &bollard::Docker, container: &str) -> Vec<String> {
     let inspect = docker.inspect_container(container, None).await.unwrap();
     let init = inspect.state.and_then(|s| s.pid).unwrap().to_string();
+    let idle_loop_fork = format!("/bin/sh -c {}", warden::sandbox::docker::plan::IDLE_LOOP);
     let options = bollard::query_parameters::TopOptionsBuilder::new()
         .ps_args("-o pid,ppid,args")
         .build();
@@ -192,7 +193,10 @@ pub async fn leftovers(docker: &bollard::Docker, container: &str) -> Vec<String>
         .into_iter()
         .filter(|row| {
             let is_init = row[0] == init;
-            let is_idle_sleep = row[1] == init && row[2] == "sleep 2147483647";
+            // The idle loop's own sleep, or the loop's fork that is about to exec it again
+            // (a kill ends the sleep too; under load that fork is visible for a moment).
+            let is_idle_sleep =
+                row[1] == init && (row[2] == "sleep 2147483647" || row[2] == idle_loop_fork);
             !(is_init || is_idle_sleep)
         })
         .map(|row| row.join(" "))
