@@ -53,6 +53,8 @@ pub struct ChildPlan<'a> {
     pub seccomp: &'a SeccompProgram,
     /// The socket the filter's listener goes to warden over (`supervisor.rs`).
     pub listener_socket: RawFd,
+    /// Stamp each step's end for `WARDEN_JAIL_TRACE` (`sandbox::steps`).
+    pub trace: bool,
 }
 
 /// The steps of the child, as reported when one fails.
@@ -94,6 +96,25 @@ impl Step {
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
+    }
+
+    /// The step's name in the `WARDEN_JAIL_TRACE` report.
+    fn trace_name(self) -> &'static str {
+        match self {
+            Step::Session => "child: session, signals",
+            Step::Network => "child: network namespace",
+            Step::Fds => "child: fds",
+            Step::Cwd => "child: cwd",
+            Step::Cgroup => "child: join pids cgroup",
+            Step::Rlimits => "child: rlimits",
+            Step::Capabilities => "child: drop capabilities",
+            Step::NoNewPrivs => "child: no_new_privs",
+            Step::LandlockProcSelf => "child: Landlock /proc/self",
+            Step::Landlock => "child: Landlock restrict",
+            Step::Seccomp => "child: seccomp install",
+            Step::SeccompListener => "child: hand over listener",
+            Step::Exec => "execve (until it returned)",
+        }
     }
 
     fn describe(self) -> &'static str {
@@ -162,6 +183,7 @@ pub fn launch(plan: &ChildPlan<'_>) -> Result<(libc::pid_t, OwnedFd), LaunchErro
     let shared = Shared {
         plan,
         failure: AtomicU64::new(0),
+        stamps: Default::default(),
     };
     let mut stack = vec![0u8; CHILD_STACK_BYTES];
     // The stack grows down from its (16-byte aligned) end.
@@ -194,6 +216,9 @@ pub fn launch(plan: &ChildPlan<'_>) -> Result<(libc::pid_t, OwnedFd), LaunchErro
     if pid < 0 {
         return Err(LaunchError::Parent(clone_error));
     }
+    if plan.trace {
+        report_stamps(&shared.stamps);
+    }
     // SAFETY: CLONE_PIDFD stored a new descriptor (close-on-exec) that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
 
@@ -219,6 +244,36 @@ struct Shared<'a> {
     plan: &'a ChildPlan<'a>,
     /// 0, or (step << 32 | errno) of the step that failed.
     failure: AtomicU64,
+    /// When each step ended (CLOCK_MONOTONIC ns, by `Step` - 1), when tracing.
+    stamps: Stamps,
+}
+
+type Stamps = [AtomicU64; STEPS];
+const STEPS: usize = Step::Exec as usize;
+
+/// Child side: `step` has ended. Async-signal-safe (the vDSO clock, an atomic store).
+fn stamp(plan: &ChildPlan<'_>, stamps: &Stamps, step: Step) {
+    if plan.trace {
+        stamps[step as usize - 1].store(crate::sandbox::steps::monotonic_ns(), Ordering::Relaxed);
+    }
+}
+
+/// Parent side, once the clone returned: the child's steps, and the exec (until now).
+fn report_stamps(stamps: &Stamps) {
+    let mut steps: Vec<(&'static str, u64)> = (1..STEPS as u32)
+        .filter_map(Step::from_u32)
+        .map(|step| {
+            (
+                step.trace_name(),
+                stamps[step as usize - 1].load(Ordering::Relaxed),
+            )
+        })
+        .collect();
+    steps.push((
+        Step::Exec.trace_name(),
+        crate::sandbox::steps::monotonic_ns(),
+    ));
+    crate::sandbox::steps::child_marks(&steps);
 }
 
 /// The child's first function, on its own stack.
@@ -226,7 +281,7 @@ extern "C" fn child_entry(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the parent's `Shared`, alive until this child execs or exits.
     let shared = unsafe { &*(arg as *const Shared<'_>) };
     // SAFETY: we are the freshly cloned child.
-    let Err((step, err)) = unsafe { build_jail_and_exec(shared.plan) };
+    let Err((step, err)) = unsafe { build_jail_and_exec(shared.plan, &shared.stamps) };
     let report = (u64::from(step as u32) << 32) | u64::from(err as u32);
     shared.failure.store(report, Ordering::Release);
     // SAFETY: leave without running anything else (no atexit handlers, no flushing).
@@ -234,8 +289,12 @@ extern "C" fn child_entry(arg: *mut c_void) -> c_int {
 }
 
 /// The jail, in the order it is built. Returns only on failure.
-unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step, i32)> {
+unsafe fn build_jail_and_exec(
+    plan: &ChildPlan<'_>,
+    stamps: &Stamps,
+) -> Result<Infallible, (Step, i32)> {
     let fail = |step: Step| move |e: i32| (step, e);
+    let done = |step: Step| stamp(plan, stamps, step);
 
     // Session: a new session and process group, so the timeout can kill the whole group and
     // the process has no controlling terminal. Signal dispositions and the mask go back to the
@@ -244,44 +303,54 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
         return Err((Step::Session, errno()));
     }
     reset_signals();
+    done(Step::Session);
 
     // Network: the namespace where only the egress proxy listens (needs CAP_SYS_ADMIN, so
     // before capabilities are dropped).
     if let Some(namespace) = plan.network_namespace {
         super::netns::join_in_child(namespace, plan.user_namespace).map_err(fail(Step::Network))?;
+        done(Step::Network);
     }
 
     // Fds: 0-2 and the requested 3-9; everything else closes at exec.
     plan.fds.apply_in_child().map_err(fail(Step::Fds))?;
+    done(Step::Fds);
     if libc::chdir(plan.cwd.as_ptr()) != 0 {
         return Err((Step::Cwd, errno()));
     }
+    done(Step::Cwd);
 
     // Cgroup: count (and later find) every descendant.
     if let Some(fd) = plan.cgroup_join {
         cgroup::join_in_child(fd).map_err(fail(Step::Cgroup))?;
+        done(Step::Cgroup);
     }
 
     // Env: the scrubbed allowlist, prepared by the parent, is passed to execve below.
 
     // Rlimits.
     plan.rlimits.apply_in_child().map_err(fail(Step::Rlimits))?;
+    done(Step::Rlimits);
 
     // Capabilities: none, even as root.
     plan.capabilities
         .drop_all_in_child()
         .map_err(fail(Step::Capabilities))?;
+    done(Step::Capabilities);
 
     // no_new_privs: no setuid/file-capability gains; required for Landlock and seccomp.
     if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
         return Err((Step::NoNewPrivs, errno()));
     }
+    done(Step::NoNewPrivs);
 
     // Landlock: files, TCP and scopes.
     if let Some((ruleset, proc_access)) = plan.landlock {
         landlock::allow_proc_self_in_child(ruleset, proc_access)
             .map_err(fail(Step::LandlockProcSelf))?;
+        done(Step::LandlockProcSelf);
         landlock::restrict_self_in_child(ruleset).map_err(fail(Step::Landlock))?;
+        done(Step::Landlock);
     }
 
     // Seccomp: the allow-list. Its listener goes to warden, which answers `flock` (and
@@ -290,9 +359,11 @@ unsafe fn build_jail_and_exec(plan: &ChildPlan<'_>) -> Result<Infallible, (Step,
         .seccomp
         .install_in_child()
         .map_err(fail(Step::Seccomp))?;
+    done(Step::Seccomp);
     if let Some(listener) = listener {
         super::supervisor::hand_over_in_child(plan.listener_socket, listener)
             .map_err(fail(Step::SeccompListener))?;
+        done(Step::SeccompListener);
     }
 
     // Exec.

@@ -115,6 +115,7 @@ impl HostProcess {
         loop {
             let mut guard = self.pidfd.readable().await?;
             if self.waitid(libc::WNOHANG | libc::WNOWAIT)?.is_some() {
+                crate::sandbox::steps::mark("program ran");
                 return Ok(());
             }
             guard.clear_ready();
@@ -176,6 +177,7 @@ impl HostProcess {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+        crate::sandbox::steps::mark("group killed, reaped, cgroup removed");
         Ok(status)
     }
 }
