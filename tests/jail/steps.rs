@@ -31,7 +31,7 @@ fn the_trace_names_every_step_in_order_and_leaves_the_output_alone() {
         "pids cgroup root",
         "jail ready",
         "Landlock ruleset",
-        "child: session, signals",
+        "child: process group, signals",
         "child: fds",
         "child: rlimits",
         "child: drop capabilities",
