@@ -13,8 +13,10 @@
 #   WARDEN=path benches/jail.sh  # another warden binary (no build)
 #   BEFORE=path benches/jail.sh  # and an older binary in the same run ("warden before")
 #
-# hyperfine is used when installed (apt-get install -y hyperfine), else a loop timed with
-# bash's $EPOCHREALTIME. The machine should be otherwise idle: the numbers are milliseconds.
+# hyperfine is used when installed (apt-get install -y hyperfine), else (or with INTERLEAVE=1) a
+# loop timed with bash's $EPOCHREALTIME that runs the commands in turn, one run of each per
+# round, so a machine whose load changes during the run weighs on all of them alike. The
+# machine should be otherwise idle: the numbers are milliseconds.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -69,7 +71,7 @@ else
 fi
 
 declare -A median_ms
-if command -v hyperfine >/dev/null; then
+if command -v hyperfine >/dev/null && [[ -z ${INTERLEAVE:-} ]]; then
     spacing=()
     if [[ -n ${SPACED:-} ]]; then spacing=(--prepare "sleep 0.05"); fi
     hyperfine -N --warmup 20 --runs "$runs" "${spacing[@]}" --export-csv "$workdir/results.csv" \
@@ -81,18 +83,21 @@ if command -v hyperfine >/dev/null; then
         i=$((i + 1))
     done < <(tail -n +2 "$workdir/results.csv")
 else
-    echo "hyperfine not found: timing a loop with \$EPOCHREALTIME" >&2
-    for i in "${!commands[@]}"; do
-        read -r -a argv <<<"${commands[$i]}"
-        for _ in $(seq 20); do "${argv[@]}" >/dev/null; done
-        for _ in $(seq "$runs"); do
+    echo "timing the commands in turn with \$EPOCHREALTIME" >&2
+    for round in $(seq $((runs + 20))); do
+        for i in "${!commands[@]}"; do
+            read -r -a argv <<<"${commands[$i]}"
             if [[ -n ${SPACED:-} ]]; then sleep 0.05; fi
-            start=$EPOCHREALTIME
+            start=${EPOCHREALTIME/./}
             "${argv[@]}" >/dev/null
-            end=$EPOCHREALTIME
-            awk -v a="$start" -v b="$end" 'BEGIN { printf "%.4f\n", (b - a) * 1000 }'
-        done | sort -n >"$workdir/times.$i"
-        median_ms[${names[$i]}]=$(awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }' "$workdir/times.$i")
+            end=${EPOCHREALTIME/./}
+            # The first 20 rounds warm up.
+            if ((round > 20)); then echo $((end - start)) >>"$workdir/times.$i"; fi
+        done
+    done
+    for i in "${!commands[@]}"; do
+        median_ms[${names[$i]}]=$(sort -n "$workdir/times.$i" |
+            awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }')
     done
 fi
 
