@@ -377,8 +377,9 @@ unsafe fn build_jail_and_exec(
 ///
 /// Not `setsid()` where it can be helped: on kernels with `sched_autogroup` (most desktop and
 /// server distributions) every new session gets a new scheduling group, created and torn down
-/// per command — measured here, that alone made a vfork + exec of `/bin/true` about 1.4× slower
-/// when idle and 4× slower under load. A new process group in warden's session gives the same
+/// per command, and a busy machine runs it late — measured on 2 shared cores, a static vfork +
+/// exec of `/bin/true` took 1.0 ms with `setpgid` and 4.0 ms with `setsid` (medians) while two
+/// builds ran, the same on an idle machine. A new process group in warden's session gives the same
 /// walls: the group is what the timeout kills (`setsid` and `setpgid` stay denied by seccomp),
 /// and `TIOCNOTTY` drops the controlling terminal (a process that is not a session leader
 /// cannot take one again). When it cannot be told whether there is a controlling terminal,
