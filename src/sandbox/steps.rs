@@ -61,9 +61,15 @@ pub fn child_marks(steps: &[(&'static str, u64)]) {
     }
 }
 
+/// Marks kept at most: only `warden jail` prints and empties them; a long-running warden with
+/// the variable set must not grow without end.
+const MAX_MARKS: usize = 4096;
+
 fn push(mark: Mark) {
     if let Ok(mut marks) = MARKS.lock() {
-        marks.push(mark);
+        if marks.len() < MAX_MARKS {
+            marks.push(mark);
+        }
     }
 }
 
