@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use warden::cli;
+use warden::sandbox::steps;
 
 #[derive(Parser)]
 #[command(name = "warden", version, about = "A sandbox-first personal AI agent")]
@@ -36,13 +37,17 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let subcommand = cli::front::subcommand(&args);
     if subcommand.is_some_and(|c| c == "jail") {
+        steps::mark("main");
         warden::redact::init_level_logging();
+        steps::mark("logging");
         match Front::try_parse_from(&args) {
             Ok(Front {
                 config,
                 command: FrontCommand::Jail(jail),
             }) => {
+                steps::mark("arguments");
                 if let Some(code) = cli::jail::run_on_host(jail, config.as_deref()) {
+                    eprint!("{}", steps::report());
                     return ExitCode::from(code.clamp(0, 255) as u8);
                 }
                 // The Docker backend: warden-full runs it.

@@ -88,12 +88,14 @@ impl Prepared {
             eprintln!("warden: {e:#}");
             EXIT_USAGE
         })?;
+        crate::sandbox::steps::mark("config");
         let backend = cli_sandbox::backend(args.backend, &config);
         let paths = cli_sandbox::plain_paths(&config, args.workspace, &args.read).map_err(|e| {
             eprintln!("warden: {e}");
             EXIT_SETUP
         })?;
         let script = Script::single(args.argv, paths.workspace().to_path_buf());
+        crate::sandbox::steps::mark("workspace and roots");
         Ok(Prepared {
             config,
             backend,

@@ -250,6 +250,7 @@ pub fn run_on_host(
             return EXIT_SETUP;
         }
     };
+    crate::sandbox::steps::mark("async runtime");
     run_with(runtime, options, script, open, |_| async {})
 }
 
@@ -266,7 +267,10 @@ fn run_with<Close: Future<Output = ()>>(
         let cancel = CancellationToken::new();
         cancel_on_signals(cancel.clone());
         let sandbox = match open.await {
-            Ok(s) => s,
+            Ok(s) => {
+                crate::sandbox::steps::mark("jail ready");
+                s
+            }
             Err(e) => {
                 eprintln!("warden: {e}");
                 return EXIT_SETUP;
@@ -280,8 +284,10 @@ fn run_with<Close: Future<Output = ()>>(
                 e.exit_code()
             }
         };
+        crate::sandbox::steps::mark("script finished");
         drop(sandbox);
         close(status).await;
+        crate::sandbox::steps::mark("sandbox closed");
         status
     })
 }

@@ -14,6 +14,7 @@ pub mod docker;
 pub mod host;
 pub mod pool;
 pub mod starts;
+pub mod steps;
 
 /// Which sandbox implementation runs commands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

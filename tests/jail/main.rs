@@ -13,6 +13,7 @@ mod files;
 mod lifecycle;
 mod own_files;
 mod process;
+mod steps;
 mod syscalls;
 mod unprivileged;
 mod weak_mode;

@@ -106,9 +106,9 @@ fn no_new_privs_seccomp_and_no_capabilities() {
     for cap in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
         assert_eq!(field(cap), "0000000000000000", "{cap}");
     }
-    // A new session: the jailed process leads its own session and group.
+    // The jailed process leads its own process group (the one the timeout kills); it has no
+    // terminal (`the_command_leads_its_own_group_without_warden_s_terminal`).
     let pid = field("Pid:");
-    assert_eq!(field("NSsid:"), pid);
     assert_eq!(field("NSpgid:"), pid);
 }
 
@@ -187,4 +187,26 @@ fn a_readable_root_can_be_added() {
         &["sh", "-c", &format!("echo x >> {file}")],
     );
     assert_ne!(r.status, 0, "a readable root must not be writable: {r:?}");
+}
+
+#[test]
+fn the_command_leads_its_own_group_without_warden_s_terminal() {
+    let env = Env::new();
+    // warden on a terminal that is its controlling terminal, the command's stdio on it too.
+    let mut terminal = crate::support::pty::Pty::spawn(
+        env.command(&[], &["sh", "-c", "exec cat /proc/self/stat"]),
+    );
+    let status = terminal.wait(std::time::Duration::from_secs(20));
+    let screen = terminal.screen();
+    assert!(status.success(), "{screen}");
+    // "pid (comm) state ppid pgrp session tty_nr tpgid ..."
+    let line = screen
+        .lines()
+        .find(|l| l.contains(" (cat) "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    let (pid, rest) = line.split_once(" (cat) ").unwrap();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let (pgrp, tty, tpgid) = (fields[2], fields[4], fields[5]);
+    assert_eq!(pgrp, pid.trim(), "not its own process group: {line}");
+    assert_eq!((tty, tpgid), ("0", "-1"), "still has a terminal: {line}");
 }

@@ -30,6 +30,7 @@ pub use env::JAIL_PATH;
 pub use seccomp::Network;
 
 use crate::config::SandboxConfig;
+use crate::sandbox::steps::mark;
 use crate::sandbox::{Backend, JailSpec, JailedProcess, ProcessSpec, Sandbox, SandboxError};
 use async_trait::async_trait;
 use std::ffi::{c_char, CString};
@@ -124,17 +125,23 @@ impl HostSandbox {
                     .into(),
             ));
         }
+        mark("kernel probes");
 
         let tmp = tmpdir::PrivateTmp::create()?;
+        mark("private TMPDIR");
         let env = env::build(&spec.workspace, tmp.path(), &spec.env)?;
+        mark("environment");
         let landlock = match &landlock_abi {
             // Rulesets are instantiated per spawn; a failure there is a setup error too.
             Ok(_) => Some(landlock::LandlockTemplate::new(&spec, tmp.path())?),
             Err(_) => None,
         };
+        mark("Landlock rule table");
         let seccomp = seccomp::SeccompProgram::new(network)?;
+        mark("seccomp program");
         let capabilities = capabilities::CapabilityPlan::for_current_process()?;
         let root = kernel::is_root();
+        mark("capability plan");
 
         let (cgroups, pids_cgroup) = match cgroup::PidsCgroupRoot::detect() {
             Ok(found) => {
@@ -157,6 +164,7 @@ impl HostSandbox {
         } else {
             rlimits::tasks_of_user(nix::unistd::getuid().as_raw())
         };
+        mark("pids cgroup root");
         let rlimits = rlimits::RlimitPlan::new(&spec.limits, baseline);
         let lockable: Arc<[PathBuf]> = [spec.workspace.as_path(), tmp.path()]
             .into_iter()
@@ -171,6 +179,7 @@ impl HostSandbox {
                 Network::None | Network::EgressProxy => None,
             },
         };
+        mark("rlimits, flock roots");
         tracing::debug!(
             workspace = %spec.workspace.display(),
             rules = ?landlock.as_ref().map(|l| l.paths()),
@@ -242,10 +251,12 @@ impl HostSandbox {
         let cwd = env::c_path(&spec.cwd)?;
         let fds = fds::FdPlan::new(spec.stdin, spec.stdout, spec.stderr, spec.extra_fds)?;
         tracing::trace!(program = %argv0, fds = ?fds.targets(), "spawning a jailed process");
+        mark("program, argv, fds");
         let mut cgroup = match &self.cgroups {
             Some(root) => Some(root.create(self.spec.limits.max_processes)?),
             None => None,
         };
+        mark("pids cgroup");
         let ruleset: Option<OwnedFd> = match &self.landlock {
             Some(template) => match template.instantiate()? {
                 Some(fd) => Some(fds::dup_private(&fd)?),
@@ -253,8 +264,10 @@ impl HostSandbox {
             },
             None => None,
         };
+        mark("Landlock ruleset");
         let handover = supervisor::Handover::new()
             .map_err(|e| SandboxError::Setup(format!("cannot make the listener's socket: {e}")))?;
+        mark("listener socket");
         let plan = launcher::ChildPlan {
             program: &program,
             argv: &argv_ptrs,
@@ -282,6 +295,7 @@ impl HostSandbox {
             },
             seccomp: &self.seccomp,
             listener_socket: handover.child_end(),
+            trace: crate::sandbox::steps::enabled(),
         };
         let (pid, pidfd) =
             launcher::launch(&plan).map_err(|e| e.into_sandbox_error(&argv0, &spec.cwd))?;
@@ -302,6 +316,7 @@ impl HostSandbox {
                 None
             }
         };
+        mark("supervisor");
         Ok(process::Started {
             pid,
             pidfd,

@@ -1,8 +1,9 @@
 //! A running jailed process: waiting for it through a pidfd, and making sure nothing it started
 //! outlives it.
 //!
-//! The process leads its own session and process group (`setsid` in the launcher; `setsid` and
-//! `setpgid` are then denied by seccomp), so every descendant stays in that group. When the
+//! The process leads its own process group, without a controlling terminal (the launcher's
+//! `setpgid` and `TIOCNOTTY`, or `setsid`; both `setsid` and `setpgid` are then denied by
+//! seccomp), so every descendant stays in that group. When the
 //! leader exits — normally or killed — its group is SIGKILLed *before* the leader is reaped:
 //! the unreaped zombie pins the group id, so the kill cannot hit a recycled one. After reaping,
 //! the group is killed again until the kernel reports it empty (or only zombies are left, for
@@ -115,6 +116,7 @@ impl HostProcess {
         loop {
             let mut guard = self.pidfd.readable().await?;
             if self.waitid(libc::WNOHANG | libc::WNOWAIT)?.is_some() {
+                crate::sandbox::steps::mark("program ran");
                 return Ok(());
             }
             guard.clear_ready();
@@ -176,6 +178,7 @@ impl HostProcess {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+        crate::sandbox::steps::mark("group killed, reaped, cgroup removed");
         Ok(status)
     }
 }

@@ -7,7 +7,10 @@
 //! a jailed program holding its own listener could answer its own calls.
 //!
 //! One thread serves the listeners of every jailed process tree of this warden (started with
-//! the first), so a jail's start costs a message, not a thread. A tree is forgotten when its
+//! the first request), so a jail's start costs a message, not a thread. Inside an async
+//! runtime a tree's listener goes to the thread only when its first request arrives: most
+//! commands never call `flock` or `connect`, and then no thread is started or woken at all
+//! (a task of the runtime waits for the listener instead). A tree is forgotten when its
 //! last process is gone or its process is dropped. A handler never blocks the thread: a
 //! request it cannot answer at once (a lock not free yet, a connect still in progress) waits in
 //! the tree's list and is tried again every [`RETRY`], or as soon as its descriptor is ready.
@@ -156,27 +159,118 @@ pub struct Answers {
 /// `connect`).
 pub struct Supervisor {
     id: u64,
+    /// Where the listener is; shared with the task that waits for its first request.
+    state: Arc<Mutex<TreeState>>,
+    /// That task, while the listener waits for its first request.
+    first_request: Option<tokio::task::AbortHandle>,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TreeState {
+    /// No request yet: the listener is with the task.
+    Waiting,
+    /// With the supervisor thread.
+    Handed,
+    /// The registration was dropped.
+    Dropped,
+}
+
+/// Numbers the trees of this warden process.
+static NEXT_TREE: AtomicU64 = AtomicU64::new(0);
+
 impl Supervisor {
-    /// Have the supervisor answer the calls arriving on `listener`.
+    /// Have the supervisor answer the calls arriving on `listener`: in an async runtime from
+    /// the first request on, elsewhere at once.
     pub fn start(listener: OwnedFd, answers: Answers) -> io::Result<Supervisor> {
-        let thread = supervisor()?;
-        let id = thread.next_id.fetch_add(1, Ordering::Relaxed);
-        thread.send(Change::Add(Tree {
+        let id = NEXT_TREE.fetch_add(1, Ordering::Relaxed);
+        let tree = move |listener| Tree {
             id,
             listener: Listener(listener),
             answers,
             waiting: Vec::new(),
-        }));
-        Ok(Supervisor { id })
+        };
+        let watched = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let _entered = runtime.enter();
+                // SAFETY: the descriptor moves into the AsyncFd, open for its whole lifetime.
+                unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        listener,
+                        tokio::io::Interest::READABLE,
+                    )
+                }
+                .map_err(|e| e.into_parts().0)
+            }
+            Err(_) => Err(listener),
+        };
+        let listener = match watched {
+            Ok(watched) => {
+                let state = Arc::new(Mutex::new(TreeState::Waiting));
+                let task_state = state.clone();
+                let task = tokio::spawn(async move {
+                    if !first_request(&watched).await {
+                        return;
+                    }
+                    let tree = tree(watched.into_inner());
+                    let mut state = crate::locks::lock(&task_state);
+                    if *state == TreeState::Waiting {
+                        match supervisor() {
+                            Ok(thread) => {
+                                thread.send(Change::Add(tree));
+                                *state = TreeState::Handed;
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "no seccomp supervisor for a jailed process")
+                            }
+                        }
+                    }
+                });
+                return Ok(Supervisor {
+                    id,
+                    state,
+                    first_request: Some(task.abort_handle()),
+                });
+            }
+            Err(listener) => listener,
+        };
+        supervisor()?.send(Change::Add(tree(listener)));
+        Ok(Supervisor {
+            id,
+            state: Arc::new(Mutex::new(TreeState::Handed)),
+            first_request: None,
+        })
+    }
+}
+
+/// Until a request waits on `listener` (`true`), or every process of the tree is gone.
+async fn first_request(listener: &tokio::io::unix::AsyncFd<OwnedFd>) -> bool {
+    loop {
+        let Ok(mut guard) = listener.readable().await else {
+            return false;
+        };
+        let mut fd = pollfd(listener.get_ref().as_raw_fd(), libc::POLLIN);
+        // SAFETY: poll of one descriptor we hold, without waiting.
+        let r = unsafe { libc::poll(&mut fd, 1, 0) };
+        if r > 0 && fd.revents & libc::POLLIN != 0 {
+            return true;
+        }
+        if r > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return false;
+        }
+        guard.clear_ready();
     }
 }
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
-        if let Some(Ok(thread)) = SUPERVISOR.get() {
-            thread.send(Change::Remove(self.id));
+        if let Some(task) = &self.first_request {
+            task.abort();
+        }
+        let previous = std::mem::replace(&mut *crate::locks::lock(&self.state), TreeState::Dropped);
+        if previous == TreeState::Handed {
+            if let Some(Ok(thread)) = SUPERVISOR.get() {
+                thread.send(Change::Remove(self.id));
+            }
         }
     }
 }
@@ -195,7 +289,6 @@ fn supervisor() -> io::Result<&'static Handle> {
 struct Handle {
     changes: Arc<Mutex<Vec<Change>>>,
     wake: OwnedFd,
-    next_id: AtomicU64,
 }
 
 enum Change {
@@ -253,11 +346,7 @@ impl Handle {
         std::thread::Builder::new()
             .name("warden-supervisor".into())
             .spawn(move || serve(&queue, &wake_read))?;
-        Ok(Handle {
-            changes,
-            wake,
-            next_id: AtomicU64::new(0),
-        })
+        Ok(Handle { changes, wake })
     }
 
     fn send(&self, change: Change) {

@@ -3,6 +3,7 @@
 //! `/tmp` stays out of reach, so jailed programs cannot meet other users' files there.
 
 use crate::sandbox::SandboxError;
+use std::hash::BuildHasher;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -21,11 +22,14 @@ impl PrivateTmp {
                 base.display()
             ))
         })?;
-        for _ in 0..8 {
+        // std's hasher keys come from the kernel's random source once per thread: a fresh name
+        // without starting a whole random generator (`rand`'s costs more than the mkdir).
+        let keys = std::hash::RandomState::new();
+        for attempt in 0..8u32 {
             let path = base.join(format!(
                 "warden-jail-{}-{:016x}",
                 std::process::id(),
-                rand::random::<u64>()
+                keys.hash_one(attempt)
             ));
             // `create` (not `recursive`) fails if anything, including a planted symlink, exists.
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {

@@ -13,8 +13,11 @@
 //! 3. a system call with argument rules gets its own interval whose code checks the rules:
 //!    allowed if any rule holds (all of its conditions), else the default action.
 //!
-//! Every conditional jump skips at most one instruction; real jumps are `JA` (32-bit offsets),
-//! so no 255-instruction limit can be hit and offsets are resolved from labels in one pass.
+//! A conditional jump goes straight to its target when that lies within the 255 instructions
+//! its 8-bit offset reaches; only the few farther ones (the top of the search tree) become a
+//! conditional skip over a `JA` (32-bit offset). Offsets are resolved from labels by growing
+//! jumps until every one fits. Each instruction saved is saved at every spawn: the kernel
+//! converts, emulates and JIT-compiles the program in every `seccomp()` call.
 
 use std::collections::BTreeMap;
 
@@ -127,6 +130,22 @@ impl Cond {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Label(usize);
 
+/// A conditional jump's comparison of the accumulator with `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compare {
+    Eq,
+    Ge,
+}
+
+impl Compare {
+    fn code(self) -> u16 {
+        match self {
+            Compare::Eq => BPF_JMP_JEQ_K,
+            Compare::Ge => BPF_JMP_JGE_K,
+        }
+    }
+}
+
 /// An instruction before jump offsets are known.
 #[derive(Clone, Copy, Debug)]
 enum Ins {
@@ -138,13 +157,13 @@ enum Ins {
         skip_if_equal: u8,
         skip_if_not: u8,
     },
-    /// `JGE k`, same shape.
-    Jge {
+    /// Go to `target` when the comparison's outcome is `when`, else fall through.
+    JumpIf {
+        compare: Compare,
         k: u32,
-        skip_if_ge: u8,
-        skip_if_lt: u8,
+        when: bool,
+        target: Label,
     },
-    Ja(Label),
     Ret(u32),
     Mark(Label),
 }
@@ -165,54 +184,117 @@ impl Asm {
         self.code.push(ins);
     }
 
-    /// Jump to `target` unless the comparison just emitted skipped this instruction.
-    fn ja(&mut self, target: Label) {
-        self.push(Ins::Ja(target));
+    /// Go to `target` when comparing the accumulator with `k` comes out as `when`.
+    fn jump_if(&mut self, compare: Compare, k: u32, when: bool, target: Label) {
+        self.push(Ins::JumpIf {
+            compare,
+            k,
+            when,
+            target,
+        });
     }
 
     fn finish(self) -> Result<Vec<libc::sock_filter>, String> {
-        let mut position = vec![usize::MAX; self.labels];
-        let mut pc = 0;
-        for ins in &self.code {
-            match ins {
-                Ins::Mark(l) => position[l.0] = pc,
-                _ => pc += 1,
+        // Which jumps need the long form (a skip over a JA): none at first; a jump only ever
+        // grows, so this ends after a few rounds.
+        let mut long = vec![false; self.code.len()];
+        let position = loop {
+            let position = self.positions(&long)?;
+            let mut grew = false;
+            for (i, ins) in self.code.iter().enumerate() {
+                if let Ins::JumpIf { target, .. } = ins {
+                    if !long[i] && position.offset(i, *target)? > usize::from(u8::MAX) {
+                        long[i] = true;
+                        grew = true;
+                    }
+                }
             }
-        }
-        if pc > MAX_INSTRUCTIONS {
+            if !grew {
+                break position;
+            }
+        };
+        if position.length > MAX_INSTRUCTIONS {
             return Err(format!(
-                "the seccomp filter has {pc} instructions (max {MAX_INSTRUCTIONS})"
+                "the seccomp filter has {} instructions (max {MAX_INSTRUCTIONS})",
+                position.length
             ));
         }
-        let mut out = Vec::with_capacity(pc);
-        for ins in &self.code {
-            let (code, jt, jf, k) = match *ins {
-                Ins::Mark(_) => continue,
-                Ins::Ld(offset) => (BPF_LD_W_ABS, 0, 0, offset),
-                Ins::And(mask) => (BPF_ALU_AND_K, 0, 0, mask),
+        let mut out = Vec::with_capacity(position.length);
+        let mut emit = |code, jt, jf, k| out.push(libc::sock_filter { code, jt, jf, k });
+        for (i, ins) in self.code.iter().enumerate() {
+            match *ins {
+                Ins::Mark(_) => {}
+                Ins::Ld(offset) => emit(BPF_LD_W_ABS, 0, 0, offset),
+                Ins::And(mask) => emit(BPF_ALU_AND_K, 0, 0, mask),
                 Ins::Jeq {
                     k,
                     skip_if_equal,
                     skip_if_not,
-                } => (BPF_JMP_JEQ_K, skip_if_equal, skip_if_not, k),
-                Ins::Jge {
+                } => emit(BPF_JMP_JEQ_K, skip_if_equal, skip_if_not, k),
+                Ins::JumpIf {
+                    compare,
                     k,
-                    skip_if_ge,
-                    skip_if_lt,
-                } => (BPF_JMP_JGE_K, skip_if_ge, skip_if_lt, k),
-                Ins::Ja(target) => {
-                    let to = position[target.0];
-                    let from = out.len() + 1;
-                    if to == usize::MAX || to < from {
-                        return Err("seccomp filter: jump to an unplaced or earlier label".into());
+                    when,
+                    target,
+                } => {
+                    let offset = position.offset(i, target)?;
+                    if long[i] {
+                        // The comparison skips the JA unless it comes out as `when`.
+                        let (jt, jf) = if when { (0, 1) } else { (1, 0) };
+                        emit(compare.code(), jt, jf, k);
+                        emit(BPF_JMP_JA, 0, 0, offset as u32);
+                    } else {
+                        let offset = offset as u8;
+                        let (jt, jf) = if when { (offset, 0) } else { (0, offset) };
+                        emit(compare.code(), jt, jf, k);
                     }
-                    (BPF_JMP_JA, 0, 0, (to - from) as u32)
                 }
-                Ins::Ret(action) => (BPF_RET_K, 0, 0, action),
-            };
-            out.push(libc::sock_filter { code, jt, jf, k });
+                Ins::Ret(action) => emit(BPF_RET_K, 0, 0, action),
+            }
         }
         Ok(out)
+    }
+
+    /// Where every instruction and label lands when the jumps in `long` take two instructions.
+    fn positions(&self, long: &[bool]) -> Result<Positions, String> {
+        let mut start = Vec::with_capacity(self.code.len());
+        let mut label = vec![usize::MAX; self.labels];
+        let mut pc = 0;
+        for (ins, &long) in self.code.iter().zip(long) {
+            start.push(pc);
+            match ins {
+                Ins::Mark(l) => label[l.0] = pc,
+                Ins::JumpIf { .. } if long => pc += 2,
+                _ => pc += 1,
+            }
+        }
+        Ok(Positions {
+            start,
+            label,
+            long: long.to_vec(),
+            length: pc,
+        })
+    }
+}
+
+struct Positions {
+    /// The program counter of each `Ins`.
+    start: Vec<usize>,
+    label: Vec<usize>,
+    long: Vec<bool>,
+    length: usize,
+}
+
+impl Positions {
+    /// The offset the jump at `Ins` number `i` needs to reach `target`: from the instruction
+    /// after the comparison, or after the JA in the long form.
+    fn offset(&self, i: usize, target: Label) -> Result<usize, String> {
+        let to = self.label[target.0];
+        let from = self.start[i] + if self.long[i] { 2 } else { 1 };
+        if to == usize::MAX || to < from {
+            return Err("seccomp filter: jump to an unplaced or earlier label".into());
+        }
+        Ok(to - from)
     }
 }
 
@@ -281,13 +363,7 @@ fn emit_search(asm: &mut Asm, intervals: &[Interval<'_>], default: &Action) {
     }
     let mid = intervals.len() / 2;
     let upper = asm.label();
-    // nr >= start of the upper half: take the JA to it; else skip the JA.
-    asm.push(Ins::Jge {
-        k: intervals[mid].start,
-        skip_if_ge: 0,
-        skip_if_lt: 1,
-    });
-    asm.ja(upper);
+    asm.jump_if(Compare::Ge, intervals[mid].start, true, upper);
     emit_search(asm, &intervals[..mid], default);
     asm.push(Ins::Mark(upper));
     emit_search(asm, &intervals[mid..], default);
@@ -334,20 +410,8 @@ fn emit_cond(asm: &mut Asm, cond: &Cond, fail: Label) {
         if mask != u32::MAX {
             asm.push(Ins::And(mask));
         }
-        if equal {
-            asm.push(Ins::Jeq {
-                k: value & mask,
-                skip_if_equal: 1,
-                skip_if_not: 0,
-            });
-        } else {
-            asm.push(Ins::Jeq {
-                k: value & mask,
-                skip_if_equal: 0,
-                skip_if_not: 1,
-            });
-        }
-        asm.ja(fail);
+        // Fail when the comparison does not come out as wanted.
+        asm.jump_if(Compare::Eq, value & mask, !equal, fail);
     };
     match cond.op {
         Op::Eq32(v) => word(asm, low, u32::MAX, v, true),
@@ -397,14 +461,52 @@ mod tests {
         let table: BTreeMap<u32, Action> =
             (0..400).step_by(2).map(|n| (n, Action::Allow)).collect();
         let prog = compile(&table, &Action::Errno(1), 0xC000_003E).unwrap();
-        // 200 allowed singletons and 200 gaps: ~3 instructions per interval.
-        assert!(prog.len() < 1300, "{}", prog.len());
+        // 200 allowed singletons and 200 gaps: a comparison and a return per interval, a few
+        // JAs where the tree spans more than 255 instructions.
+        assert!(prog.len() < 820, "{}", prog.len());
+        let mut far = 0;
         for (pc, ins) in prog.iter().enumerate() {
             if ins.code == BPF_JMP_JA {
                 assert!(pc + 1 + (ins.k as usize) < prog.len());
+                far += 1;
+            } else if ins.code & 0x07 == BPF_JMP_JA {
+                // A conditional jump (the JMP class): both targets inside the program.
+                assert!(pc + 1 + usize::from(ins.jt.max(ins.jf)) < prog.len());
             }
-            assert!(ins.jt <= 1 && ins.jf <= 1);
         }
+        assert!((1..20).contains(&far), "{far} long jumps");
+    }
+
+    #[test]
+    fn a_jump_beyond_255_takes_the_long_form_and_lands_where_labelled() {
+        let mut asm = Asm::default();
+        let far = asm.label();
+        let near = asm.label();
+        asm.push(Ins::Ld(OFFSET_NR));
+        asm.jump_if(Compare::Ge, 7, true, far);
+        asm.jump_if(Compare::Eq, 3, false, near);
+        for _ in 0..300 {
+            asm.push(Ins::Ret(RET_ALLOW));
+        }
+        asm.push(Ins::Mark(near));
+        asm.push(Ins::Ret(RET_KILL_PROCESS));
+        asm.push(Ins::Mark(far));
+        asm.push(Ins::Ret(RET_ERRNO | 1));
+        let prog = asm.finish().unwrap();
+        // ld; jge k=7 jt=0 jf=1; ja far; jeq k=3 jt=0 jf=JA to near ... — both too far.
+        assert_eq!(
+            (prog[1].code, prog[1].jt, prog[1].jf),
+            (BPF_JMP_JGE_K, 0, 1)
+        );
+        assert_eq!(prog[2].code, BPF_JMP_JA);
+        assert_eq!(3 + prog[2].k as usize, prog.len() - 1);
+        assert_eq!(
+            (prog[3].code, prog[3].jt, prog[3].jf),
+            (BPF_JMP_JEQ_K, 1, 0)
+        );
+        assert_eq!(prog[4].code, BPF_JMP_JA);
+        assert_eq!(prog[5 + prog[4].k as usize].k, RET_KILL_PROCESS);
+        assert_eq!(prog.len(), 5 + 300 + 2);
     }
 
     #[test]

@@ -36,14 +36,18 @@
 //!
 //! The table (`table.rs`) is written with system call names and resolved per architecture
 //! (`arch.rs`: x86_64 and aarch64, both checked against libseccomp's numbers by a test), then
-//! compiled by `bpf.rs` into one compact program (a binary search over the numbers), built once
-//! per `HostSandbox` and installed by each child. The architecture is checked: any other
+//! compiled by `bpf.rs` into one compact program (a binary search over the numbers) and
+//! installed by each child. The compiled programs of both architectures are stored in
+//! `stored.rs`, so a jail's start takes its program from there instead of building the table
+//! and compiling it again; a test fails while the stored programs differ from what the table
+//! compiles to (`WARDEN_WRITE_SECCOMP=1 cargo test --lib seccomp` rewrites them). The architecture is checked: any other
 //! (i386 or x32 calls on x86_64, 32-bit ARM on aarch64) is killed; x32 numbers (bit 30 set) lie
 //! above every listed number and get the default EPERM — keep it an allow-list. Elsewhere the
 //! jail refuses to start.
 
 mod arch;
 mod bpf;
+mod stored;
 mod table;
 
 pub use arch::Arch;
@@ -53,6 +57,7 @@ use bpf::Rule;
 use table::table;
 
 use crate::sandbox::SandboxError;
+use std::borrow::Cow;
 use std::os::fd::RawFd;
 
 /// Whether the jail may reach an egress proxy over TCP, and how that is kept to the proxy.
@@ -70,12 +75,12 @@ const EPERM: Action = Action::Errno(libc::EPERM as u16);
 /// The compiled filter.
 #[derive(Debug)]
 pub struct SeccompProgram {
-    program: Vec<libc::sock_filter>,
+    program: Cow<'static, [libc::sock_filter]>,
 }
 
 impl SeccompProgram {
-    /// Compile the filter for the architecture warden runs on (parent side, once per
-    /// `HostSandbox`).
+    /// The filter for the architecture warden runs on (parent side, once per `HostSandbox`):
+    /// the stored program, compiled when this build has none.
     pub fn new(network: Network) -> Result<SeccompProgram, SandboxError> {
         let arch = Arch::native().ok_or_else(|| {
             SandboxError::Setup(format!(
@@ -83,7 +88,12 @@ impl SeccompProgram {
                 std::env::consts::ARCH
             ))
         })?;
-        SeccompProgram::for_arch(network, arch)
+        match stored::program(network, arch) {
+            Some(program) => Ok(SeccompProgram {
+                program: Cow::Borrowed(program),
+            }),
+            None => SeccompProgram::for_arch(network, arch),
+        }
     }
 
     /// Compile the filter for `arch` (any host can compile either; tests run both).
@@ -92,7 +102,9 @@ impl SeccompProgram {
             |e: String| SandboxError::Setup(format!("compiling the seccomp filter failed: {e}"));
         let table = table(network, arch).map_err(fail)?;
         let program = bpf::compile(&table, &EPERM, arch.audit).map_err(fail)?;
-        Ok(SeccompProgram { program })
+        Ok(SeccompProgram {
+            program: Cow::Owned(program),
+        })
     }
 
     /// Child side: install the filter (needs `no_new_privs`) and return its listener, the

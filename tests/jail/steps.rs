@@ -1,0 +1,76 @@
+//! `WARDEN_JAIL_TRACE=1`: `warden jail` reports each step of the jail's start and end on stderr,
+//! warden's steps and the jailed child's, without changing what the command prints or returns.
+
+use crate::common::*;
+
+#[test]
+fn the_trace_names_every_step_in_order_and_leaves_the_output_alone() {
+    let env = Env::new();
+    let mut cmd = env.command(&[], &["sh", "-c", "echo out; exit 3"]);
+    cmd.env("WARDEN_JAIL_TRACE", "1");
+    let r = run(cmd);
+    assert_eq!(r.status, 3, "{r:?}");
+    assert_eq!(r.stdout, "out\n", "{r:?}");
+    let steps: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("warden:   "))
+        .collect();
+    let position = |name: &str| {
+        steps
+            .iter()
+            .position(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no step {name:?} in {r:?}"))
+    };
+    let order = [
+        "before main",
+        "config",
+        "private TMPDIR",
+        "Landlock rule table",
+        "seccomp program",
+        "pids cgroup root",
+        "jail ready",
+        "Landlock ruleset",
+        "child: process group, signals",
+        "child: fds",
+        "child: rlimits",
+        "child: drop capabilities",
+        "child: no_new_privs",
+        "child: seccomp install",
+        "execve (until it returned)",
+        "program ran",
+        "group killed, reaped, cgroup removed",
+        "sandbox closed",
+        "total after main",
+    ];
+    let positions: Vec<usize> = order.iter().map(|name| position(name)).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{r:?}");
+    // Each line has a wall and a CPU figure; the child's steps have no CPU figure of warden's.
+    let seccomp = steps[position("child: seccomp install")];
+    assert!(
+        seccomp.contains(" wall ") && seccomp.trim_end().ends_with("cpu       -"),
+        "{seccomp}"
+    );
+    let total = steps[position("total after main")];
+    let wall: u64 = total
+        .split_whitespace()
+        .skip_while(|w| *w != "wall")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{total}"));
+    assert!(wall > 0, "{total}");
+}
+
+#[test]
+fn without_the_variable_nothing_is_reported() {
+    let env = Env::new();
+    for value in [None, Some("0"), Some("")] {
+        let mut cmd = env.command(&[], &["true"]);
+        if let Some(value) = value {
+            cmd.env("WARDEN_JAIL_TRACE", value);
+        }
+        let r = run(cmd);
+        assert_eq!(r.status, 0, "{r:?}");
+        assert_eq!(r.stderr, "", "{value:?}: {r:?}");
+    }
+}
