@@ -355,12 +355,29 @@ mod tests {
         let dead_pid = gone.id();
         gone.wait().unwrap();
         let dir = root.dir.join(format!("{dead_pid}-0"));
-        fs::create_dir(&dir).unwrap();
         let mut orphan = std::process::Command::new("sleep")
             .arg("60")
             .spawn()
             .unwrap();
-        fs::write(dir.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+        // Another test's detect() may sweep the stale folder between its creation and the
+        // move (that is what it is for): then it is made again.
+        let mut moved = false;
+        for _ in 0..20 {
+            match fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => panic!("{e}"),
+            }
+            match fs::write(dir.join("cgroup.procs"), orphan.id().to_string()) {
+                Ok(()) => {
+                    moved = true;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(moved, "the orphan was never moved into the stale cgroup");
 
         PidsCgroupRoot::detect().unwrap();
         let status = orphan.wait().unwrap();
