@@ -109,18 +109,21 @@ fn batch_check(checker: &mut Checker, source: &Path) -> anyhow::Result<i32> {
                 raw.pop();
             }
         }
-        let json = match std::str::from_utf8(&raw) {
-            Ok(line) => checker.check(line).to_json(),
-            Err(e) => serde_json::json!({
-                "decision": "deny",
-                "reason": format!(
-                    "the line is not valid UTF-8 (byte {} of the line): a command must be text",
-                    e.valid_up_to()
-                ),
-                "commands": [],
-            }),
-        };
-        serde_json::to_writer(&mut out, &json)?;
+        match std::str::from_utf8(&raw) {
+            Ok(line) => checker.check(line).write_json(&mut out)?,
+            Err(e) => serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({
+                    "decision": "deny",
+                    "reason": format!(
+                        "the line is not valid UTF-8 (byte {} of the line): a command must be \
+                         text",
+                        e.valid_up_to()
+                    ),
+                    "commands": [],
+                }),
+            )?,
+        }
         out.write_all(b"\n")?;
     }
     out.flush()?;

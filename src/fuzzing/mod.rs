@@ -351,7 +351,8 @@ fn worker(shared: &Shared, job: usize, seed: u64, deadline: Instant) -> Result<(
         // Novel to this job (the job that samples must see every new program + first word
         // itself, whichever job generated it first).
         let mut novel = false;
-        for command in verdict.script.commands() {
+        // Only the job that samples reads it (the sampled oracles' new programs).
+        for command in verdict.script.commands().filter(|_| samples) {
             let key = command
                 .argv
                 .iter()

@@ -173,6 +173,11 @@ impl Checker {
 
     /// Check a command string run in `cwd`.
     pub fn check_in(&mut self, command: &str, cwd: &Path) -> Verdict {
+        // One snapshot of the filesystem per check: each component is looked at once.
+        super::lstat_memo::during(|| self.check_in_snapshot(command, cwd))
+    }
+
+    fn check_in_snapshot(&mut self, command: &str, cwd: &Path) -> Verdict {
         let mut script = Script::default();
         match self.check_script(command, cwd, &mut script) {
             Ok(asks) if asks.is_empty() => {
@@ -326,10 +331,15 @@ impl Checker {
         // sees an ASCII shadow: every non-ASCII byte becomes `x`, so byte offsets are unchanged
         // and word text is taken from the original. Non-ASCII is never shell syntax, and bash
         // itself treats Unicode spaces as word characters, as the shadow does.
-        let shadow: Vec<u8> = source
-            .bytes()
-            .map(|b| if b.is_ascii() { b } else { b'x' })
-            .collect();
+        let shadow: std::borrow::Cow<[u8]> = if source.is_ascii() {
+            source.as_bytes().into()
+        } else {
+            source
+                .bytes()
+                .map(|b| if b.is_ascii() { b } else { b'x' })
+                .collect::<Vec<u8>>()
+                .into()
+        };
         // A parse given up for time leaves the parser mid-way: without a reset the next call
         // resumes that parse instead of starting this one (and decided the next command with
         // the old command's tree, or panicked). Reset before every parse, not only after a
@@ -527,7 +537,8 @@ impl Checker {
         walk: &Walk,
         pipes: &[String],
     ) -> Result<Checked, Denial> {
-        let shown = shell_words::join(&argv);
+        // Quoted for the trace only when something listens: the quoting allocates per word.
+        let shown = tracing::enabled!(tracing::Level::TRACE).then(|| shell_words::join(&argv));
         let max_args = self.policy.settings().max_args;
         if argv.len() > max_args {
             return Err(Denial::new(format!(
@@ -671,7 +682,9 @@ impl Checker {
         });
         let mut argv = analysis.argv.unwrap_or(argv);
         argv.splice(1..1, rule.added_args.iter().cloned());
-        tracing::trace!(command = %shown, "checked");
+        if let Some(shown) = shown {
+            tracing::trace!(command = %shown, "checked");
+        }
         let mut command = Command::program(argv, cwd.to_path_buf());
         command.builtin = match analysis.builtin {
             Some(Builtin::Chmod(plan)) => Some(Builtin::Chmod(plan.with_checked(&paths))),

@@ -161,6 +161,18 @@ impl Expander<'_> {
     /// command's arguments, whose positions the checker judges (see `policy::substitution`).
     /// Such a word stays one argument: it may not be split, globbed or brace-expanded.
     pub fn expand_args_with_substitutions(&self, word: &RawWord) -> Result<Vec<Arg>, Denial> {
+        if let Some(text) = plain_text(word) {
+            return Ok(vec![Arg {
+                text,
+                status_at: Vec::new(),
+                substitutions_at: Vec::new(),
+            }]);
+        }
+        self.expand_by_character(word)
+    }
+
+    /// [`Expander::expand_args_with_substitutions`] for any word: one item per character.
+    fn expand_by_character(&self, word: &RawWord) -> Result<Vec<Arg>, Denial> {
         refuse_process_substitution(word)?;
         let mut out = Vec::new();
         for items in brace_expand(items_of(word), word)? {
@@ -559,6 +571,27 @@ fn arg_of(chars: &[QChar]) -> Arg {
     }
 }
 
+/// The argument of a word that expands to itself: literal text only, with no unquoted `{`
+/// (braces), `~` (home) or `*`, `?`, `[` (globs). Most words are such; the general path (one
+/// item per character) gives them the same single argument.
+fn plain_text(word: &RawWord) -> Option<String> {
+    let mut text = String::new();
+    for part in &word.parts {
+        let Part::Text {
+            text: piece,
+            quoted,
+        } = part
+        else {
+            return None;
+        };
+        if !quoted && piece.contains(['{', '~', '*', '?', '[']) {
+            return None;
+        }
+        text.push_str(piece);
+    }
+    Some(text)
+}
+
 /// Command substitution outside a command's arguments (a redirection target, an assignment,
 /// a `for` list, `[[ ]]`): the value would choose a file or a word the policy checks.
 fn refuse_substitutions(word: &RawWord) -> Result<(), Denial> {
@@ -890,6 +923,63 @@ mod tests {
             &word("x")
         )
         .is_err());
+    }
+
+    #[test]
+    fn plain_words_expand_as_the_general_path_expands_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = PathPolicy::new(dir.path(), &[], &[], dir.path()).unwrap();
+        let expander = Expander {
+            paths: &paths,
+            cwd: paths.workspace(),
+            max_glob_matches: 100,
+            vars: &[],
+            unknown_variables: UnknownVariables::Empty,
+            home_used: Default::default(),
+        };
+        let quoted = |text: &str| {
+            let mut w = RawWord::default();
+            w.parts.push(Part::Text {
+                text: text.into(),
+                quoted: true,
+            });
+            w
+        };
+        let mut mixed = word("a=");
+        mixed.append(quoted("{x,y}*"));
+        mixed.append(word("b:c"));
+        let mut fast = 0;
+        for w in [
+            word("ls"),
+            word("-la"),
+            word("s/a/b/"),
+            word("a=b:c"),
+            word("x}"),
+            word("a,b"),
+            word("$"),
+            word(""),
+            quoted(""),
+            quoted("{a,b}"),
+            quoted("~/x"),
+            quoted("*.rs"),
+            mixed,
+            word("{a,b}"),
+            word("~/x"),
+            word("a=~"),
+            word("*.rs"),
+            word("x[1]"),
+            word("?"),
+        ] {
+            if plain_text(&w).is_some() {
+                fast += 1;
+            }
+            assert_eq!(
+                expander.expand_args_with_substitutions(&w),
+                expander.expand_by_character(&w),
+                "{w:?}"
+            );
+        }
+        assert_eq!(fast, 13);
     }
 
     #[test]

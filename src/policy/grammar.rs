@@ -94,6 +94,13 @@ impl Parser {
         self.tokens.get(self.at)
     }
 
+    /// The token at `at`, moved out (the parser never looks back), and `at` past it.
+    fn take(&mut self) -> Option<Token> {
+        let token = std::mem::replace(self.tokens.get_mut(self.at)?, Token::Op(Op::Seq));
+        self.at += 1;
+        Some(token)
+    }
+
     fn peek_reserved(&self) -> Option<Reserved> {
         match self.peek() {
             Some(Token::Reserved(r)) => Some(*r),
@@ -180,7 +187,7 @@ impl Parser {
             self.at += 1;
         }
         let mut units = vec![self.unit(depth)?];
-        while let Some(Token::Op(op @ (Op::Pipe | Op::PipeAll))) = self.peek().cloned() {
+        while let Some(&Token::Op(op @ (Op::Pipe | Op::PipeAll))) = self.peek() {
             self.at += 1;
             if let Some(last) = units.last_mut() {
                 match last {
@@ -197,7 +204,7 @@ impl Parser {
     }
 
     fn unit(&mut self, depth: usize) -> Result<RawUnit, Denial> {
-        let compound = match self.peek().cloned() {
+        let compound = match self.peek() {
             Some(Token::Reserved(Reserved::OpenBrace)) => {
                 self.at += 1;
                 let body = self.nonempty(&[Reserved::CloseBrace], depth, "{ }")?;
@@ -214,7 +221,7 @@ impl Parser {
                 self.at += 1;
                 self.if_clause(depth)?
             }
-            Some(Token::Reserved(r @ (Reserved::While | Reserved::Until))) => {
+            Some(&Token::Reserved(r @ (Reserved::While | Reserved::Until))) => {
                 self.at += 1;
                 let condition = self.nonempty(&[Reserved::Do], depth, "a loop's condition")?;
                 let body = self.do_group(depth)?;
@@ -224,22 +231,21 @@ impl Parser {
                     body,
                 }
             }
-            Some(Token::ForHeader { name, words }) => {
-                self.at += 1;
-                let body = self.do_group(depth)?;
-                RawCompound::For { name, words, body }
-            }
-            Some(Token::Cond(expr)) => {
-                self.at += 1;
-                RawCompound::Cond(expr)
-            }
-            Some(Token::Reserved(r)) => {
+            Some(Token::ForHeader { .. } | Token::Cond(_)) => match self.take() {
+                Some(Token::ForHeader { name, words }) => {
+                    let body = self.do_group(depth)?;
+                    RawCompound::For { name, words, body }
+                }
+                Some(Token::Cond(expr)) => RawCompound::Cond(expr),
+                _ => return Err(Denial::new("a command is missing")),
+            },
+            Some(&Token::Reserved(r)) => {
                 return Err(Denial::new(format!(
                     "unexpected `{}` where a command should be",
                     reserved_text(r)
                 )))
             }
-            Some(Token::Op(op)) => {
+            Some(&Token::Op(op)) => {
                 return Err(Denial::new(format!(
                     "`{}` has no command before it",
                     op_text(op)
@@ -249,9 +255,10 @@ impl Parser {
             Some(_) => return self.simple(),
         };
         let mut redirects = Vec::new();
-        while let Some(Token::Redirect(r)) = self.peek() {
-            redirects.push(r.clone());
-            self.at += 1;
+        while let Some(Token::Redirect(_)) = self.peek() {
+            if let Some(Token::Redirect(r)) = self.take() {
+                redirects.push(r);
+            }
         }
         if let Some(Token::Word(w)) = self.peek() {
             return Err(Denial::new(format!(
@@ -322,13 +329,10 @@ impl Parser {
     /// Assignments, words and redirections up to an operator, a reserved word or the end.
     fn simple(&mut self) -> Result<RawUnit, Denial> {
         let mut command = RawCommand::default();
-        while let Some(token) = self.peek().cloned() {
+        while let Some(token) = self.peek() {
             match token {
-                Token::Word(word) => command.words.push(word),
-                Token::Redirect(redirect) => command.redirects.push(redirect),
-                Token::Assign(assignment) if command.words.is_empty() => {
-                    command.assignments.push(assignment)
-                }
+                Token::Word(_) | Token::Redirect(_) => {}
+                Token::Assign(_) if command.words.is_empty() => {}
                 Token::Assign(a) => {
                     // tree-sitter only makes assignments before the name; be strict anyway.
                     return Err(Denial::new(format!(
@@ -338,7 +342,12 @@ impl Parser {
                 }
                 _ => break,
             }
-            self.at += 1;
+            match self.take() {
+                Some(Token::Word(word)) => command.words.push(word),
+                Some(Token::Redirect(redirect)) => command.redirects.push(redirect),
+                Some(Token::Assign(assignment)) => command.assignments.push(assignment),
+                _ => {}
+            }
         }
         finish_command(&command)?;
         Ok(RawUnit::Simple(command))

@@ -99,8 +99,18 @@ fn copied_tree_is_clean(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `Err` describes the first violated invariant.
+/// `Err` describes the first violated invariant. Its paths are resolved again in a snapshot
+/// of its own (never the checker's).
 pub fn verify(
+    verdict: &Verdict,
+    policy: &Policy,
+    paths: &PathPolicy,
+    secrets: &[PathBuf],
+) -> Result<(), String> {
+    super::lstat_memo::during(|| verify_snapshot(verdict, policy, paths, secrets))
+}
+
+fn verify_snapshot(
     verdict: &Verdict,
     policy: &Policy,
     paths: &PathPolicy,
@@ -249,6 +259,7 @@ pub fn verify(
                 }
             }
         };
+        let removes = command.paths.iter().any(|c| c.access == Access::Delete);
         for (i, arg) in command.argv.iter().enumerate().skip(1) {
             let operand = i > options_end;
             let prev = &command.argv[i - 1];
@@ -284,16 +295,19 @@ pub fn verify(
                 if text.is_empty() || (after_flag && value.is_none()) {
                     continue;
                 }
-                let removed = resolve(&command.cwd.join(text), true).ok().filter(|p| {
-                    command
-                        .paths
-                        .iter()
-                        .any(|c| c.access == Access::Delete && &c.path == p)
-                });
-                if removed.is_some() {
+                let joined = command.cwd.join(text);
+                // Only a command that removes something can name a removed link.
+                let removed = removes
+                    && resolve(&joined, true).is_ok_and(|p| {
+                        command
+                            .paths
+                            .iter()
+                            .any(|c| c.access == Access::Delete && c.path == p)
+                    });
+                if removed {
                     continue;
                 }
-                if let Ok(resolved) = resolve(&command.cwd.join(text), false) {
+                if let Ok(resolved) = resolve(&joined, false) {
                     if secrets.iter().any(|s| s == &resolved) {
                         return Err(format!(
                             "{name}: argument {arg:?} reaches the secret {}",

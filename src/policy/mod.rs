@@ -19,6 +19,7 @@ pub mod invariant;
 pub mod ir;
 mod line_links;
 pub mod lists;
+mod lstat_memo;
 pub mod mode;
 pub mod paths;
 mod process_substitution;
@@ -136,6 +137,40 @@ impl Verdict {
             "reason": self.reason,
             "commands": commands,
         })
+    }
+
+    /// [`Verdict::to_json`] written straight to `out`, byte for byte the same text, without
+    /// building the JSON tree first (batch mode writes one per line).
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> serde_json::Result<()> {
+        // Fields in the order serde_json's map gives `to_json`'s keys (sorted).
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            commands: Commands<'a>,
+            decision: Decision,
+            reason: &'a str,
+        }
+        struct Commands<'a>(&'a Script);
+        impl Serialize for Commands<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.commands().map(|c| ShownCommand {
+                    argv: &c.argv,
+                    cwd: &c.cwd,
+                }))
+            }
+        }
+        #[derive(Serialize)]
+        struct ShownCommand<'a> {
+            argv: &'a [String],
+            cwd: &'a Path,
+        }
+        serde_json::to_writer(
+            out,
+            &Shown {
+                commands: Commands(&self.script),
+                decision: self.decision,
+                reason: &self.reason,
+            },
+        )
     }
 }
 
@@ -487,6 +522,31 @@ mod tests {
         // xargs runs only what the policy knows every effect of: not a network command.
         let verdict = checker.check("echo http://a.test/ | xargs curl");
         assert_eq!(verdict.decision, Decision::Deny, "{}", verdict.reason);
+    }
+
+    #[test]
+    fn a_verdict_written_as_json_is_the_same_text_as_its_json_value() {
+        let policy = Arc::new(Policy::embedded_default());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x\n").unwrap();
+        let mut checker = policy.checker(dir.path(), &[], dir.path()).unwrap();
+        for command in [
+            "ls -la",
+            "cat notes.txt | sort > \"out \\\"q\\\".txt\"",
+            "cat /etc/shadow",
+            "if true; then echo $(ls); fi",
+            "cd sub",
+            "printf '%s\\n' \"tab\there\"",
+        ] {
+            let verdict = checker.check(command);
+            let mut written = Vec::new();
+            verdict.write_json(&mut written).unwrap();
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                verdict.to_json().to_string(),
+                "{command}"
+            );
+        }
     }
 
     #[test]

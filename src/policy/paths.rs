@@ -4,6 +4,7 @@
 //! prefix resolved; the result must fall under a writable root (the workspace) for writes or a
 //! readable root for reads. Nothing is decided on the path as written.
 
+use super::lstat_memo::{self, Lstat};
 use super::Denial;
 use std::ffi::OsStr;
 use std::io;
@@ -188,32 +189,37 @@ impl PathPolicy {
         }
         let resolved = resolve(&joined, access == Access::Delete)
             .map_err(|e| Denial::new(format!("{path}: {e}")))?;
-        let via = if lexically_normal(&joined) == resolved {
-            String::new()
-        } else {
-            format!(" (it resolves to {})", resolved.display())
+        // Said only in a denial: where the path leads when that is not where it is written.
+        let via = || {
+            if lexically_normal(&joined) == resolved {
+                String::new()
+            } else {
+                format!(" (it resolves to {})", resolved.display())
+            }
         };
         match access {
             Access::Read => {
-                if self.read_roots.iter().any(|r| resolved.starts_with(r)) {
+                if self.read_roots.iter().any(|r| within(&resolved, r)) {
                     return Ok(resolved);
                 }
                 Err(Denial::new(format!(
-                    "{path} is outside {} and the readable roots{via}",
-                    self.workspace_label
+                    "{path} is outside {} and the readable roots{}",
+                    self.workspace_label,
+                    via()
                 )))
             }
             Access::Write | Access::Delete => {
-                let Some(root) = self.write_roots.iter().find(|r| resolved.starts_with(r)) else {
-                    let read_only = self.read_roots.iter().any(|r| resolved.starts_with(r));
+                let Some(root) = self.write_roots.iter().find(|r| within(&resolved, r)) else {
+                    let read_only = self.read_roots.iter().any(|r| within(&resolved, r));
                     return Err(Denial::new(format!(
-                        "writing {path} is not allowed: it is {} {}{via}",
+                        "writing {path} is not allowed: it is {} {}{}",
                         if read_only {
                             "in a read-only root, outside"
                         } else {
                             "outside"
                         },
-                        self.workspace_label
+                        self.workspace_label,
+                        via()
                     )));
                 };
                 if access == Access::Delete && &resolved == root {
@@ -280,6 +286,18 @@ impl PathPolicy {
     }
 }
 
+/// `path.starts_with(root)`, comparing bytes first: a path that begins with the root's text
+/// followed by `/` (or that is the root) has the root's components first. Only when the text
+/// differs are components compared (`/a/./b` under `/a/b`).
+fn within(path: &Path, root: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    let by_text = !r.is_empty()
+        && p.starts_with(r)
+        && (p.len() == r.len() || r.ends_with(b"/") || p[r.len()] == b'/');
+    by_text || path.starts_with(root)
+}
+
 /// Paths bash would treat specially, or devices with a clearer reason than "outside".
 fn special_path_reason(path: &str) -> Option<String> {
     let net = ["/dev/tcp/", "/dev/udp/"];
@@ -293,6 +311,16 @@ fn special_path_reason(path: &str) -> Option<String> {
 }
 
 fn device(path: &Path, access: Access) -> Option<PathBuf> {
+    // A path normalizing to a device has the components `dev` and a name after it.
+    use std::os::unix::ffi::OsStrExt;
+    if !path
+        .as_os_str()
+        .as_bytes()
+        .windows(5)
+        .any(|w| w == b"/dev/")
+    {
+        return None;
+    }
     let normal = lexically_normal(path);
     let s = normal.to_str()?;
     let ok =
@@ -383,18 +411,28 @@ pub(crate) fn lexically_normal(path: &Path) -> PathBuf {
 /// unless `keep_last`), `..` applied to the resolved parent as the kernel does, and the missing
 /// tail appended. A `..` after a missing component is refused (the kernel would fail).
 pub fn resolve(path: &Path, keep_last: bool) -> io::Result<PathBuf> {
-    let mut components: Vec<std::ffi::OsString> = Vec::new();
-    for comp in path.components().rev() {
-        match comp {
-            Component::RootDir | Component::Prefix(_) => {}
-            other => components.push(other.as_os_str().to_os_string()),
-        }
-    }
+    let mut rest = path
+        .components()
+        .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+        .peekable();
+    // The components of symbolic link targets still to walk, as a stack (reversed): they
+    // come before `rest`.
+    let mut linked: Vec<std::ffi::OsString> = Vec::new();
     let mut resolved = PathBuf::from("/");
     let mut missing = false;
     let mut hops = 0;
-    // `components` is a stack (reversed): symlink targets are pushed onto it.
-    while let Some(name) = components.pop() {
+    loop {
+        let owned;
+        let name: &OsStr = match linked.pop() {
+            Some(name) => {
+                owned = name;
+                &owned
+            }
+            None => match rest.next() {
+                Some(component) => component.as_os_str(),
+                None => break,
+            },
+        };
         if name == "." {
             continue;
         }
@@ -408,40 +446,40 @@ pub fn resolve(path: &Path, keep_last: bool) -> io::Result<PathBuf> {
             resolved.pop();
             continue;
         }
-        let candidate = resolved.join(&name);
+        // `resolved` is the candidate now; the parent again when it is a link or an error.
+        resolved.push(name);
         if missing {
-            resolved = candidate;
             continue;
         }
-        let is_last = components.is_empty();
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() && !(is_last && keep_last) => {
+        let is_last = linked.is_empty() && rest.peek().is_none();
+        match lstat_memo::lstat(&resolved) {
+            Ok(Lstat::Link) if !(is_last && keep_last) => {
                 hops += 1;
                 if hops > MAX_SYMLINK_HOPS {
                     return Err(io::Error::other("too many levels of symbolic links"));
                 }
-                let target = std::fs::read_link(&candidate)?;
+                let target = std::fs::read_link(&resolved)?;
+                resolved.pop();
                 if target.is_absolute() {
                     resolved = PathBuf::from("/");
                 }
-                let mut target_parts: Vec<_> = target
-                    .components()
-                    .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
-                    .map(|c| c.as_os_str().to_os_string())
-                    .collect();
-                target_parts.reverse();
-                components.extend(target_parts);
+                let at = linked.len();
+                linked.extend(
+                    target
+                        .components()
+                        .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+                        .map(|c| c.as_os_str().to_os_string()),
+                );
+                linked[at..].reverse();
             }
-            Ok(_) => resolved = candidate,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                missing = true;
-                resolved = candidate;
-            }
+            Ok(Lstat::Missing) => missing = true,
+            Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                resolved.pop();
                 return Err(io::Error::new(
                     io::ErrorKind::NotADirectory,
                     format!("{} is not a directory", resolved.display()),
-                ))
+                ));
             }
             Err(e) => return Err(e),
         }
@@ -464,6 +502,29 @@ mod tests {
         symlink("sub", ws.join("inner")).unwrap();
         let policy = PathPolicy::new(&ws, &[], &[], Path::new("/root")).unwrap();
         (dir, policy)
+    }
+
+    #[test]
+    fn within_is_starts_with() {
+        for (path, root) in [
+            ("/a/b", "/a/b"),
+            ("/a/b/c", "/a/b"),
+            ("/a/bc", "/a/b"),
+            ("/a", "/a/b"),
+            ("/a/b", "/"),
+            ("/a/b/c", "/a/b/"),
+            ("/a/./b/c", "/a/b"),
+            ("/a//b", "/a/b"),
+            ("/x/../a/b", "/a/b"),
+            ("/a/b", ""),
+        ] {
+            let (path, root) = (Path::new(path), Path::new(root));
+            assert_eq!(
+                within(path, root),
+                path.starts_with(root),
+                "{path:?} {root:?}"
+            );
+        }
     }
 
     #[test]

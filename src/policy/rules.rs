@@ -394,7 +394,7 @@ pub struct Analysis {
 /// One parsed flag occurrence.
 struct Flag<'a> {
     /// As matched in the rule (the full name for an abbreviation).
-    name: String,
+    name: &'a str,
     spec: Option<&'a FlagSpec>,
 }
 
@@ -404,10 +404,10 @@ impl ProgramRule {
     /// abbreviation of a denied flag is denied; an abbreviation of any other listed flag is
     /// refused, because the program may have an unlisted flag of that name or prefix which takes
     /// no value (then the argument after it is a path the policy never checked).
-    fn lookup<'a>(&'a self, name: &str) -> Result<Flag<'a>, Denial> {
+    fn lookup<'a>(&'a self, name: &'a str) -> Result<Flag<'a>, Denial> {
         if let Some(spec) = self.flags.get(name) {
             return Ok(Flag {
-                name: name.to_string(),
+                name,
                 spec: Some(spec),
             });
         }
@@ -420,7 +420,7 @@ impl ProgramRule {
             if let Some((full, spec)) = candidates.iter().find(|(_, s)| s.deny().is_some()) {
                 if candidates.len() == 1 {
                     return Ok(Flag {
-                        name: (*full).clone(),
+                        name: full.as_str(),
                         spec: Some(spec),
                     });
                 }
@@ -440,16 +440,13 @@ impl ProgramRule {
                 )));
             }
         }
-        Ok(Flag {
-            name: name.to_string(),
-            spec: None,
-        })
+        Ok(Flag { name, spec: None })
     }
 
     /// The full name a possibly abbreviated flag stands for.
     pub fn flag_name(&self, name: &str) -> String {
         self.lookup(name)
-            .map_or_else(|_| name.to_string(), |f| f.name)
+            .map_or_else(|_| name.to_string(), |f| f.name.to_string())
     }
 
     /// What a listed flag takes; `None` for flags the rule does not list.
@@ -469,11 +466,15 @@ impl ProgramRule {
         if arg.starts_with("--") || self.options == OptionSyntax::WholeWord {
             return !arg.contains('=') && takes_value(self.flag_takes(arg));
         }
-        let cluster: Vec<char> = arg[1..].chars().collect();
-        for (j, letter) in cluster.iter().enumerate() {
-            match self.flag_takes(&format!("-{letter}")) {
+        let mut letters = arg[1..].chars().peekable();
+        let mut name = String::with_capacity(5);
+        while let Some(letter) = letters.next() {
+            name.clear();
+            name.push('-');
+            name.push(letter);
+            match self.flag_takes(&name) {
                 Some(FlagTakes::Optional) => return false,
-                takes if takes_value(takes) => return j + 1 == cluster.len(),
+                takes if takes_value(takes) => return letters.peek().is_none(),
                 _ => {}
             }
         }
@@ -578,21 +579,21 @@ impl ProgramRule {
                         }
                         analysis
                             .flags
-                            .push((flag.name.clone(), inline.map(str::to_string)));
+                            .push((flag.name.to_string(), inline.map(str::to_string)));
                     }
                     // Only ever an attached suffix or mode, never a path.
                     FlagTakes::Optional => analysis
                         .flags
-                        .push((flag.name.clone(), inline.map(str::to_string))),
+                        .push((flag.name.to_string(), inline.map(str::to_string))),
                     _ => {
                         let value = match inline {
                             Some(v) => v.to_string(),
-                            None => next_value(args, &mut i, program, &flag.name)?,
+                            None => next_value(args, &mut i, program, flag.name)?,
                         };
                         analysis
                             .flags
-                            .push((flag.name.clone(), Some(value.clone())));
-                        push_value(&mut analysis, &flag.name, takes, value);
+                            .push((flag.name.to_string(), Some(value.clone())));
+                        push_value(&mut analysis, flag.name, takes, value);
                     }
                 }
                 continue;
@@ -611,34 +612,34 @@ impl ProgramRule {
                 let rest: String = cluster[j + 1..].iter().collect();
                 match takes {
                     FlagTakes::Flag => {
-                        analysis.flags.push((flag.name.clone(), None));
+                        analysis.flags.push((flag.name.to_string(), None));
                         j += 1
                     }
                     FlagTakes::ChecksumLists => {
-                        analysis.flags.push((flag.name.clone(), None));
+                        analysis.flags.push((flag.name.to_string(), None));
                         checksum_lists = true;
                         j += 1;
                     }
                     FlagTakes::Optional => {
                         let value = (!rest.is_empty()).then_some(rest);
-                        analysis.flags.push((flag.name.clone(), value));
+                        analysis.flags.push((flag.name.to_string(), value));
                         break;
                     }
                     _ => {
                         let value = if rest.is_empty() {
-                            next_value(args, &mut i, program, &flag.name)?
+                            next_value(args, &mut i, program, flag.name)?
                         } else {
                             // Some programs skip an `=` after a short flag (zstd's `-o=FILE`),
                             // most keep it (`sort -o=x` writes `=x`): check both names.
                             if let Some(bare) = rest.strip_prefix('=').filter(|b| !b.is_empty()) {
-                                push_value(&mut analysis, &flag.name, takes, bare.to_string());
+                                push_value(&mut analysis, flag.name, takes, bare.to_string());
                             }
                             rest
                         };
                         analysis
                             .flags
-                            .push((flag.name.clone(), Some(value.clone())));
-                        push_value(&mut analysis, &flag.name, takes, value);
+                            .push((flag.name.to_string(), Some(value.clone())));
+                        push_value(&mut analysis, flag.name, takes, value);
                         break;
                     }
                 }
@@ -699,7 +700,7 @@ impl ProgramRule {
     ) -> Result<(), Denial> {
         if let Some(spec) = self.flags.get(arg) {
             let flag = Flag {
-                name: arg.to_string(),
+                name: arg,
                 spec: Some(spec),
             };
             let takes = self.apply_flag(program, &flag, analysis)?;
@@ -716,7 +717,7 @@ impl ProgramRule {
         match self.flags.get(&first) {
             Some(spec) => {
                 let flag = Flag {
-                    name: first.clone(),
+                    name: &first,
                     spec: Some(spec),
                 };
                 let takes = self.apply_flag(program, &flag, analysis)?;
@@ -727,7 +728,7 @@ impl ProgramRule {
             }
             None => {
                 let flag = Flag {
-                    name: arg.to_string(),
+                    name: arg,
                     spec: None,
                 };
                 self.apply_flag(program, &flag, analysis)?;

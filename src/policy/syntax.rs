@@ -623,6 +623,12 @@ fn is_statement(kind: &str) -> bool {
 
 /// Whether the source between two adjacent word nodes makes them one bash word.
 fn words_join(gap: &str) -> Result<bool, Denial> {
+    if gap.is_empty() {
+        return Ok(true);
+    }
+    if gap.bytes().all(|c| matches!(c, b' ' | b'\t' | b'\n')) {
+        return Ok(false);
+    }
     let rest = gap.replace("\\\n", "");
     if rest.is_empty() {
         return Ok(true);
@@ -713,6 +719,11 @@ fn unsupported_construct(kind: &str, text: &str) -> String {
 /// Every node must start and end on a character boundary of the original text (the parser saw
 /// an ASCII shadow of it); otherwise slicing would be wrong, so the command is refused.
 fn deny_split_characters(root: Node, src: &str) -> Result<(), Denial> {
+    // Every offset within ASCII text is a character boundary (the parser saw text of the
+    // same length).
+    if src.is_ascii() {
+        return Ok(());
+    }
     let mut cursor = root.walk();
     loop {
         let node = cursor.node();

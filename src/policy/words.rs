@@ -54,6 +54,15 @@ impl RawWord {
         });
     }
 
+    /// [`RawWord::push_text`] of text already owned (kept, not copied, when it starts a part).
+    fn push_owned(&mut self, text: String, quoted: bool) {
+        match self.parts.last() {
+            Some(Part::Text { quoted: q, .. }) if *q == quoted => self.push_text(&text, quoted),
+            _ if text.is_empty() => self.push_text(&text, quoted),
+            _ => self.parts.push(Part::Text { text, quoted }),
+        }
+    }
+
     /// Append unquoted literal text (a reserved symbol standing as a word, such as `[`).
     pub fn append_literal(&mut self, text: &str) {
         self.push_text(text, false);
@@ -328,7 +337,7 @@ fn push_unquoted(word: &mut RawWord, text: &str) -> Result<(), Denial> {
             c => out.push(c),
         }
     }
-    word.push_text(&out, false);
+    word.push_owned(out, false);
     Ok(())
 }
 

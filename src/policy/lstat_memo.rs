@@ -1,0 +1,124 @@
+//! What `lstat` said about a path, remembered for the length of one policy check.
+//!
+//! A check resolves the workspace's own components again for the cwd and for every path it
+//! names (`/tmp/ws`, `/tmp/ws/notes.txt`, `/tmp/ws/src`…): one `lstat` per component, most of
+//! them repeats. Within one check the answers are taken as one snapshot of the filesystem, as
+//! the checker's decision already is; nothing is remembered past the check, so a change made
+//! between two checks (a batch, the agent's next command) is always seen.
+
+use std::cell::RefCell;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What resolving a path needs to know about one of its components.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lstat {
+    Link,
+    /// Exists and is not a symbolic link.
+    Other,
+    Missing,
+}
+
+/// Answers kept per check; a check naming more paths than this asks the kernel for the rest.
+const MAX_ENTRIES: usize = 256;
+
+#[derive(Default)]
+struct Memo {
+    active: bool,
+    entries: Vec<(PathBuf, Lstat)>,
+}
+
+thread_local! {
+    static MEMO: RefCell<Memo> = RefCell::new(Memo::default());
+}
+
+/// Run `check` with `lstat` answers remembered until it returns (or panics). Nested calls
+/// share the outermost one's answers.
+pub(super) fn during<T>(check: impl FnOnce() -> T) -> T {
+    struct Forget;
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            MEMO.with(|memo| {
+                let mut memo = memo.borrow_mut();
+                memo.active = false;
+                memo.entries.clear();
+            });
+        }
+    }
+    let outermost = MEMO.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        !std::mem::replace(&mut memo.active, true)
+    });
+    // Only the outermost call forgets (a `Forget` made and dropped here would forget now).
+    let _forget = if outermost { Some(Forget) } else { None };
+    check()
+}
+
+/// `lstat(path)`, from this check's answers when it asked before. Errors other than "no such
+/// file" are never remembered.
+pub(super) fn lstat(path: &Path) -> io::Result<Lstat> {
+    let known = MEMO.with(|memo| {
+        let memo = memo.borrow();
+        if !memo.active {
+            return None;
+        }
+        memo.entries
+            .iter()
+            .find(|(p, _)| p.as_os_str() == path.as_os_str())
+            .map(|(_, answer)| *answer)
+    });
+    if let Some(answer) = known {
+        return Ok(answer);
+    }
+    let answer = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Lstat::Link,
+        Ok(_) => Lstat::Other,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Lstat::Missing,
+        Err(e) => return Err(e),
+    };
+    MEMO.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if memo.active && memo.entries.len() < MAX_ENTRIES {
+            memo.entries.push((path.to_path_buf(), answer));
+        }
+    });
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_last_only_as_long_as_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        during(|| {
+            assert_eq!(lstat(&file).unwrap(), Lstat::Missing);
+            std::fs::write(&file, "x").unwrap();
+            // One snapshot per check: the first answer stands.
+            assert_eq!(lstat(&file).unwrap(), Lstat::Missing);
+            during(|| assert_eq!(lstat(&file).unwrap(), Lstat::Missing));
+        });
+        // The next check sees the file; outside a check nothing is remembered.
+        assert_eq!(lstat(&file).unwrap(), Lstat::Other);
+        during(|| assert_eq!(lstat(&file).unwrap(), Lstat::Other));
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("elsewhere", &file).unwrap();
+        assert_eq!(lstat(&file).unwrap(), Lstat::Link);
+    }
+
+    #[test]
+    fn a_panicking_check_forgets_its_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        let _ = std::panic::catch_unwind(|| {
+            during(|| {
+                assert_eq!(lstat(&file).unwrap(), Lstat::Missing);
+                panic!("a check panicked");
+            })
+        });
+        std::fs::write(&file, "x").unwrap();
+        during(|| assert_eq!(lstat(&file).unwrap(), Lstat::Other));
+    }
+}
