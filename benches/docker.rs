@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use warden::config::DockerConfig;
 use warden::sandbox::docker::DockerSandbox;
-use warden::sandbox::{JailSpec, ProcessSpec, Sandbox, Stdio};
+use warden::sandbox::{JailSpec, ProcessSpec, Sandbox};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -27,15 +27,7 @@ fn ms(d: Duration) -> String {
 }
 
 fn true_spec(cwd: &Path) -> ProcessSpec {
-    ProcessSpec {
-        argv: vec!["true".into()],
-        cwd: cwd.to_path_buf(),
-        stdin: Stdio::Null,
-        stdout: Stdio::Null,
-        stderr: Stdio::Null,
-        extra_fds: Vec::new(),
-        env: Vec::new(),
-    }
+    ProcessSpec::silent(&["true"], cwd)
 }
 
 async fn run_true(sandbox: &DockerSandbox, cwd: &Path) {

@@ -134,9 +134,8 @@ pub struct ProcessSpec {
     pub env: Vec<(String, String)>,
 }
 
-#[cfg(test)]
 impl ProcessSpec {
-    /// `argv` in `cwd` with no input or output (unit tests).
+    /// `argv` in `cwd` with no input or output (tests and benches).
     pub fn silent(argv: &[&str], cwd: &std::path::Path) -> ProcessSpec {
         ProcessSpec {
             argv: argv.iter().map(|s| s.to_string()).collect(),

@@ -125,15 +125,7 @@ pub fn collect(fd: OwnedFd) -> std::thread::JoinHandle<String> {
 }
 
 pub fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
-    ProcessSpec {
-        argv: argv.iter().map(|a| a.to_string()).collect(),
-        cwd: cwd.to_path_buf(),
-        stdin: Stdio::Null,
-        stdout: Stdio::Null,
-        stderr: Stdio::Null,
-        extra_fds: Vec::new(),
-        env: Vec::new(),
-    }
+    ProcessSpec::silent(argv, cwd)
 }
 
 /// Start `argv` in `cwd` with stdout and stderr captured.
