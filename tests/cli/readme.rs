@@ -114,7 +114,7 @@ async fn the_readme_quickstart_sets_up_and_starts_the_agent() {
     let base = llm.base_url();
     let home_path = home.path().to_path_buf();
     // What decides whether `cargo build`'s artifacts are fresh for the install.
-    let build_env: Vec<(String, String)> = ["CARGO_INCREMENTAL", "RUSTFLAGS", "CARGO_TERM_COLOR"]
+    let build_env: Vec<(String, String)> = ["CARGO_INCREMENTAL", "RUSTFLAGS"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
         .collect();
