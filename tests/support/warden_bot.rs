@@ -64,6 +64,8 @@ impl BotEnv {
 pub struct BotProcess {
     child: Child,
     stderr: Arc<Mutex<String>>,
+    /// The thread copying stderr; it ends when the last writer closes the pipe.
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl BotProcess {
@@ -82,7 +84,7 @@ impl BotProcess {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = pipe.read(&mut buf) {
                 if n == 0 {
@@ -93,7 +95,11 @@ impl BotProcess {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        BotProcess { child, stderr }
+        BotProcess {
+            child,
+            stderr,
+            reader,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -118,10 +124,20 @@ impl BotProcess {
         self.wait(timeout)
     }
 
+    /// After the exit, let the reader take what is still in the pipe, so `stderr()` holds the
+    /// last lines (bounded: a leftover descendant could keep the pipe open).
+    fn drain_stderr(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.reader.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                self.drain_stderr();
                 return status;
             }
             if Instant::now() > deadline {
