@@ -110,6 +110,23 @@ impl BotProcess {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Wait until the log holds `needle` and return it: a line can come through the stderr
+    /// pipe after the chat already heard what it records. Panics with the log after `timeout`.
+    pub async fn wait_for_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.stderr();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the log never said {needle:?}:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// SIGKILL: no chance to clean up.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();

@@ -105,8 +105,7 @@ async fn a_stranger_gets_one_refusal_and_no_run() {
     assert!(prompts
         .iter()
         .all(|p| !p.contains("rm -rf") && !p.contains("let me in")));
-    let log = r.bot.stderr();
-    assert!(log.contains("user_id=99"), "{log}");
+    let log = r.bot.wait_for_log("user_id=99", WAIT).await;
     assert!(
         !log.contains("on the server right now"),
         "whole message logged:\n{log}"

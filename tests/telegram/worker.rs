@@ -109,12 +109,8 @@ async fn a_worker_killed_mid_run_fails_that_run_and_the_next_run_gets_a_new_one(
         "I was interrupted and could not finish “slow”. Tap /retry to try again."
     );
     // The chat may hear it before the log line has come through the stderr pipe.
-    let logged = |log: &str| log.contains("the agent worker stopped") && log.contains("SIGKILL");
-    let deadline = Instant::now() + WAIT;
-    while !logged(&bot.stderr()) {
-        assert!(Instant::now() < deadline, "{}", bot.stderr());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    bot.wait_for_log("the agent worker stopped (signal: 9 (SIGKILL))", WAIT)
+        .await;
     tg.push_text(OWNER, OWNER, "after");
     assert_eq!(answer_to(&tg, 2).await, "answer: after");
     assert_ne!(worker_of(bot.pid()), Some(worker));
