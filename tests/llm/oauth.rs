@@ -90,7 +90,16 @@ fn start_login(home: &Path, flag: &str) -> Login {
 impl Login {
     fn finish(self) -> (Output, String) {
         let output = self.child.wait_with_output().unwrap();
-        let rest: Vec<String> = self.stderr.try_iter().collect();
+        // The reader thread may still hold the last lines: take them until the pipe's end
+        // closes the channel.
+        let mut rest = Vec::new();
+        let deadline = std::time::Instant::now() + WAIT;
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => rest.push(line),
+                Err(_) => break,
+            }
+        }
         (output, rest.join("\n"))
     }
 }

@@ -108,7 +108,7 @@ async fn cancelling_mid_stream_returns_promptly_and_drops_the_connection() {
         let result = chat.await.unwrap();
         let took = cancelled_at.elapsed();
         assert!(matches!(result, Err(LlmError::Cancelled)), "{result:?}");
-        assert!(took < Duration::from_millis(500), "took {took:?}");
+        assert!(took < Duration::from_secs(2), "took {took:?}");
         assert!(
             fake.wait_for_disconnects(1, Duration::from_secs(2)).await,
             "the server never saw the connection drop"
@@ -131,7 +131,7 @@ async fn cancelling_before_the_answer_starts_returns_promptly() {
     cancel.cancel();
     let result = chat.await.unwrap();
     assert!(matches!(result, Err(LlmError::Cancelled)), "{result:?}");
-    assert!(cancelled_at.elapsed() < Duration::from_millis(500));
+    assert!(cancelled_at.elapsed() < Duration::from_secs(2));
     assert_eq!(llm.request_count(), 1);
 }
 

@@ -398,13 +398,15 @@ async fn idle_polls_are_held_by_the_server_and_a_message_after_a_quiet_spell_is_
         .await;
     let served = r.tg.served_at(update).unwrap();
     let answered = r.tg.messages_to(OWNER)[1].at;
+    // A poll that missed it would serve it only at its 6 s timeout; the margins are for a
+    // loaded CI machine.
     assert!(
-        served - pushed < Duration::from_millis(200),
+        served - pushed < Duration::from_secs(1),
         "the waiting poll took the message: {:?}",
         served - pushed
     );
     assert!(
-        answered - pushed < Duration::from_secs(1),
+        answered - pushed < Duration::from_secs(3),
         "answered {:?} after it was sent",
         answered - pushed
     );
