@@ -6,6 +6,7 @@
 //! parentheses, unary tests (`-f word`), binary tests (`word == word`) and a lone word (`-n`).
 //! The checker turns the result into `test` commands joined by `&&`/`||` (see `check.rs`).
 
+use super::node_kind;
 use super::words::{self, RawWord};
 use super::Denial;
 use tree_sitter::Node;
@@ -45,7 +46,11 @@ pub fn parse(node: Node, src: &str) -> Result<CondExpr, Denial> {
     let mut cursor = node.walk();
     let children: Vec<Node> = node.children(&mut cursor).collect();
     let inner = match children.as_slice() {
-        [open, inner @ .., close] if open.kind() == "[[" && close.kind() == "]]" => inner,
+        [open, inner @ .., close]
+            if node_kind::of(*open) == "[[" && node_kind::of(*close) == "]]" =>
+        {
+            inner
+        }
         _ => return Err(Denial::new("a [[ test that is not closed by ]]")),
     };
     for child in inner {
@@ -68,7 +73,7 @@ fn flatten(node: Node, src: &str, out: &mut Vec<Piece>, depth: usize) -> Result<
         return Err(Denial::new("the [[ ]] test is nested too deeply"));
     }
     let text = &src[node.byte_range()];
-    match node.kind() {
+    match node_kind::of(node) {
         "binary_expression" | "unary_expression" | "parenthesized_expression" => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {

@@ -21,6 +21,7 @@ mod line_links;
 pub mod lists;
 mod lstat_memo;
 pub mod mode;
+mod node_kind;
 pub mod paths;
 mod process_substitution;
 pub mod rules;

@@ -10,6 +10,7 @@
 //! handled here is denied: what the policy does not positively understand never runs.
 
 use super::cond::{self, CondExpr};
+use super::node_kind;
 use super::words::{self, RawWord};
 use super::Denial;
 use tree_sitter::Node;
@@ -150,10 +151,10 @@ impl Flattener<'_, '_> {
         let mut prev_end: Option<usize> = None;
         let mut prev_was_statement = false;
         for child in node.children(&mut cursor) {
-            if child.kind() == "comment" {
+            if node_kind::of(child) == "comment" {
                 continue;
             }
-            if is_statement(child.kind()) && prev_was_statement {
+            if is_statement(node_kind::of(child)) && prev_was_statement {
                 // Two statements with no operator between them: only a newline may do that.
                 let gap = &self.src[prev_end.unwrap_or(child.start_byte())..child.start_byte()];
                 if !(newline_separates && gap.contains('\n')) {
@@ -165,7 +166,7 @@ impl Flattener<'_, '_> {
                 self.out.push(Token::Op(Op::Seq));
             }
             self.node(child, depth + 1)?;
-            prev_was_statement = is_statement(child.kind());
+            prev_was_statement = is_statement(node_kind::of(child));
             prev_end = Some(child.end_byte());
         }
         Ok(())
@@ -175,7 +176,7 @@ impl Flattener<'_, '_> {
         if depth > MAX_DEPTH {
             return Err(Denial::new("the command is nested too deeply"));
         }
-        match node.kind() {
+        match node_kind::of(node) {
             "program" => self.container(node, depth, true),
             "list" | "pipeline" | "redirected_statement" => self.container(node, depth, false),
             // The lists inside compound commands may be separated by newlines alone.
@@ -205,7 +206,7 @@ impl Flattener<'_, '_> {
             "variable_assignments" => {
                 let mut cursor = node.walk();
                 for child in node.named_children(&mut cursor) {
-                    match child.kind() {
+                    match node_kind::of(child) {
                         "variable_assignment" => self.assignment(child)?,
                         kind => {
                             return Err(Denial::new(unsupported_construct(kind, self.text(child))))
@@ -244,7 +245,7 @@ impl Flattener<'_, '_> {
         let mut words_list: Option<Vec<RawWord>> = None;
         let mut last_word_end: Option<usize> = None;
         for child in node.children(&mut cursor) {
-            match child.kind() {
+            match node_kind::of(child) {
                 "for" => {}
                 "select" => {
                     return Err(Denial::new(
@@ -321,7 +322,7 @@ impl Flattener<'_, '_> {
         let mut cursor = node.walk();
         let mut last_word_end: Option<usize> = None;
         for child in node.children(&mut cursor) {
-            match child.kind() {
+            match node_kind::of(child) {
                 "command_name" => {
                     let inner = child
                         .named_child(0)
@@ -343,7 +344,9 @@ impl Flattener<'_, '_> {
                     last_word_end = None;
                 }
                 "comment" => {}
-                _ if words::is_word_node(child.kind()) => self.word(child, &mut last_word_end)?,
+                _ if words::is_word_node(node_kind::of(child)) => {
+                    self.word(child, &mut last_word_end)?
+                }
                 kind => return Err(Denial::new(unsupported_construct(kind, self.text(child)))),
             }
         }
@@ -357,7 +360,7 @@ impl Flattener<'_, '_> {
         let mut value = RawWord::default();
         let mut seen_equals = false;
         for child in node.children(&mut cursor) {
-            match child.kind() {
+            match node_kind::of(child) {
                 "variable_name" if name.is_none() => name = Some(self.text(child).to_string()),
                 "=" => seen_equals = true,
                 kind if seen_equals && words::is_word_node(kind) => {
@@ -406,7 +409,7 @@ impl Flattener<'_, '_> {
         let mut trailing_end: Option<usize> = None;
         let mut cursor = node.walk();
         for child in node.children(&mut cursor) {
-            let kind = child.kind();
+            let kind = node_kind::of(child);
             match kind {
                 "file_descriptor" => fd = Some(parse_fd(self.text(child))?),
                 ">" | ">>" | "<" | "&>" | "&>>" | ">&" | "<&" | ">|" | ">&-" | "<&-" => {
@@ -487,7 +490,7 @@ impl Flattener<'_, '_> {
         let mut word = None;
         let mut cursor = node.walk();
         for child in node.children(&mut cursor) {
-            match child.kind() {
+            match node_kind::of(child) {
                 "<<<" => {}
                 kind if words::is_word_node(kind) && word.is_none() => {
                     word = Some(words::resolve(child, self.src)?)
@@ -514,7 +517,7 @@ impl Flattener<'_, '_> {
         let mut rest = Vec::new();
         let mut cursor = node.walk();
         for child in node.children(&mut cursor) {
-            match child.kind() {
+            match node_kind::of(child) {
                 "<<" => {}
                 "<<-" => strip_tabs = true,
                 "heredoc_start" => start = Some(child),
@@ -545,13 +548,13 @@ impl Flattener<'_, '_> {
         }));
         let mut prev_was_statement = false;
         for child in rest {
-            if is_statement(child.kind()) && prev_was_statement {
+            if is_statement(node_kind::of(child)) && prev_was_statement {
                 return Err(Denial::new(format!(
                     "cannot tell how {:?} is joined to the here-document",
                     self.text(child)
                 )));
             }
-            prev_was_statement = is_statement(child.kind());
+            prev_was_statement = is_statement(node_kind::of(child));
             self.node(child, depth + 1)?;
         }
         Ok(())
@@ -574,7 +577,7 @@ fn collect_test_words(
         word.append_literal(text);
         out.push((node.start_byte(), node.end_byte(), word));
     };
-    match node.kind() {
+    match node_kind::of(node) {
         "test_command" | "unary_expression" | "binary_expression" => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
@@ -753,7 +756,7 @@ fn describe_error(root: Node, src: &str) -> String {
         if node.is_missing() {
             return format!(
                 "the command is incomplete: missing {:?} at byte {}",
-                node.kind(),
+                node_kind::of(node),
                 node.start_byte()
             );
         }

@@ -4,6 +4,7 @@
 //! expander resolves (or refuses), and command substitutions `$(…)`, kept as their source for
 //! the checker (see `policy::substitution`). Every other run-time expansion is denied here.
 
+use super::node_kind;
 use super::Denial;
 use tree_sitter::Node;
 
@@ -149,7 +150,7 @@ fn resolve_into(node: Node, src: &str, word: &mut RawWord, depth: usize) -> Resu
         return Err(Denial::new("a word is nested too deeply"));
     }
     let text = &src[node.byte_range()];
-    match node.kind() {
+    match node_kind::of(node) {
         "word" | "number" => push_unquoted(word, text)?,
         "raw_string" => word.push_text(strip_delimiters(text, "'", "'")?, true),
         "ansi_c_string" => {
@@ -203,7 +204,7 @@ fn resolve_double_quoted(node: Node, src: &str, word: &mut RawWord) -> Result<()
     let mut cursor = node.walk();
     word.push_text("", true);
     for child in node.children(&mut cursor) {
-        match child.kind() {
+        match node_kind::of(child) {
             "\"" => continue,
             // Literal runs are taken from the source between expansions (tree-sitter may
             // split them, e.g. at newlines), so string_content itself is not needed.
