@@ -15,6 +15,8 @@ pub struct Pty {
     master: File,
     output: Arc<Mutex<Vec<u8>>>,
     child: Child,
+    /// The thread collecting output; it ends when no one holds the slave side any more.
+    reader: std::thread::JoinHandle<()>,
     /// How much of the cleaned output earlier `expect`s consumed.
     seen: usize,
 }
@@ -52,7 +54,7 @@ impl Pty {
         let output = Arc::new(Mutex::new(Vec::new()));
         let mut reader = master.try_clone().unwrap();
         let sink = output.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             // EIO once the child and every holder of the slave are gone.
             while let Ok(n) = reader.read(&mut buf) {
@@ -66,6 +68,7 @@ impl Pty {
             master,
             output,
             child,
+            reader,
             seen: 0,
         }
     }
@@ -105,6 +108,12 @@ impl Pty {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // What the child printed last may still be in the pty: let the reader take it
+                // (bounded: a descendant could keep the terminal open).
+                let drained = Instant::now() + Duration::from_secs(2);
+                while !self.reader.is_finished() && Instant::now() < drained {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 return status;
             }
             if Instant::now() > deadline {
