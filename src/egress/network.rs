@@ -213,7 +213,13 @@ impl Admitted {
 
 impl NetworkRules {
     pub fn parse(config: &NetworkConfig) -> Result<NetworkRules, String> {
-        let all = presets()?;
+        // The presets are parsed only when named: most configs name none, and this runs at
+        // every start, `warden jail` included.
+        let all = if config.presets.is_empty() {
+            BTreeMap::new()
+        } else {
+            presets()?
+        };
         let mut texts: BTreeMap<String, String> = BTreeMap::new();
         let mut http: BTreeMap<String, HttpRules> = BTreeMap::new();
         let mut origins: BTreeMap<String, String> = BTreeMap::new();
