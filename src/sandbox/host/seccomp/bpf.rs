@@ -151,12 +151,6 @@ impl Compare {
 enum Ins {
     Ld(u32),
     And(u32),
-    /// `JEQ k`: when equal skip `skip_if_equal` instructions, else skip `skip_if_not`.
-    Jeq {
-        k: u32,
-        skip_if_equal: u8,
-        skip_if_not: u8,
-    },
     /// Go to `target` when the comparison's outcome is `when`, else fall through.
     JumpIf {
         compare: Compare,
@@ -199,7 +193,7 @@ impl Asm {
         // grows, so this ends after a few rounds.
         let mut long = vec![false; self.code.len()];
         let position = loop {
-            let position = self.positions(&long)?;
+            let position = self.positions(&long);
             let mut grew = false;
             for (i, ins) in self.code.iter().enumerate() {
                 if let Ins::JumpIf { target, .. } = ins {
@@ -226,11 +220,6 @@ impl Asm {
                 Ins::Mark(_) => {}
                 Ins::Ld(offset) => emit(BPF_LD_W_ABS, 0, 0, offset),
                 Ins::And(mask) => emit(BPF_ALU_AND_K, 0, 0, mask),
-                Ins::Jeq {
-                    k,
-                    skip_if_equal,
-                    skip_if_not,
-                } => emit(BPF_JMP_JEQ_K, skip_if_equal, skip_if_not, k),
                 Ins::JumpIf {
                     compare,
                     k,
@@ -256,32 +245,30 @@ impl Asm {
     }
 
     /// Where every instruction and label lands when the jumps in `long` take two instructions.
-    fn positions(&self, long: &[bool]) -> Result<Positions, String> {
-        let mut start = Vec::with_capacity(self.code.len());
+    fn positions(&self, long: &[bool]) -> Positions {
+        let mut after = Vec::with_capacity(self.code.len());
         let mut label = vec![usize::MAX; self.labels];
         let mut pc = 0;
         for (ins, &long) in self.code.iter().zip(long) {
-            start.push(pc);
             match ins {
                 Ins::Mark(l) => label[l.0] = pc,
                 Ins::JumpIf { .. } if long => pc += 2,
                 _ => pc += 1,
             }
+            after.push(pc);
         }
-        Ok(Positions {
-            start,
+        Positions {
+            after,
             label,
-            long: long.to_vec(),
             length: pc,
-        })
+        }
     }
 }
 
 struct Positions {
-    /// The program counter of each `Ins`.
-    start: Vec<usize>,
+    /// The program counter just past each `Ins` (past the JA of a long jump).
+    after: Vec<usize>,
     label: Vec<usize>,
-    long: Vec<bool>,
     length: usize,
 }
 
@@ -290,7 +277,7 @@ impl Positions {
     /// after the comparison, or after the JA in the long form.
     fn offset(&self, i: usize, target: Label) -> Result<usize, String> {
         let to = self.label[target.0];
-        let from = self.start[i] + if self.long[i] { 2 } else { 1 };
+        let from = self.after[i];
         if to == usize::MAX || to < from {
             return Err("seccomp filter: jump to an unplaced or earlier label".into());
         }
@@ -316,13 +303,11 @@ pub fn compile(
     }
     let intervals = intervals(table, default);
     let mut asm = Asm::default();
+    let native = asm.label();
     asm.push(Ins::Ld(OFFSET_ARCH));
-    asm.push(Ins::Jeq {
-        k: audit_arch,
-        skip_if_equal: 1,
-        skip_if_not: 0,
-    });
+    asm.jump_if(Compare::Eq, audit_arch, true, native);
     asm.push(Ins::Ret(RET_KILL_PROCESS));
+    asm.push(Ins::Mark(native));
     asm.push(Ins::Ld(OFFSET_NR));
     emit_search(&mut asm, &intervals, default);
     asm.finish()
