@@ -26,12 +26,11 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn true_spec(cwd: &Path) -> ProcessSpec {
-    ProcessSpec::silent(&["true"], cwd)
-}
-
 async fn run_true(sandbox: &DockerSandbox, cwd: &Path) {
-    let mut process = sandbox.spawn(true_spec(cwd)).await.expect("spawn true");
+    let mut process = sandbox
+        .spawn(ProcessSpec::silent(&["true"], cwd))
+        .await
+        .expect("spawn true");
     let status = process.wait().await.expect("wait");
     assert_eq!(status.as_shell_code(), 0);
 }

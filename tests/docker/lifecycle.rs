@@ -11,7 +11,7 @@ use warden::sandbox::docker::owner::{Owner, MANAGED};
 use warden::sandbox::docker::plan::ContainerPlan;
 use warden::sandbox::docker::user::ContainerUser;
 use warden::sandbox::docker::DockerSandbox;
-use warden::sandbox::{Sandbox, SandboxError};
+use warden::sandbox::{ProcessSpec, Sandbox, SandboxError};
 
 async fn exists(docker: &bollard::Docker, id: &str) -> bool {
     docker.inspect_container(id, None).await.is_ok()
@@ -225,7 +225,7 @@ async fn what_cannot_be_enforced_is_refused_with_a_reason() {
     // Descriptors beyond 0-2 cannot reach a container program.
     let sandbox = sandbox(ws.jail(), "refuse").await;
     let (_r, w) = pipe();
-    let mut s = spec(&["true"], &ws.path());
+    let mut s = ProcessSpec::silent(&["true"], &ws.path());
     s.extra_fds.push((3, w));
     let err = sandbox.spawn(s).await.err().unwrap();
     assert!(
@@ -265,7 +265,7 @@ async fn an_image_volume_is_refused() {
     };
     let sandbox = sandbox_with(&config, ws.jail(), "volume").await;
     let err = sandbox
-        .spawn(spec(&["true"], &ws.path()))
+        .spawn(ProcessSpec::silent(&["true"], &ws.path()))
         .await
         .err()
         .unwrap();

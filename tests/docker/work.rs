@@ -4,7 +4,7 @@
 use crate::support::*;
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use warden::sandbox::{ExitStatus, Sandbox, SandboxError, Stdio};
+use warden::sandbox::{ExitStatus, ProcessSpec, Sandbox, SandboxError, Stdio};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_created_and_appended_in_the_container_are_on_the_host() {
@@ -48,7 +48,7 @@ async fn the_working_directory_maps_into_workspace() {
     );
     assert_eq!(sandbox.guest_path(std::path::Path::new("/etc")), None);
     let outside = sandbox
-        .spawn(spec(&["pwd"], std::path::Path::new("/etc")))
+        .spawn(ProcessSpec::silent(&["pwd"], std::path::Path::new("/etc")))
         .await;
     assert!(matches!(outside, Err(SandboxError::Setup(_))));
     sandbox.shutdown().await;
@@ -63,9 +63,9 @@ async fn a_pipe_between_two_execs_and_a_redirect_to_a_host_file() {
     // echo hello pipe | tr a-z A-Z > upper.txt, wired the way the executor wires it.
     let (pipe_r, pipe_w) = pipe();
     let target = std::fs::File::create(cwd.join("upper.txt")).unwrap();
-    let mut first = spec(&["echo", "hello pipe"], &cwd);
+    let mut first = ProcessSpec::silent(&["echo", "hello pipe"], &cwd);
     first.stdout = Stdio::Fd(pipe_w);
-    let mut second = spec(&["tr", "a-z", "A-Z"], &cwd);
+    let mut second = ProcessSpec::silent(&["tr", "a-z", "A-Z"], &cwd);
     second.stdin = Stdio::Fd(pipe_r);
     second.stdout = Stdio::Fd(OwnedFd::from(target));
     let mut a = sandbox.spawn(first).await.unwrap();
@@ -84,7 +84,7 @@ async fn stdin_reaches_the_program_and_its_end_closes_it() {
     let sandbox = sandbox(ws.jail(), "stdin").await;
     let (in_r, in_w) = pipe();
     let (out_r, out_w) = pipe();
-    let mut s = spec(&["wc", "-c"], &ws.path());
+    let mut s = ProcessSpec::silent(&["wc", "-c"], &ws.path());
     s.stdin = Stdio::Fd(in_r);
     s.stdout = Stdio::Fd(out_w);
     let mut process = sandbox.spawn(s).await.unwrap();
@@ -128,7 +128,7 @@ async fn a_missing_or_unexecutable_program_fails_at_spawn() {
     let ws = Workspace::new();
     let sandbox = sandbox(ws.jail(), "notfound").await;
     let (out_r, out_w) = pipe();
-    let mut s = spec(&["no-such-program", "x"], &ws.path());
+    let mut s = ProcessSpec::silent(&["no-such-program", "x"], &ws.path());
     s.stdout = Stdio::Fd(out_w);
     let result = sandbox.spawn(s).await;
     assert!(
@@ -142,7 +142,9 @@ async fn a_missing_or_unexecutable_program_fails_at_spawn() {
         "the runtime's message leaked"
     );
     std::fs::write(ws.path().join("script.sh"), "#!/bin/sh\necho hi\n").unwrap();
-    let result = sandbox.spawn(spec(&["./script.sh"], &ws.path())).await;
+    let result = sandbox
+        .spawn(ProcessSpec::silent(&["./script.sh"], &ws.path()))
+        .await;
     match result {
         Err(SandboxError::CannotExecute { program, source }) => {
             assert_eq!(program, "./script.sh");
@@ -173,7 +175,7 @@ async fn a_closed_reader_ends_the_writer_like_sigpipe() {
     let sandbox = sandbox(ws.jail(), "sigpipe").await;
     // yes | head -c 5: the reader goes away after five bytes.
     let (r, w) = pipe();
-    let mut s = spec(&["yes"], &ws.path());
+    let mut s = ProcessSpec::silent(&["yes"], &ws.path());
     s.stdout = Stdio::Fd(w);
     let mut process = sandbox.spawn(s).await.unwrap();
     let mut first = [0u8; 5];
@@ -197,7 +199,7 @@ async fn output_redirected_to_a_file_stops_at_the_file_size_limit() {
     jail.limits.file_size_bytes = 10_000;
     let sandbox = sandbox(jail, "fsize").await;
     let target = std::fs::File::create(ws.path().join("big.txt")).unwrap();
-    let mut s = spec(&["yes"], &ws.path());
+    let mut s = ProcessSpec::silent(&["yes"], &ws.path());
     s.stdout = Stdio::Fd(OwnedFd::from(target));
     let mut process = sandbox.spawn(s).await.unwrap();
     let status = tokio::time::timeout(std::time::Duration::from_secs(20), process.wait())
@@ -230,7 +232,7 @@ async fn stdout_and_stderr_into_one_pipe_keep_their_order() {
     for _ in 0..5 {
         let (r, w) = pipe();
         let w2 = w.try_clone().unwrap();
-        let mut s = spec(&["sh", "-c", script], &ws.path());
+        let mut s = ProcessSpec::silent(&["sh", "-c", script], &ws.path());
         s.stdout = Stdio::Fd(w);
         s.stderr = Stdio::Fd(w2);
         let mut process = sandbox.spawn(s).await.unwrap();
@@ -242,7 +244,7 @@ async fn stdout_and_stderr_into_one_pipe_keep_their_order() {
     // Merged, a missing program is reported by the in-container shell, as a shell would.
     let (r, w) = pipe();
     let w2 = w.try_clone().unwrap();
-    let mut s = spec(&["no-such-program"], &ws.path());
+    let mut s = ProcessSpec::silent(&["no-such-program"], &ws.path());
     s.stdout = Stdio::Fd(w);
     s.stderr = Stdio::Fd(w2);
     let mut process = sandbox.spawn(s).await.unwrap();

@@ -124,10 +124,6 @@ pub fn collect(fd: OwnedFd) -> std::thread::JoinHandle<String> {
     })
 }
 
-pub fn spec(argv: &[&str], cwd: &Path) -> ProcessSpec {
-    ProcessSpec::silent(argv, cwd)
-}
-
 /// Start `argv` in `cwd` with stdout and stderr captured.
 pub async fn start(
     sandbox: &dyn Sandbox,
@@ -140,7 +136,7 @@ pub async fn start(
 ) {
     let (out_r, out_w) = pipe();
     let (err_r, err_w) = pipe();
-    let mut spec = spec(argv, cwd);
+    let mut spec = ProcessSpec::silent(argv, cwd);
     spec.stdout = Stdio::Fd(out_w);
     spec.stderr = Stdio::Fd(err_w);
     let process = sandbox.spawn(spec).await.expect("spawn");
