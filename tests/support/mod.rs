@@ -6,6 +6,7 @@
 
 pub mod app_config;
 pub mod archives;
+pub mod capture;
 pub mod command_model;
 pub mod deliver;
 pub mod fake_embeddings;

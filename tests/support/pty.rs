@@ -3,20 +3,18 @@
 //! terminal and Ctrl-C is a signal), a reader thread collects everything it prints, and
 //! [`Pty::expect`] waits for text with the escape sequences removed.
 
+use super::capture::Capture;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Pty {
     master: File,
-    output: Arc<Mutex<Vec<u8>>>,
+    output: Capture,
     child: Child,
-    /// The thread collecting output; it ends when no one holds the slave side any more.
-    reader: std::thread::JoinHandle<()>,
     /// How much of the cleaned output earlier `expect`s consumed.
     seen: usize,
 }
@@ -51,24 +49,12 @@ impl Pty {
         let child = command.spawn().expect("spawning in the pty");
         drop(slave);
         let master = File::from(pair.master);
-        let output = Arc::new(Mutex::new(Vec::new()));
-        let mut reader = master.try_clone().unwrap();
-        let sink = output.clone();
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // EIO once the child and every holder of the slave are gone.
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
+        // Ends with EIO once the child and every holder of the slave are gone.
+        let output = Capture::start(master.try_clone().unwrap());
         Pty {
             master,
             output,
             child,
-            reader,
             seen: 0,
         }
     }
@@ -81,7 +67,7 @@ impl Pty {
 
     /// Everything printed so far, escape sequences and carriage returns removed.
     pub fn screen(&self) -> String {
-        clean(&String::from_utf8_lossy(&self.output.lock().unwrap()))
+        clean(&self.output.text())
     }
 
     /// Wait until `text` appears after what earlier calls consumed; returns the output up to
@@ -108,12 +94,8 @@ impl Pty {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                // What the child printed last may still be in the pty: let the reader take it
-                // (bounded: a descendant could keep the terminal open).
-                let drained = Instant::now() + Duration::from_secs(2);
-                while !self.reader.is_finished() && Instant::now() < drained {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+                // What the child printed last may still be in the pty.
+                self.output.drain(Duration::from_secs(2));
                 return status;
             }
             if Instant::now() > deadline {

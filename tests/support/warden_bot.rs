@@ -1,10 +1,9 @@
 //! The real `warden bot` binary as a child process: HOME in a temp dir, configured only by
 //! environment variables pointing at the fake Telegram and fake LLM servers.
 
-use std::io::Read;
+use super::capture::Capture;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The fake token: not token-shaped, so nothing but our own redaction hides it.
@@ -63,9 +62,7 @@ impl BotEnv {
 
 pub struct BotProcess {
     child: Child,
-    stderr: Arc<Mutex<String>>,
-    /// The thread copying stderr; it ends when the last writer closes the pipe.
-    reader: std::thread::JoinHandle<()>,
+    stderr: Capture,
 }
 
 impl BotProcess {
@@ -81,25 +78,8 @@ impl BotProcess {
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting warden");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        BotProcess {
-            child,
-            stderr,
-            reader,
-        }
+        let stderr = Capture::start(child.stderr.take().unwrap());
+        BotProcess { child, stderr }
     }
 
     pub fn pid(&self) -> u32 {
@@ -107,7 +87,7 @@ impl BotProcess {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.text()
     }
 
     /// Wait until the log holds `needle` and return it: a line can come through the stderr
@@ -141,20 +121,12 @@ impl BotProcess {
         self.wait(timeout)
     }
 
-    /// After the exit, let the reader take what is still in the pipe, so `stderr()` holds the
-    /// last lines (bounded: a leftover descendant could keep the pipe open).
-    fn drain_stderr(&self) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !self.reader.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                self.drain_stderr();
+                // So that `stderr()` holds the last lines.
+                self.stderr.drain(Duration::from_secs(5));
                 return status;
             }
             if Instant::now() > deadline {
