@@ -11,8 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
 /// The browser, if installed.
 pub fn chromium() -> Option<PathBuf> {
@@ -77,7 +76,16 @@ impl Browser {
         let url = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("chromium prints its DevTools address");
-        let (socket, _) = tokio_tungstenite::connect_async(url.as_str())
+        // `client_async` over a socket of our own: the crate's `connect` feature would give the
+        // tests a second build of it, and so of warden (see Cargo.toml's feature note).
+        let address = url
+            .strip_prefix("ws://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("a ws:// address");
+        let tcp = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("the DevTools port answers");
+        let (socket, _) = tokio_tungstenite::client_async(url.as_str(), tcp)
             .await
             .expect("the DevTools socket opens");
         let mut browser = Browser {
