@@ -536,3 +536,21 @@ impl Telegram {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By default a Bot API that takes 20 s to answer is waited out, not answered twice (the
+    /// Telegram suite checks the mechanism with a short configured timeout).
+    #[test]
+    fn the_default_request_timeout_outlasts_a_20_s_stall() {
+        let timeouts = Timeouts::of(&crate::config::TelegramConfig::default());
+        assert!(timeouts.request > Duration::from_secs(20), "{timeouts:?}");
+        assert_eq!(
+            timeouts.request,
+            Duration::from_secs(60),
+            "README names 60 s"
+        );
+    }
+}
