@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Batch-mode throughput of `warden policy check --batch -` through the CLI (target ≥ 20 000/s).
-# Usage: benches/policy_batch.sh [N]   (builds the release binary first)
+# Batch-mode throughput of `warden policy check --batch -` through the CLI (target >= 20 000/s):
+# on one thread (--jobs 1, the cost per core) and on all cores (the default), whose answers must
+# be byte for byte the same.
+# Usage: benches/policy_batch.sh [N]   (builds the release binary first; WARDEN=path measures
+# another binary instead)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100000}
-cargo build --release --quiet
+if [ -z "${WARDEN:-}" ]; then
+  cargo build --release --quiet
+  WARDEN=./target/release/warden
+fi
 ws=$(mktemp -d)
 trap 'rm -rf "$ws"' EXIT
 mkdir -p "$ws/src" && echo "a TODO" > "$ws/notes.txt" && echo "fn main() {}" > "$ws/src/main.rs"
@@ -15,10 +21,15 @@ commands=(
 )
 input="$ws/input.txt"
 for ((i = 0; i < n; i++)); do printf '%s\n' "${commands[i % ${#commands[@]}]}"; done > "$input"
-start=$(date +%s%N)
-./target/release/warden policy check --workspace "$ws" --batch - < "$input" > "$ws/out.jsonl"
-end=$(date +%s%N)
-lines=$(wc -l < "$ws/out.jsonl")
-[ "$lines" -eq "$n" ] || { echo "expected $n output lines, got $lines" >&2; exit 1; }
-ms=$(( (end - start) / 1000000 ))
-echo "batch: $n commands in ${ms} ms = $(( n * 1000 / (ms > 0 ? ms : 1) )) commands/s"
+cores=$(nproc)
+for jobs in 1 "$cores"; do
+  start=$(date +%s%N)
+  "$WARDEN" policy check --workspace "$ws" --batch - --jobs "$jobs" < "$input" > "$ws/out-$jobs.jsonl"
+  end=$(date +%s%N)
+  lines=$(wc -l < "$ws/out-$jobs.jsonl")
+  [ "$lines" -eq "$n" ] || { echo "expected $n output lines, got $lines" >&2; exit 1; }
+  ms=$(( (end - start) / 1000000 ))
+  echo "batch, --jobs $jobs: $n commands in ${ms} ms = $(( n * 1000 / (ms > 0 ? ms : 1) )) commands/s"
+done
+cmp -s "$ws/out-1.jsonl" "$ws/out-$cores.jsonl" \
+  || { echo "--jobs 1 and --jobs $cores answered differently" >&2; exit 1; }

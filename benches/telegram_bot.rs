@@ -13,7 +13,8 @@
 //!
 //! `cargo bench --bench telegram_bot` (release build). `WARDEN_BENCH_MESSAGES` sets the count,
 //! `WARDEN_BENCH_WORKER_IDLE` the worker's idle seconds (default 3), `WARDEN_BENCH_IDLE_SECS`
-//! how long the idle bot is watched (default 60).
+//! how long the idle bot is watched (default 60). `WARDEN_BENCH_BIN` measures another warden
+//! binary (another build profile, an older commit) with the same harness.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -86,6 +87,9 @@ async fn run(messages: usize) {
     let home = tempfile::tempdir().unwrap();
     let mut env = BotEnv::new(home.path(), tg.api_url(), llm.base_url());
     env.extra = vec![("RUST_LOG".into(), "warn".into())];
+    if let Some(binary) = std::env::var_os("WARDEN_BENCH_BIN") {
+        env.binary = binary.into();
+    }
     env.write_config(&format!("[telegram]\nworker_idle_secs = {idle_secs}\n"));
     let started = Instant::now();
     let bot = BotProcess::start(&env);

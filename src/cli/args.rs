@@ -270,6 +270,9 @@ pub enum PolicyCommand {
         /// Check one command per line of FILE (`-` for stdin); one JSON line out per line in.
         #[arg(long, value_name = "FILE")]
         batch: Option<PathBuf>,
+        /// Threads that check the batch (default: the machine's cores); the output is the same.
+        #[arg(long, requires = "batch")]
+        jobs: Option<usize>,
         /// The command string.
         #[arg(last = true)]
         command: Vec<String>,

@@ -185,6 +185,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             workspace,
             json,
             None,
+            1,
             command,
         )?),
         Command::Policy {
@@ -202,8 +203,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 },
         } => {
             let config = cli::load_config(cli.config.as_deref())?;
-            let jobs =
-                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let jobs = jobs.unwrap_or_else(default_jobs);
             cli::policy::fuzz(cli::policy::FuzzArgs {
                 options: crate::fuzzing::Options {
                     policy_file: policy.or(config.policy),
@@ -263,6 +263,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     workspace,
                     json,
                     batch,
+                    jobs,
                     command,
                 },
         } => cli::policy::run(cli::policy::CheckArgs::new(
@@ -271,7 +272,13 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             workspace,
             json,
             batch,
+            jobs.unwrap_or_else(default_jobs),
             command,
         )?),
     }
+}
+
+/// `--jobs` when not given: the machine's cores.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -22,6 +22,7 @@ pub mod login;
 pub mod manual;
 pub mod mcp;
 pub mod policy;
+pub mod policy_batch;
 pub mod replay;
 pub mod sandbox;
 pub mod service;

@@ -3,7 +3,7 @@
 //! compare two policies.
 
 use crate::policy::{compare, suite, Checker, Policy, Verdict};
-use std::io::{BufRead, BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,6 +17,8 @@ pub struct CheckArgs {
     pub json: bool,
     /// `-` for stdin.
     pub batch: Option<PathBuf>,
+    /// Threads that check a batch, each with a checker of its own.
+    pub jobs: usize,
     pub command: Option<String>,
 }
 
@@ -28,6 +30,7 @@ impl CheckArgs {
         workspace: Option<PathBuf>,
         json: bool,
         batch: Option<PathBuf>,
+        jobs: usize,
         command: Vec<String>,
     ) -> anyhow::Result<CheckArgs> {
         let config = super::load_config(config)?;
@@ -38,6 +41,7 @@ impl CheckArgs {
             network: config.network,
             json,
             batch,
+            jobs: jobs.max(1),
             command: (!command.is_empty()).then(|| command.join(" ")),
         })
     }
@@ -46,21 +50,29 @@ impl CheckArgs {
 /// Build a checker from a policy file (or the embedded default) for a workspace, with the
 /// network programs when `[network]` has rules.
 pub fn checker(args: &CheckArgs) -> anyhow::Result<Checker> {
+    Ok(checkers(args, 1)?.remove(0))
+}
+
+/// `count` checkers (at least one) over one loaded policy.
+fn checkers(args: &CheckArgs, count: usize) -> anyhow::Result<Vec<Checker>> {
     let policy = Arc::new(Policy::load_with_network(
         args.policy.as_deref(),
         &args.network,
     )?);
     let (workspace, read_roots) = (&args.workspace, &args.read_roots);
     // `~` is the workspace: in the jail HOME is the workspace.
-    Ok(policy.checker(workspace, read_roots, workspace)?)
+    (0..count.max(1))
+        .map(|_| Ok(policy.checker(workspace, read_roots, workspace)?))
+        .collect()
 }
 
 /// Runs the check and returns the process exit code.
 pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
-    let mut checker = checker(&args)?;
     if let Some(batch) = &args.batch {
-        return batch_check(&mut checker, batch);
+        let checkers = checkers(&args, args.jobs)?;
+        return super::policy_batch::run(checkers, batch);
     }
+    let mut checker = checker(&args)?;
     let Some(command) = args.command else {
         anyhow::bail!("give a command after `--`, or --batch FILE");
     };
@@ -81,53 +93,6 @@ fn print_human(out: &mut impl Write, verdict: &Verdict) -> std::io::Result<()> {
         writeln!(out, "  {}", command.display())?;
     }
     Ok(())
-}
-
-/// One command per input line, one JSON decision per output line, same order. An empty line
-/// gets a deny line too, so outputs stay aligned with inputs; so does a line that is not valid
-/// UTF-8 (it is denied with the reason; the batch goes on).
-fn batch_check(checker: &mut Checker, source: &Path) -> anyhow::Result<i32> {
-    let mut input: Box<dyn BufRead> = if source == Path::new("-") {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::io::BufReader::new(
-            std::fs::File::open(source)
-                .map_err(|e| anyhow::anyhow!("cannot read batch file {}: {e}", source.display()))?,
-        ))
-    };
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let mut raw = Vec::new();
-    loop {
-        raw.clear();
-        if input.read_until(b'\n', &mut raw)? == 0 {
-            break;
-        }
-        if raw.last() == Some(&b'\n') {
-            raw.pop();
-            if raw.last() == Some(&b'\r') {
-                raw.pop();
-            }
-        }
-        match std::str::from_utf8(&raw) {
-            Ok(line) => checker.check(line).write_json(&mut out)?,
-            Err(e) => serde_json::to_writer(
-                &mut out,
-                &serde_json::json!({
-                    "decision": "deny",
-                    "reason": format!(
-                        "the line is not valid UTF-8 (byte {} of the line): a command must be \
-                         text",
-                        e.valid_up_to()
-                    ),
-                    "commands": [],
-                }),
-            )?,
-        }
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
-    Ok(0)
 }
 
 /// `warden policy test`: run expectations; exit 0 all passed, 1 any failed.

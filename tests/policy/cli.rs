@@ -163,6 +163,61 @@ fn invalid_utf8_on_one_batch_line_is_denied_and_the_batch_goes_on() {
     );
 }
 
+/// Several threads answer a batch byte for byte as one does, in the input's order, across
+/// many chunks of lines (empty lines, CRLF, invalid UTF-8 and a last line without its newline
+/// included).
+#[test]
+fn a_batch_on_several_threads_answers_exactly_as_one_thread_does() {
+    let env = Env::new();
+    let lines: [&[u8]; 10] = [
+        b"cat notes.txt\n",
+        b"cat /etc/shadow\n",
+        b"\n",
+        b"rm -r src\n",
+        b"echo $(id)\n",
+        b"ls -la src | grep x | sort\r\n",
+        b"cat \xff.txt\n",
+        b"find . -name '*.rs' -newer notes.txt\n",
+        b"git log --oneline -3\n",
+        b"cd src && wc -l ../notes.txt\n",
+    ];
+    let mut input = Vec::new();
+    for i in 0..1_500 {
+        input.extend_from_slice(lines[i % lines.len()]);
+    }
+    input.extend_from_slice(b"cat notes.txt");
+    let file = env.dir.path().join("batch.txt");
+    std::fs::write(&file, &input).unwrap();
+    let run = |jobs: Option<&str>| {
+        let mut args = vec!["policy", "check", "--batch", file.to_str().unwrap()];
+        if let Some(jobs) = jobs {
+            args.extend(["--jobs", jobs]);
+        }
+        let out = env.check(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let one = run(Some("1"));
+    assert_eq!(one.iter().filter(|&&b| b == b'\n').count(), 1_501);
+    let decisions: Vec<String> = String::from_utf8(one.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["decision"].to_string())
+        .collect();
+    assert_eq!(decisions[..3], ["\"allow\"", "\"deny\"", "\"deny\""]);
+    assert_eq!(decisions.last().unwrap(), "\"allow\"");
+    for jobs in [Some("3"), Some("2"), None] {
+        assert!(run(jobs) == one, "--jobs {jobs:?} answered otherwise");
+    }
+    let refused = env.check(&["policy", "check", "--jobs", "2", "--", "ls"]);
+    assert_eq!(refused.status.code(), Some(2), "--jobs needs --batch");
+}
+
 #[test]
 fn a_parse_given_up_for_time_does_not_leak_into_the_next_line() {
     // A policy with a tiny parse budget and room for a long input: the long line is refused

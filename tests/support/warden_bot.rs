@@ -19,6 +19,8 @@ pub struct BotEnv {
     pub extra: Vec<(String, String)>,
     /// Configure Telegram (the default); off for a bot that serves only Slack.
     pub telegram: bool,
+    /// The warden binary: this build's, unless a bench compares another.
+    pub binary: PathBuf,
 }
 
 impl BotEnv {
@@ -30,11 +32,12 @@ impl BotEnv {
             allowed: OWNER.to_string(),
             extra: vec![("RUST_LOG".into(), "warden=info".into())],
             telegram: true,
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
         }
     }
 
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        let mut cmd = Command::new(&self.binary);
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
