@@ -50,7 +50,9 @@ impl CheckArgs {
 /// Build a checker from a policy file (or the embedded default) for a workspace, with the
 /// network programs when `[network]` has rules.
 pub fn checker(args: &CheckArgs) -> anyhow::Result<Checker> {
-    Ok(checkers(args, 1)?.remove(0))
+    checkers(args, 1)?
+        .pop()
+        .ok_or_else(|| anyhow::anyhow!("no checker was built"))
 }
 
 /// `count` checkers (at least one) over one loaded policy.

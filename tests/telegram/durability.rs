@@ -246,9 +246,9 @@ async fn a_bot_api_slower_than_usual_but_within_the_timeout_duplicates_no_answer
             .all(|&(chat, id)| !replies_in(t, chat, id).is_empty())
     })
     .await;
-    // A retry would follow a timeout 8 s after the send and land 2 s after that: 10 s after the
-    // send, within 9 s of the first answer's arrival (which took at least the 2 s stall).
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    // The fake takes each message at once and answers the bot 2 s later. A retry would follow
+    // a timeout 8 s after its send and be taken at once: within 11 s of the answers.
+    tokio::time::sleep(Duration::from_secs(11)).await;
     tg.stall_sends(None);
     for (chat, id) in sent {
         assert_eq!(
