@@ -541,8 +541,8 @@ impl Telegram {
 mod tests {
     use super::*;
 
-    /// By default a Bot API that takes 20 s to answer is waited out, not answered twice (the
-    /// Telegram suite checks the mechanism with a short configured timeout).
+    /// The default request timeout is the 60 s README names, so a Bot API that takes 20 s to
+    /// answer is waited out (the Telegram suite checks that end to end).
     #[test]
     fn the_default_request_timeout_outlasts_a_20_s_stall() {
         let timeouts = Timeouts::of(&crate::config::TelegramConfig::default());
