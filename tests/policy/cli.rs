@@ -207,10 +207,15 @@ fn a_batch_on_several_threads_answers_exactly_as_one_thread_does() {
     let decisions: Vec<String> = String::from_utf8(one.clone())
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["decision"].to_string())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["decision"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(decisions[..3], ["\"allow\"", "\"deny\"", "\"deny\""]);
-    assert_eq!(decisions.last().unwrap(), "\"allow\"");
+    assert_eq!(decisions[..3], ["allow", "deny", "deny"]);
+    assert_eq!(decisions.last().unwrap(), "allow");
     for jobs in [Some("3"), Some("2"), None] {
         assert!(run(jobs) == one, "--jobs {jobs:?} answered otherwise");
     }
