@@ -113,11 +113,18 @@ async fn the_readme_quickstart_sets_up_and_starts_the_agent() {
     );
     let base = llm.base_url();
     let home_path = home.path().to_path_buf();
-    // What decides whether `cargo build`'s artifacts are fresh for the install.
-    let build_env: Vec<(String, String)> = ["CARGO_INCREMENTAL", "RUSTFLAGS"]
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
+    // What decides whether `cargo build`'s artifacts are fresh for the install (CI builds
+    // with clippy's driver as the workspace's rustc wrapper).
+    let build_env: Vec<(String, String)> = [
+        "CARGO_INCREMENTAL",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+    .collect();
     let out = tokio::task::spawn_blocking(move || {
         use std::io::Write;
         let mut child = std::process::Command::new("sh")
