@@ -270,8 +270,9 @@ pub enum PolicyCommand {
         /// Check one command per line of FILE (`-` for stdin); one JSON line out per line in.
         #[arg(long, value_name = "FILE")]
         batch: Option<PathBuf>,
-        /// Threads that check the batch (default: the machine's cores); the output is the same.
-        #[arg(long, requires = "batch")]
+        /// Threads that check the batch (default: the machine's cores, at most 256); the
+        /// output is the same.
+        #[arg(long, requires = "batch", value_parser = thread_count)]
         jobs: Option<usize>,
         /// The command string.
         #[arg(last = true)]
@@ -318,8 +319,8 @@ pub enum PolicyCommand {
         /// Seed inputs (one command per file), and where to keep interesting ones.
         #[arg(long, value_name = "DIR")]
         corpus: Option<PathBuf>,
-        /// Threads (default: the machine's cores).
-        #[arg(long)]
+        /// Threads (default: the machine's cores, at most 256).
+        #[arg(long, value_parser = thread_count)]
         jobs: Option<usize>,
         /// Only the in-process oracles (no bash, no strace).
         #[arg(long)]
@@ -437,4 +438,16 @@ pub struct LogArgs {
     /// Append log lines to FILE instead of stderr.
     #[arg(long, global = true, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+}
+
+/// The most threads `--jobs` may ask for: each holds a checker of its own, and the cores of any
+/// machine this runs on are far fewer.
+pub const MAX_JOBS: usize = 256;
+
+/// `--jobs N`: 1 to [`MAX_JOBS`] threads.
+fn thread_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_JOBS).contains(&n) => Ok(n),
+        _ => Err(format!("a number of threads from 1 to {MAX_JOBS}")),
+    }
 }

@@ -278,7 +278,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-/// `--jobs` when not given: the machine's cores.
+/// `--jobs` when not given: the machine's cores (within `--jobs`' own bound).
 fn default_jobs() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(super::args::MAX_JOBS)
 }

@@ -94,18 +94,23 @@ fn in_parallel(
     std::thread::scope(|scope| -> anyhow::Result<()> {
         for mut checker in checkers {
             let (chunks, done) = (&chunks, done.clone());
-            scope.spawn(move || loop {
-                let next = chunks
-                    .lock()
-                    .map_err(|_| ())
-                    .and_then(|c| c.recv().map_err(|_| ()));
-                let Ok((index, lines)) = next else { break };
-                let checked = check_chunk(&mut checker, index, &lines);
-                let failed = checked.is_err();
-                if done.send((index, checked)).is_err() || failed {
-                    break;
-                }
-            });
+            // A thread that cannot start is an error, not a panic; those already started stop
+            // when this closure returns and `work` goes with it.
+            let thread = std::thread::Builder::new().name("batch check".into());
+            thread
+                .spawn_scoped(scope, move || loop {
+                    let next = chunks
+                        .lock()
+                        .map_err(|_| ())
+                        .and_then(|c| c.recv().map_err(|_| ()));
+                    let Ok((index, lines)) = next else { break };
+                    let checked = check_chunk(&mut checker, index, &lines);
+                    let failed = checked.is_err();
+                    if done.send((index, checked)).is_err() || failed {
+                        break;
+                    }
+                })
+                .map_err(|e| anyhow::anyhow!("could not start a thread to check the batch: {e}"))?;
         }
         drop(done);
         let reader = scope.spawn(move || read_chunks(input, &slots, &work));

@@ -238,13 +238,16 @@ pub fn run(options: &Options) -> Result<Report, String> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(options.seconds);
     let jobs = options.jobs.max(1);
-    let handles: Vec<_> = (0..jobs)
+    let handles = (0..jobs)
         .map(|job| {
             let shared = Arc::clone(&shared);
             let seed = options.seed ^ (job as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            std::thread::spawn(move || worker(&shared, job, seed, deadline))
+            std::thread::Builder::new()
+                .name(format!("fuzz job {job}"))
+                .spawn(move || worker(&shared, job, seed, deadline))
+                .map_err(|e| format!("could not start fuzz job {job}: {e}"))
         })
-        .collect();
+        .collect::<Result<Vec<_>, String>>()?;
     for handle in handles {
         handle.join().map_err(|_| "a fuzz job died".to_string())??;
     }

@@ -221,6 +221,22 @@ fn a_batch_on_several_threads_answers_exactly_as_one_thread_does() {
     }
     let refused = env.check(&["policy", "check", "--jobs", "2", "--", "ls"]);
     assert_eq!(refused.status.code(), Some(2), "--jobs needs --batch");
+    // No thread count the machine cannot give, for the batch or the fuzz.
+    let path = file.to_str().unwrap();
+    for jobs in ["0", "257", "100000", "two"] {
+        for args in [
+            &["policy", "check", "--batch", path, "--jobs", jobs][..],
+            &["policy", "fuzz", "--seconds", "1", "--jobs", jobs],
+        ] {
+            let out = env.check(args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains("a number of threads from 1 to 256"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
 }
 
 #[test]
