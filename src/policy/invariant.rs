@@ -282,6 +282,7 @@ fn verify_snapshot(
                             super::rules::FlagTakes::Flag
                                 | super::rules::FlagTakes::ChecksumLists
                                 | super::rules::FlagTakes::Value
+                                | super::rules::FlagTakes::ValueNotFile
                                 | super::rules::FlagTakes::Optional
                         )
                     )

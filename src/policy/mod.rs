@@ -206,7 +206,7 @@ pub struct Policy {
 /// until the checker first asks for it (`sections`).
 #[derive(Clone, Debug)]
 enum Program {
-    Parsed(ProgramRule),
+    Parsed(Box<ProgramRule>),
     Unparsed(Arc<sections::LazyRule>),
 }
 
@@ -321,13 +321,13 @@ impl Policy {
             added
                 .programs
                 .into_iter()
-                .map(|(name, rule)| (name, Program::Parsed(rule))),
+                .map(|(name, rule)| (name, Program::Parsed(Box::new(rule)))),
         );
         for (program, subcommands) in added.subcommands {
             if let Some(entry) = self.programs.get_mut(&program) {
                 let mut rule = entry.rule().clone();
                 rule.subcommands.extend(subcommands);
-                *entry = Program::Parsed(rule);
+                *entry = Program::Parsed(Box::new(rule));
             }
         }
     }
@@ -363,7 +363,7 @@ impl Policy {
         policy.programs.extend(
             file.programs
                 .into_iter()
-                .map(|(name, rule)| (name, Program::Parsed(rule))),
+                .map(|(name, rule)| (name, Program::Parsed(Box::new(rule)))),
         );
         policy.egress_hosts.extend(file.egress.hosts);
         policy.network = file.network.over(&policy.network);
@@ -376,7 +376,7 @@ impl Policy {
         self.programs.extend(
             rules
                 .into_iter()
-                .map(|(name, rule)| (name, Program::Parsed(rule))),
+                .map(|(name, rule)| (name, Program::Parsed(Box::new(rule)))),
         );
         self
     }
@@ -503,7 +503,7 @@ mod tests {
         for (command, network) in [
             ("curl -sS http://a.test/", true),
             ("ls && wget -q -O x http://a.test/", true),
-            ("git clone http://a.test/r.git", true),
+            ("git clone http://a.test/r.git r", true),
             ("uv pip install --target libs x", true),
             ("pnpm install", true),
             ("pip install --target libs x", true),

@@ -142,6 +142,12 @@ pub struct ProgramRule {
     pub no_code: Vec<String>,
     /// Refuse the command without positional arguments, with this reason (bare `printenv`).
     pub needs_args: Option<String>,
+    /// Refuse the command unless it gives one of these flags: `wget` without `-O` writes a file
+    /// named after the URL (or a redirect), a name the policy never sees.
+    pub needs_flag: Option<NeedsFlag>,
+    /// Refuse the command with fewer positional arguments than this: `git clone URL` without
+    /// a folder names it after the URL (`…/.git.git` makes `.git`), a name the policy never sees.
+    pub min_positionals: Option<MinPositionals>,
     /// Words warden puts right after the program name when it runs it (npm's
     /// `--no-update-notifier`: no registry check from a jail without network). The check sees
     /// the command as written; what runs is that command with these added.
@@ -152,6 +158,25 @@ pub struct ProgramRule {
     /// rules, and asks first in a run that read untrusted content.
     #[serde(default)]
     pub network: bool,
+}
+
+/// `needs_flag = { one_of = ["-O", "--output-document"], reason = "…" }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeedsFlag {
+    /// The flags, by their full names; any one of them will do.
+    pub one_of: Vec<String>,
+    /// Why the command is refused without one.
+    pub reason: String,
+}
+
+/// `min_positionals = { count = 2, reason = "…" }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MinPositionals {
+    pub count: usize,
+    /// Why the command is refused with fewer.
+    pub reason: String,
 }
 
 /// What an empty `[programs.NAME]` table means: allowed, every positional a possible path,
@@ -174,6 +199,8 @@ impl Default for ProgramRule {
             runs: None,
             no_code: Vec::new(),
             needs_args: None,
+            needs_flag: None,
+            min_positionals: None,
             added_args: Vec::new(),
             network: false,
         }
@@ -298,6 +325,11 @@ pub enum FlagTakes {
     /// (`sha256sum -c SUMS`).
     #[serde(rename = "checksum-lists")]
     ChecksumLists,
+    /// A value, never `@NAME`: curl reads such a value from the file NAME (`@-`: standard
+    /// input), which the policy did not read (`-H @file` sends a file's lines as headers; a
+    /// `-w @file` format may hold `%output{FILE}`, a write).
+    #[serde(rename = "value-not-@file")]
+    ValueNotFile,
 }
 
 impl FlagTakes {
@@ -310,6 +342,7 @@ impl FlagTakes {
                 | FlagTakes::Write
                 | FlagTakes::Files0
                 | FlagTakes::FileLines
+                | FlagTakes::ValueNotFile
         )
     }
 }
@@ -329,6 +362,10 @@ pub struct FlagFull {
     pub takes: FlagTakes,
     pub deny: Option<String>,
     pub ask: Option<String>,
+    /// A value holding one of these texts is refused with its reason (curl's
+    /// `-w '%output{FILE}'` writes FILE).
+    #[serde(default)]
+    pub deny_containing: BTreeMap<String, String>,
 }
 
 impl FlagSpec {
@@ -593,7 +630,7 @@ impl ProgramRule {
                         analysis
                             .flags
                             .push((flag.name.to_string(), Some(value.clone())));
-                        push_value(&mut analysis, flag.name, takes, value);
+                        push_value(&mut analysis, program, &flag, value)?;
                     }
                 }
                 continue;
@@ -632,14 +669,14 @@ impl ProgramRule {
                             // Some programs skip an `=` after a short flag (zstd's `-o=FILE`),
                             // most keep it (`sort -o=x` writes `=x`): check both names.
                             if let Some(bare) = rest.strip_prefix('=').filter(|b| !b.is_empty()) {
-                                push_value(&mut analysis, flag.name, takes, bare.to_string());
+                                push_value(&mut analysis, program, &flag, bare.to_string())?;
                             }
                             rest
                         };
                         analysis
                             .flags
                             .push((flag.name.to_string(), Some(value.clone())));
-                        push_value(&mut analysis, flag.name, takes, value);
+                        push_value(&mut analysis, program, &flag, value)?;
                         break;
                     }
                 }
@@ -655,6 +692,29 @@ impl ProgramRule {
         }
         if let (Some(why), true) = (&self.needs_args, positionals.is_empty()) {
             return Err(Denial::new(format!("{program} {why}")));
+        }
+        if let Some(min) = self.min_positionals.as_ref() {
+            if positionals.len() < min.count {
+                return Err(Denial::new(format!(
+                    "{program} with {} of the {} arguments it needs here: {}",
+                    positionals.len(),
+                    min.count,
+                    min.reason
+                )));
+            }
+        }
+        if let Some(needs) = &self.needs_flag {
+            if !analysis
+                .flags
+                .iter()
+                .any(|(name, _)| needs.one_of.contains(name))
+            {
+                return Err(Denial::new(format!(
+                    "{program} without {}: {}",
+                    needs.one_of.join(" or "),
+                    needs.reason
+                )));
+            }
         }
         analysis.positionals = positionals.iter().map(|p| p.to_string()).collect();
         let last = positionals.len().saturating_sub(1);
@@ -704,9 +764,13 @@ impl ProgramRule {
                 spec: Some(spec),
             };
             let takes = self.apply_flag(program, &flag, analysis)?;
-            if takes.takes_argument() {
-                let value = next_value(args, i, program, arg)?;
-                push_value(analysis, arg, takes, value);
+            let value = match takes.takes_argument() {
+                true => Some(next_value(args, i, program, arg)?),
+                false => None,
+            };
+            analysis.flags.push((arg.to_string(), value.clone()));
+            if let Some(value) = value {
+                push_value(analysis, program, &flag, value)?;
             }
             return Ok(());
         }
@@ -720,10 +784,10 @@ impl ProgramRule {
                     name: &first,
                     spec: Some(spec),
                 };
-                let takes = self.apply_flag(program, &flag, analysis)?;
+                self.apply_flag(program, &flag, analysis)?;
                 let rest = &arg[first.len()..];
                 if !rest.is_empty() {
-                    push_value(analysis, &first, takes, rest.to_string());
+                    push_value(analysis, program, &flag, rest.to_string())?;
                 }
             }
             None => {
@@ -773,10 +837,34 @@ fn next_value(args: &[String], i: &mut usize, program: &str, flag: &str) -> Resu
     Ok(value.clone())
 }
 
-fn push_value(analysis: &mut Analysis, flag: &str, takes: FlagTakes, value: String) {
+fn push_value(
+    analysis: &mut Analysis,
+    program: &str,
+    flag: &Flag,
+    value: String,
+) -> Result<(), Denial> {
     use super::lists::{FileList, ListFormat};
+    let takes = flag.spec.map_or(FlagTakes::Flag, FlagSpec::takes);
+    let name = flag.name;
+    if takes == FlagTakes::ValueNotFile && value.starts_with('@') {
+        return Err(Denial::new(format!(
+            "{program} {name} {value}: takes the value from a file or standard input the policy \
+             did not read; give the value itself"
+        )));
+    }
+    if let Some(FlagSpec::Full(full)) = flag.spec {
+        if let Some((text, reason)) = full
+            .deny_containing
+            .iter()
+            .find(|(text, _)| value.contains(text.as_str()))
+        {
+            return Err(Denial::new(format!(
+                "{program} {name}: {text:?} in {value:?} {reason}"
+            )));
+        }
+    }
     if matches!(takes, FlagTakes::Read | FlagTakes::Write) {
-        analysis.path_flags.push((flag.to_string(), value.clone()));
+        analysis.path_flags.push((name.to_string(), value.clone()));
     }
     let list = |format| FileList {
         path: value.clone(),
@@ -789,8 +877,13 @@ fn push_value(analysis: &mut Analysis, flag: &str, takes: FlagTakes, value: Stri
         FlagTakes::Write => analysis.paths.push((value, Access::Write)),
         FlagTakes::Files0 => analysis.lists.push(list(ListFormat::Nul)),
         FlagTakes::FileLines => analysis.lists.push(list(ListFormat::Lines)),
-        FlagTakes::Flag | FlagTakes::Value | FlagTakes::Optional | FlagTakes::ChecksumLists => {}
+        FlagTakes::Flag
+        | FlagTakes::Value
+        | FlagTakes::Optional
+        | FlagTakes::ChecksumLists
+        | FlagTakes::ValueNotFile => {}
     }
+    Ok(())
 }
 
 impl Settings {
@@ -850,6 +943,45 @@ mod tests {
                 ("in.txt".into(), Access::Read)
             ]
         );
+    }
+
+    #[test]
+    fn a_value_read_from_a_file_or_holding_a_refused_text_is_refused() {
+        let curl = rule(
+            r#"flags = { "-H" = "value-not-@file", "--write-out" = { takes = "value-not-@file", deny_containing = { "%output{" = "writes a file" } } }"#,
+        );
+        // Plain values are words, in every spelling.
+        let a = curl
+            .analyze(
+                "curl",
+                &args(&["-H", "Accept: */*", "-HX: y", "--write-out=%{size}"]),
+            )
+            .unwrap();
+        assert!(a.paths.is_empty(), "{:?}", a.paths);
+        // `@FILE` and `@-` would be read in the value's place: attached or not, short or long.
+        for argv in [
+            &["-H", "@.env"][..],
+            &["-H@.env"],
+            &["-H", "@-"],
+            &["--write-out", "@fmt"],
+            &["--write-out=@-"],
+        ] {
+            let err = curl.analyze("curl", &args(argv)).unwrap_err().reason;
+            assert!(
+                err.contains(" @") && err.contains("give the value itself"),
+                "{argv:?}: {err}"
+            );
+        }
+        for argv in [
+            &["--write-out", "x%output{hook}y"][..],
+            &["--write-out=%output{>>hook}"],
+        ] {
+            let err = curl.analyze("curl", &args(argv)).unwrap_err().reason;
+            assert!(
+                err.contains("\"%output{\"") && err.contains("writes a file"),
+                "{argv:?}: {err}"
+            );
+        }
     }
 
     #[test]

