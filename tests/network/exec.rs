@@ -599,6 +599,22 @@ fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
         "{refused:?}"
     );
     assert_eq!(net.requests(), Vec::<String>::new(), "nothing was fetched");
+    // Named with -O, the same download runs and writes that file only.
+    if Path::new("/usr/bin/wget").exists() {
+        let fetched = net.exec(&[], "wget -q -O hook.txt http://pkgs.test/pre-commit");
+        assert_eq!(fetched.status, 0, "{fetched:?}");
+        let written = std::fs::read_to_string(net.env.ws.join("hook.txt")).unwrap();
+        assert!(written.contains("warden-wget-hook-ran"), "{written}");
+        let mut names: Vec<String> = std::fs::read_dir(&net.env.ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".git", "hook.txt"], "{fetched:?}");
+        std::fs::remove_file(net.env.ws.join("hook.txt")).unwrap();
+    } else {
+        eprintln!("skipped the download with -O: GNU wget is not installed (/usr/bin/wget)");
+    }
     // The same wget rule without `needs_flag`, as a policy file of one's own may write it.
     let policy = net.env.outside("policy").join("wget.toml");
     std::fs::write(
