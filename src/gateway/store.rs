@@ -266,15 +266,19 @@ impl RunStore {
 
     /// The chat's runs that got no answer since its last answered one — failed, or cut off by
     /// a restart — and were not retried yet, oldest first (a retry's dedup key is
-    /// `retry:<id>`).
+    /// `retry:<id>`). A run counts from the moment its outcome is stored (`replying`), not
+    /// only once its message is recorded as delivered: the user may read the failure and tap
+    /// /retry in between.
     pub fn unanswered(&self, chat: ChatKey) -> Result<Vec<RunRow>, DbError> {
         // `IS` matches a NULL topic (the chat itself) too.
         let sql = format!(
             "SELECT {COLUMNS} FROM gateway_runs AS g
-             WHERE chat_id = ?1 AND topic IS ?2 AND deliver = 1 AND state = 'answered'
+             WHERE chat_id = ?1 AND topic IS ?2 AND deliver = 1
+               AND state IN ('replying', 'answered')
                AND outcome IN ('failed', 'interrupted')
                AND id > (SELECT coalesce(max(id), 0) FROM gateway_runs
-                         WHERE chat_id = ?1 AND topic IS ?2 AND state = 'answered'
+                         WHERE chat_id = ?1 AND topic IS ?2
+                           AND state IN ('replying', 'answered')
                            AND outcome IN ('answered', 'iteration_limit', 'stopped'))
                AND NOT EXISTS (SELECT 1 FROM gateway_runs
                                WHERE dedup_key = 'retry:' || g.id)
@@ -471,6 +475,31 @@ mod tests {
             store.insert(&new_run(&origin, None, &input)).unwrap(),
             Inserted::New(_)
         ));
+    }
+
+    #[test]
+    fn a_failure_is_retryable_while_its_notice_is_still_being_delivered() {
+        let store = RunStore::new(crate::schema::open_in_memory().unwrap());
+        let chat = ChatKey {
+            chat_id: 7,
+            topic: None,
+        };
+        let origin = Origin::Unknown;
+        let input = vec![ContentBlock::text("x")];
+        let mut run = || match store.insert(&new_run(&origin, None, &input)).unwrap() {
+            Inserted::New(id) => id,
+            Inserted::Existing(_) => unreachable!(),
+        };
+        let failed = run();
+        store.set_replying(failed, "failed", "Tap /retry").unwrap();
+        let ids = |rows: Vec<RunRow>| rows.iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(store.unanswered(chat).unwrap()), [failed]);
+        store.set_answered(failed).unwrap();
+        assert_eq!(ids(store.unanswered(chat).unwrap()), [failed]);
+        // A later answer, from the moment it is stored, means everything before was answered.
+        let later = run();
+        store.set_replying(later, "answered", "done").unwrap();
+        assert!(store.unanswered(chat).unwrap().is_empty());
     }
 
     #[test]
