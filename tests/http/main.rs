@@ -4,6 +4,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+support::test_threads::waiting_suite!(6);
+
 /// Only this suite drives a browser.
 #[path = "../support/cdp.rs"]
 mod cdp;

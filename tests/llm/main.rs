@@ -4,6 +4,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+support::test_threads::waiting_suite!(6);
+
 mod anthropic;
 mod failover;
 mod fake;

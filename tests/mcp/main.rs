@@ -3,6 +3,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+support::test_threads::waiting_suite!(6);
+
 mod client;
 mod http;
 mod serve;

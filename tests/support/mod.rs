@@ -23,6 +23,7 @@ pub mod pty;
 pub mod refused;
 pub mod resources;
 pub mod skills;
+pub mod test_threads;
 pub mod tls_server;
 pub mod tmpfs;
 pub mod warden_bot;

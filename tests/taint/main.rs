@@ -7,6 +7,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+support::test_threads::waiting_suite!(6);
+
 mod approvals;
 mod channels;
 

@@ -4,6 +4,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+support::test_threads::waiting_suite!(6);
+
 mod approvals;
 mod approvals_bot;
 mod bash;
