@@ -486,7 +486,7 @@ mod tests {
         };
         let origin = Origin::Unknown;
         let input = vec![ContentBlock::text("x")];
-        let mut run = || match store.insert(&new_run(&origin, None, &input)).unwrap() {
+        let run = || match store.insert(&new_run(&origin, None, &input)).unwrap() {
             Inserted::New(id) => id,
             Inserted::Existing(_) => unreachable!(),
         };
