@@ -116,6 +116,13 @@ impl Net {
     pub fn requests(&self) -> Vec<String> {
         self.server.requests()
     }
+
+    /// `warden exec` refuses `command` before it runs (exit 126), saying `why`.
+    fn refuses(&self, command: &str, why: &str) {
+        let r = self.exec(&[], command);
+        assert_eq!(r.status, 126, "{command}: {r:?}");
+        assert!(r.stderr.contains(why), "{command}: {r:?}");
+    }
 }
 
 /// Only where warden can give the jail a network namespace of its own.
@@ -227,9 +234,7 @@ fn the_other_checks_of_network_programs_stay() {
         ),
         ("wget -e use_proxy=off http://pkgs.test/", "wgetrc command"),
     ] {
-        let r = net.exec(&[], command);
-        assert_eq!(r.status, 126, "{command}: {r:?}");
-        assert!(r.stderr.contains(why), "{command}: {r:?}");
+        net.refuses(command, why);
     }
     assert!(net.requests().is_empty());
 }
@@ -590,14 +595,7 @@ fn wget_cannot_plant_a_git_hook_under_the_name_the_url_gives() {
     assert!(git.success());
     let hook = net.env.ws.join(".git/hooks/pre-commit");
     let command = "cd .git/hooks && wget -q http://pkgs.test/pre-commit";
-    let refused = net.exec(&[], command);
-    assert_eq!(refused.status, 126, "{refused:?}");
-    assert!(
-        refused
-            .stderr
-            .contains("wget names the file it writes after the URL"),
-        "{refused:?}"
-    );
+    net.refuses(command, "wget names the file it writes after the URL");
     assert_eq!(net.requests(), Vec::<String>::new(), "nothing was fetched");
     // Named with -O, the same download runs and writes that file only.
     if Path::new("/usr/bin/wget").exists() {
@@ -646,13 +644,9 @@ fn curl_sends_no_file_as_headers() {
         "curl -sS -H @notes.txt http://pkgs.test/hello.txt",
         "cat notes.txt | curl -sS --header @- http://pkgs.test/hello.txt",
     ] {
-        let refused = net.exec(&[], command);
-        assert_eq!(refused.status, 126, "{command}: {refused:?}");
-        assert!(
-            refused
-                .stderr
-                .contains("takes the value from a file or standard input the policy did not read"),
-            "{command}: {refused:?}"
+        net.refuses(
+            command,
+            "takes the value from a file or standard input the policy did not read",
         );
     }
     assert_eq!(net.requests(), Vec::<String>::new(), "nothing was sent");
