@@ -511,9 +511,8 @@ fn the_program_stays_small() {
 }
 
 /// seccompiler's program for the same table (clone3 aside: seccompiler has one match action
-/// per filter), as a reference implementation of the argument comparisons.
-/// seccompiler's program for the same table, in our instruction type (converted once: the
-/// comparison below evaluates it tens of thousands of times).
+/// per filter), as a reference implementation of the argument comparisons. In our instruction
+/// type, converted once: the comparison below evaluates it tens of thousands of times.
 fn seccompiler_reference(network: Network, arch: &Arch) -> Vec<sock_filter> {
     use seccompiler::{SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op};
     let mut rules = BTreeMap::new();
