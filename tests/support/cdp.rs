@@ -121,6 +121,18 @@ impl Browser {
     }
 
     async fn send(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
+        self.try_send(method, params, session)
+            .await
+            .unwrap_or_else(|error| panic!("{method}: {error}"))
+    }
+
+    /// A command's result, or the error the browser answered it with.
+    async fn try_send(
+        &mut self,
+        method: &str,
+        params: Value,
+        session: Option<&str>,
+    ) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut message = json!({"id": id, "method": method, "params": params});
@@ -145,9 +157,9 @@ impl Browser {
                 continue;
             }
             if let Some(error) = reply.get("error") {
-                panic!("{method}: {error}");
+                return Err(error.clone());
             }
-            return reply["result"].clone();
+            return Ok(reply["result"].clone());
         }
     }
 
@@ -161,14 +173,20 @@ impl Browser {
         .await;
     }
 
-    /// Evaluate `expression` in the page (promises awaited); its value.
+    /// Evaluate `expression` in the page (promises awaited); its value. Asked while the page
+    /// navigates (a form just submitted), the browser refuses: that counts as thrown, so
+    /// `wait_for` asks again once the new document is there.
     pub async fn eval(&mut self, expression: &str) -> Value {
-        let result = self
-            .page(
-                "Runtime.evaluate",
-                json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
-            )
-            .await;
+        let session = self.session.clone();
+        let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+        let result = match self
+            .try_send("Runtime.evaluate", params, Some(&session))
+            .await
+        {
+            Ok(result) => result,
+            Err(error) if navigating(&error) => return json!({ "thrown": error }),
+            Err(error) => panic!("Runtime.evaluate: {error}"),
+        };
         if let Some(thrown) = result.get("exceptionDetails") {
             return json!({ "thrown": thrown });
         }
@@ -224,6 +242,18 @@ impl Browser {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, png).unwrap();
     }
+}
+
+/// The errors Chromium answers an evaluation with while its document is being replaced.
+fn navigating(error: &Value) -> bool {
+    let message = error["message"].as_str().unwrap_or_default();
+    [
+        "Inspected target navigated or closed",
+        "Execution context was destroyed",
+        "Cannot find context with specified id",
+    ]
+    .iter()
+    .any(|known| message.contains(known))
 }
 
 impl Drop for Browser {
