@@ -299,7 +299,8 @@ fn check(checker: &mut Checker, input: &str) -> Result<Verdict, String> {
     let verdict = check_catching_panics(checker, input)?;
     let wall = start.elapsed();
     if wall <= HANG_CPU {
-        // No CPU clock read on the common path (two system calls a case cost 2% of the rate).
+        // A thread uses no more CPU than wall time, so no hang: no CPU clock read on the common
+        // path (two system calls a case cost 2% of the rate).
         return Ok(verdict);
     }
     // Slow on the clock: the same check once more on this thread's CPU clock tells a slow

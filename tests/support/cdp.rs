@@ -116,8 +116,15 @@ impl Browser {
 
     /// A command to the page; its result.
     pub async fn page(&mut self, method: &str, params: Value) -> Value {
+        self.try_page(method, params)
+            .await
+            .unwrap_or_else(|error| panic!("{method}: {error}"))
+    }
+
+    /// A command to the page; its result, or the error the browser answered it with.
+    async fn try_page(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let session = self.session.clone();
-        self.send(method, params, Some(&session)).await
+        self.try_send(method, params, Some(&session)).await
     }
 
     async fn send(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
@@ -177,12 +184,8 @@ impl Browser {
     /// navigates (a form just submitted), the browser refuses: that counts as thrown, so
     /// `wait_for` asks again once the new document is there.
     pub async fn eval(&mut self, expression: &str) -> Value {
-        let session = self.session.clone();
         let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
-        let result = match self
-            .try_send("Runtime.evaluate", params, Some(&session))
-            .await
-        {
+        let result = match self.try_page("Runtime.evaluate", params).await {
             Ok(result) => result,
             Err(error) if navigating(&error) => return json!({ "thrown": error }),
             Err(error) => panic!("Runtime.evaluate: {error}"),
