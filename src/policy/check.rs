@@ -173,8 +173,10 @@ impl Checker {
 
     /// Check a command string run in `cwd`.
     pub fn check_in(&mut self, command: &str, cwd: &Path) -> Verdict {
-        // One snapshot of the filesystem per check: each component is looked at once.
-        super::lstat_memo::during(|| self.check_in_snapshot(command, cwd))
+        // One snapshot of the filesystem per check: each component is looked at once, the
+        // roots' own directories not at all.
+        let settled = self.paths.settled_directories();
+        super::lstat_memo::during_from(Some(settled), || self.check_in_snapshot(command, cwd))
     }
 
     fn check_in_snapshot(&mut self, command: &str, cwd: &Path) -> Verdict {
@@ -762,11 +764,13 @@ impl Checker {
             .paths
             .check(cwd, dir, Access::Read)
             .map_err(|d| Denial::new(format!("cd: {}", d.reason)))?;
-        // A directory `mkdir` makes earlier in the line (or one of its parents, with -p)
-        // does not exist yet: the executor checks it when the cd runs.
-        let made_earlier =
-            !target.exists() && walk.made_dirs.iter().any(|made| made.starts_with(&target));
-        if !target.is_dir() && !made_earlier {
+        let is_dir = match std::fs::metadata(&target) {
+            Ok(meta) => meta.is_dir(),
+            // A directory `mkdir` makes earlier in the line (or one of its parents, with -p)
+            // does not exist yet: the executor checks it when the cd runs.
+            Err(_) => walk.made_dirs.iter().any(|made| made.starts_with(&target)),
+        };
+        if !is_dir {
             return Err(Denial::new(format!("cd: {dir} is not a directory")));
         }
         let mut command = Command::program(argv.to_vec(), cwd.to_path_buf());

@@ -4,11 +4,14 @@
 //! names (`/tmp/ws`, `/tmp/ws/notes.txt`, `/tmp/ws/src`…): one `lstat` per component, most of
 //! them repeats. Within one check the answers are taken as one snapshot of the filesystem, as
 //! the checker's decision already is; nothing is remembered past the check, so a change made
-//! between two checks (a batch, the agent's next command) is always seen.
+//! between two checks (a batch, the agent's next command) is always seen. The directories of
+//! the roots themselves (`/tmp` and `/tmp/ws` above) are answered before the check asks: see
+//! [`super::PathPolicy::settled_directories`].
 
 use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What resolving a path needs to know about one of its components.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +28,8 @@ const MAX_ENTRIES: usize = 256;
 #[derive(Default)]
 struct Memo {
     active: bool,
+    /// Directories answered without asking (existing, not links) during this check.
+    settled: Option<Arc<[PathBuf]>>,
     entries: Vec<(PathBuf, Lstat)>,
 }
 
@@ -35,19 +40,30 @@ thread_local! {
 /// Run `check` with `lstat` answers remembered until it returns (or panics). Nested calls
 /// share the outermost one's answers.
 pub(super) fn during<T>(check: impl FnOnce() -> T) -> T {
+    during_from(None, check)
+}
+
+/// [`during`], with the directories in `settled` answered from the start (existing, not
+/// links). Nested calls share the outermost one's answers and ignore their own `settled`.
+pub(super) fn during_from<T>(settled: Option<Arc<[PathBuf]>>, check: impl FnOnce() -> T) -> T {
     struct Forget;
     impl Drop for Forget {
         fn drop(&mut self) {
             MEMO.with(|memo| {
                 let mut memo = memo.borrow_mut();
                 memo.active = false;
+                memo.settled = None;
                 memo.entries.clear();
             });
         }
     }
     let outermost = MEMO.with(|memo| {
         let mut memo = memo.borrow_mut();
-        !std::mem::replace(&mut memo.active, true)
+        let outermost = !std::mem::replace(&mut memo.active, true);
+        if outermost {
+            memo.settled = settled;
+        }
+        outermost
     });
     // Only the outermost call forgets (a `Forget` made and dropped here would forget now).
     let _forget = if outermost { Some(Forget) } else { None };
@@ -61,6 +77,14 @@ pub(super) fn lstat(path: &Path) -> io::Result<Lstat> {
         let memo = memo.borrow();
         if !memo.active {
             return None;
+        }
+        let same = |p: &PathBuf| p.as_os_str() == path.as_os_str();
+        if memo
+            .settled
+            .as_deref()
+            .is_some_and(|dirs| dirs.iter().any(same))
+        {
+            return Some(Lstat::Other);
         }
         memo.entries
             .iter()
@@ -106,6 +130,25 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink("elsewhere", &file).unwrap();
         assert_eq!(lstat(&file).unwrap(), Lstat::Link);
+    }
+
+    #[test]
+    fn settled_directories_are_answered_without_asking_and_only_in_their_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let settled = dir.path().join("root");
+        std::os::unix::fs::symlink("elsewhere", &settled).unwrap();
+        let dirs: Arc<[PathBuf]> = Arc::from(vec![settled.clone()]);
+        during_from(Some(dirs.clone()), || {
+            assert_eq!(lstat(&settled).unwrap(), Lstat::Other);
+            // A nested check keeps the outermost one's answers, not its own.
+            during_from(None, || assert_eq!(lstat(&settled).unwrap(), Lstat::Other));
+        });
+        during(|| assert_eq!(lstat(&settled).unwrap(), Lstat::Link));
+        during_from(None, || {
+            during_from(Some(dirs), || {
+                assert_eq!(lstat(&settled).unwrap(), Lstat::Link)
+            })
+        });
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::Denial;
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// How a path is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -63,6 +64,8 @@ pub struct PathPolicy {
     write_roots: Vec<PathBuf>,
     read_roots: Vec<PathBuf>,
     home: PathBuf,
+    /// See [`PathPolicy::settled_directories`].
+    settled: Arc<[PathBuf]>,
 }
 
 impl PathPolicy {
@@ -86,7 +89,9 @@ impl PathPolicy {
         for root in extra_read {
             read_roots.push(canon(root)?);
         }
+        let settled = settled_directories(&read_roots, &write_roots);
         Ok(PathPolicy {
+            settled,
             workspace_label: format!("the workspace ({})", workspace.display()),
             workspace,
             write_roots,
@@ -130,6 +135,16 @@ impl PathPolicy {
 
     pub fn read_roots(&self) -> &[PathBuf] {
         &self.read_roots
+    }
+
+    /// The roots and the directories above them, all canonical when this policy was made, that
+    /// a check takes as resolved instead of asking `lstat` about each again for every path it
+    /// names (they were most of a check's system calls). Only commands outside the jail can
+    /// turn one into a link or remove it: none lies beneath a writable root, so none is within
+    /// reach of the commands this policy checks. And the jail confines by the directories it
+    /// opened when its sandbox was made, not by their names.
+    pub fn settled_directories(&self) -> Arc<[PathBuf]> {
+        self.settled.clone()
     }
 
     /// Refuse roots that would hand warden's own files to jailed programs: a readable root
@@ -392,6 +407,24 @@ fn protected_reason(root: &Path, resolved: &Path) -> Option<String> {
     }
 }
 
+/// Every root and every directory above one, but `/` (never asked about) and any directory
+/// beneath a writable root: a command allowed to write there could rename it and leave a link
+/// in its place.
+fn settled_directories(read_roots: &[PathBuf], write_roots: &[PathBuf]) -> Arc<[PathBuf]> {
+    let mut settled: Vec<PathBuf> = Vec::new();
+    for root in read_roots {
+        for dir in root.ancestors() {
+            let writable_above = write_roots
+                .iter()
+                .any(|w| dir != w.as_path() && dir.starts_with(w));
+            if dir.parent().is_some() && !writable_above && !settled.iter().any(|d| d == dir) {
+                settled.push(dir.to_path_buf());
+            }
+        }
+    }
+    settled.into()
+}
+
 /// `.` and `..` removed without touching the filesystem (only for messages and devices).
 pub(crate) fn lexically_normal(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
@@ -502,6 +535,43 @@ mod tests {
         symlink("sub", ws.join("inner")).unwrap();
         let policy = PathPolicy::new(&ws, &[], &[], Path::new("/root")).unwrap();
         (dir, policy)
+    }
+
+    #[test]
+    fn settled_directories_stop_above_what_a_writable_root_holds() {
+        let p = |s: &str| PathBuf::from(s);
+        let settled = settled_directories(
+            &[p("/a/b/ws"), p("/a/b/ws/sub"), p("/r/x")],
+            &[p("/a/b/ws"), p("/a/b/ws/sub")],
+        );
+        assert_eq!(
+            &*settled,
+            [p("/a/b/ws"), p("/a/b"), p("/a"), p("/r/x"), p("/r")]
+        );
+        // A writable root higher up leaves only what is above it.
+        let settled = settled_directories(&[p("/a/b/ws"), p("/a")], &[p("/a/b/ws"), p("/a")]);
+        assert_eq!(&*settled, [p("/a")]);
+    }
+
+    #[test]
+    fn a_writable_root_inside_another_is_looked_at_again_at_every_check() {
+        use crate::policy::{Checker, Decision, Policy};
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap().join("ws");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        let paths = PathPolicy::new(&ws, &[ws.join("sub")], &[], &ws).unwrap();
+        let mut checker = Checker::new(Arc::new(Policy::embedded_default()), paths);
+        let verdict = checker.check("echo x > sub/f");
+        assert_eq!(verdict.decision, Decision::Allow, "{}", verdict.reason);
+        // What a command allowed in the workspace can do: move the inner root away and leave a
+        // link to elsewhere under its name.
+        std::fs::rename(ws.join("sub"), ws.join("old")).unwrap();
+        symlink(&outside, ws.join("sub")).unwrap();
+        let verdict = checker.check("echo x > sub/f");
+        assert_eq!(verdict.decision, Decision::Deny, "{}", verdict.reason);
+        assert!(verdict.reason.contains("outside"), "{}", verdict.reason);
     }
 
     #[test]
