@@ -32,7 +32,9 @@ pub(super) fn split(text: &'static str) -> Split {
     };
     // Each table runs from its header line to the next header line.
     let mut starts: Vec<usize> = vec![0];
-    starts.extend(text.match_indices("\n[").map(|(at, _)| at + 1));
+    // memchr's vectorized search: core's substring search over the 160 kB default was 18% of
+    // a single `warden policy check`'s instructions (callgrind); memchr's takes 6 us, not 51.
+    starts.extend(memchr::memmem::find_iter(text.as_bytes(), "\n[").map(|at| at + 1));
     starts.push(text.len());
     for bounds in starts.windows(2) {
         let table = &text[bounds[0]..bounds[1]];
