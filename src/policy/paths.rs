@@ -139,10 +139,11 @@ impl PathPolicy {
 
     /// The roots and the directories above them, all canonical when this policy was made, that
     /// a check takes as resolved instead of asking `lstat` about each again for every path it
-    /// names (they were most of a check's system calls). Only commands outside the jail can
-    /// turn one into a link or remove it: none lies beneath a writable root, so none is within
-    /// reach of the commands this policy checks. And the jail confines by the directories it
-    /// opened when its sandbox was made, not by their names.
+    /// names (they were most of a check's system calls). No command this policy allows can
+    /// turn one into a link or remove it: none lies beneath a writable root. A process outside
+    /// the jail that does changes a name the jail does not go by: it confines by the
+    /// directories it opened when its sandbox was made. And the invariant that verifies each
+    /// verdict before it runs resolves every path from `/` itself.
     pub fn settled_directories(&self) -> Arc<[PathBuf]> {
         self.settled.clone()
     }
