@@ -88,7 +88,7 @@ pub(super) fn lstat(path: &Path) -> io::Result<Lstat> {
         }
         memo.entries
             .iter()
-            .find(|(p, _)| p.as_os_str() == path.as_os_str())
+            .find(|(p, _)| same(p))
             .map(|(_, answer)| *answer)
     });
     if let Some(answer) = known {

@@ -417,7 +417,7 @@ fn settled_directories(read_roots: &[PathBuf], write_roots: &[PathBuf]) -> Arc<[
         for dir in root.ancestors() {
             let writable_above = write_roots
                 .iter()
-                .any(|w| dir != w.as_path() && dir.starts_with(w));
+                .any(|w| dir != w.as_path() && within(dir, w));
             if dir.parent().is_some() && !writable_above && !settled.iter().any(|d| d == dir) {
                 settled.push(dir.to_path_buf());
             }
