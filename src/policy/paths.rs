@@ -199,7 +199,10 @@ impl PathPolicy {
         if let Some(reason) = special_path_reason(path) {
             return Err(Denial::new(reason));
         }
-        let joined = cwd.join(path);
+        // Sized once: `Path::join` copies the cwd exactly and grows it again for the path.
+        let mut joined = PathBuf::with_capacity(cwd.as_os_str().len() + path.len() + 1);
+        joined.push(cwd);
+        joined.push(path);
         if let Some(device) = device(&joined, access) {
             return Ok(device);
         }
@@ -445,14 +448,29 @@ pub(crate) fn lexically_normal(path: &Path) -> PathBuf {
 /// unless `keep_last`), `..` applied to the resolved parent as the kernel does, and the missing
 /// tail appended. A `..` after a missing component is refused (the kernel would fail).
 pub fn resolve(path: &Path, keep_last: bool) -> io::Result<PathBuf> {
-    let mut rest = path
+    // Sized once for the whole path (pushing component by component regrew it each time), and
+    // started at the deepest settled directory the path begins with, if any: each component
+    // of it would only be answered "a directory" from the same list.
+    let mut resolved = PathBuf::with_capacity(path.as_os_str().len() + 1);
+    let remainder = match lstat_memo::settled_prefix(path) {
+        Some(len) => {
+            use std::os::unix::ffi::OsStrExt;
+            let bytes = path.as_os_str().as_bytes();
+            resolved.push(OsStr::from_bytes(&bytes[..len]));
+            Path::new(OsStr::from_bytes(&bytes[len..]))
+        }
+        None => {
+            resolved.push("/");
+            path
+        }
+    };
+    let mut rest = remainder
         .components()
         .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
         .peekable();
     // The components of symbolic link targets still to walk, as a stack (reversed): they
     // come before `rest`.
     let mut linked: Vec<std::ffi::OsString> = Vec::new();
-    let mut resolved = PathBuf::from("/");
     let mut missing = false;
     let mut hops = 0;
     loop {
@@ -495,7 +513,8 @@ pub fn resolve(path: &Path, keep_last: bool) -> io::Result<PathBuf> {
                 let target = std::fs::read_link(&resolved)?;
                 resolved.pop();
                 if target.is_absolute() {
-                    resolved = PathBuf::from("/");
+                    resolved.as_mut_os_string().clear();
+                    resolved.push("/");
                 }
                 let at = linked.len();
                 linked.extend(
@@ -573,6 +592,33 @@ mod tests {
         let verdict = checker.check("echo x > sub/f");
         assert_eq!(verdict.decision, Decision::Deny, "{}", verdict.reason);
         assert!(verdict.reason.contains("outside"), "{}", verdict.reason);
+    }
+
+    #[test]
+    fn a_walk_started_at_a_settled_directory_ends_where_one_from_the_root_does() {
+        let (dir, _) = setup();
+        let top = dir.path().canonicalize().unwrap();
+        let ws = top.join("ws");
+        let settled: Arc<[PathBuf]> = Arc::from(vec![ws.clone(), top.clone()]);
+        for path in [
+            "ws",
+            "ws/notes.txt",
+            "ws/link",
+            "ws/inner/x",
+            "ws/../secret",
+            "ws/sub/../../ws/./notes.txt",
+            "ws/missing/../notes.txt",
+            "wsx/y",
+        ] {
+            let path = top.join(path);
+            for keep_last in [false, true] {
+                let from_root = resolve(&path, keep_last).map_err(|e| e.to_string());
+                let from_settled =
+                    lstat_memo::during_from(Some(settled.clone()), || resolve(&path, keep_last))
+                        .map_err(|e| e.to_string());
+                assert_eq!(from_settled, from_root, "{}", path.display());
+            }
+        }
     }
 
     #[test]
