@@ -228,7 +228,11 @@ impl Checker {
         // bash's `cd` is logical: it tracks $PWD as text (`cd link/..` goes back to where it
         // started), while warden's executor changes directory physically. The logical cwd is
         // followed beside the physical one so a `cd` on which the two disagree is refused.
-        let logical_cwd = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let logical_cwd = if is_plain_absolute(cwd) {
+            cwd.to_path_buf()
+        } else {
+            std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf())
+        };
         let cwd = self.paths.check(cwd, ".", Access::Read).map_err(|d| {
             Denial::new(format!(
                 "the working directory is not allowed: {}",
@@ -683,7 +687,9 @@ impl Checker {
                 .to_vec(),
         });
         let mut argv = analysis.argv.unwrap_or(argv);
-        argv.splice(1..1, rule.added_args.iter().cloned());
+        if !rule.added_args.is_empty() {
+            argv.splice(1..1, rule.added_args.iter().cloned());
+        }
         if let Some(shown) = shown {
             tracing::trace!(command = %shown, "checked");
         }
@@ -902,6 +908,20 @@ impl Checker {
     }
 }
 
+/// Whether `path` is absolute and already what `std::path::absolute` would make of it (no
+/// `.` component, no doubled or trailing `/`), so it can be taken as it is: the usual cwd,
+/// checked without rebuilding it component by component.
+fn is_plain_absolute(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    bytes.len() > 1
+        && bytes[0] == b'/'
+        && !bytes.ends_with(b"/")
+        && !bytes.ends_with(b"/.")
+        && !bytes.windows(2).any(|w| w == b"//")
+        && !bytes.windows(3).any(|w| w == b"/./")
+}
+
 /// bash's `cd DIR` (logical, the default): the new $PWD is the old one joined with DIR and
 /// `..` removed as text, and the directory entered is whatever that text resolves to. Refuse
 /// when that is not `target`, where warden's executor (and the path checks) will be: the two
@@ -995,4 +1015,28 @@ pub const JAILED_CODE_NETWORKED: &str = "it would run in the jail (Landlock + se
 /// With `unknown_programs = "ask"`: every argument that might be a path is checked as a read.
 fn unknown_program_rule() -> ProgramRule {
     ProgramRule::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_absolute_cwd_is_what_std_would_make_of_it() {
+        let plain = ["/a/b", "/a/../b", "/.a/b.", "/a/.b", "/tmp/x y/ws"];
+        let rebuilt = [
+            "/", "/a//b", "//a", "/a/./b", "/a/b/", "/a/b/.", "a/b", "./a", "",
+        ];
+        for path in plain {
+            assert!(is_plain_absolute(Path::new(path)), "{path}");
+            assert_eq!(
+                std::path::absolute(path).unwrap(),
+                Path::new(path),
+                "{path}"
+            );
+        }
+        for path in rebuilt {
+            assert!(!is_plain_absolute(Path::new(path)), "{path}");
+        }
+    }
 }
