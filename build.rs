@@ -17,9 +17,10 @@ const FLAG: &str = "-Wl,-z,pack-relative-relocs";
 /// the release `warden-bot`'s code. Why: the idle gateway stays resident all day, and each
 /// page of code it touches maps a 64 kB window of the file around it (the kernel's
 /// fault-around); the ~2 MB it runs, scattered through 9 MB of code, kept 5.6 MB of it
-/// resident, and 3.6 MB once placed together. Measured idle (the page cache dropped before each run): 11.0-11.3 MB -> 8.9-9.0
-/// MB. The list is generated (`link/gateway-layout.sh`) and matches v0 symbol names whatever
-/// the toolchain's crate hashes (`.cargo/config.toml`); a stale entry places nothing.
+/// resident, and 3.6 MB once placed together. Measured idle, the page cache dropped before
+/// each run: 11.0-11.1 MB -> 8.9-9.3 MB. The list is generated (`link/gateway-layout.sh`) and
+/// matches v0 symbol names whatever the toolchain's crate hashes (`.cargo/config.toml`); a
+/// stale entry places nothing.
 const GATEWAY_LAYOUT: &str = "link/gateway.ld";
 
 fn main() {
@@ -47,7 +48,8 @@ fn main() {
         if probe(&[&flag]) {
             println!("cargo::rustc-link-arg-bin=warden-bot={flag}");
         } else {
-            println!("cargo::warning=linking warden-bot without {GATEWAY_LAYOUT} (the linker refused it)");
+            let refused = "the linker refused it";
+            println!("cargo::warning=linking warden-bot without {GATEWAY_LAYOUT} ({refused})");
         }
     }
 }

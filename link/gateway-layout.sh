@@ -3,8 +3,8 @@
 # header), from the functions the release `warden-bot` really runs: it starts the gateway
 # under callgrind through `benches/telegram_bot.rs` (fake Bot API and fake LLM on 127.0.0.1),
 # lets it start, idle, answer its first messages and retry a lost connection, and lists every
-# function of the binary that ran. Run it after a change that moves the gateway's idle path; a stale list costs
-# memory, never correctness (a name that matches nothing places nothing).
+# function of the binary that ran. Run it after a change that moves the gateway's idle path;
+# a stale list costs memory, never correctness (a name that matches nothing places nothing).
 #
 #   link/gateway-layout.sh        # needs valgrind (apt-get install -y valgrind), python3
 #
@@ -41,7 +41,7 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 [[ -s $work/profile ]] || { echo "no profile; the bench said:" >&2; tail -20 "$work/bench.log" >&2; exit 1; }
-python3 - "$work/profile" "$bot" > link/gateway.ld <<'PY'
+python3 - "$work/profile" "$bot" > "$work/gateway.ld" <<'PY'
 import re, sys
 
 profile, binary = sys.argv[1], sys.argv[2]
@@ -79,4 +79,14 @@ for pattern in sorted(patterns):
     print(f"    *({pattern})")
 print("  }\n}\nINSERT BEFORE .fini;")
 PY
-echo "link/gateway.ld: $(grep -c '^    \*(' link/gateway.ld) functions"
+# A gateway that started, idled and answered runs over 2,000 of the binary's functions; a
+# profile with far fewer means it stopped early, and would throw the layout away.
+count=$(grep -c '^    \*(' "$work/gateway.ld" || true)
+if (( count < 1000 )); then
+    echo "the profile holds only $count functions of warden-bot; the gateway did not run as" >&2
+    echo "expected (link/gateway.ld is unchanged). The bench said:" >&2
+    tail -20 "$work/bench.log" >&2
+    exit 1
+fi
+mv "$work/gateway.ld" link/gateway.ld
+echo "link/gateway.ld: $count functions"
