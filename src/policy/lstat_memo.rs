@@ -70,24 +70,11 @@ pub(super) fn during_from<T>(settled: Option<Arc<[PathBuf]>>, check: impl FnOnce
     check()
 }
 
-/// The length of the deepest settled directory `path` begins with (whole components: the
-/// next byte is a `/` or the end), during a check that has them. Every directory above a
-/// settled one is settled too, so a walk may start there.
-pub(super) fn settled_prefix(path: &Path) -> Option<usize> {
-    use std::os::unix::ffi::OsStrExt;
-    let p = path.as_os_str().as_bytes();
+/// `f` of the settled directories, during a check that has them.
+pub(super) fn with_settled<T>(f: impl FnOnce(&[PathBuf]) -> T) -> Option<T> {
     MEMO.with(|memo| {
         let memo = memo.borrow();
-        if !memo.active {
-            return None;
-        }
-        memo.settled
-            .as_deref()?
-            .iter()
-            .map(|dir| dir.as_os_str().as_bytes())
-            .filter(|d| p.starts_with(d) && (p.len() == d.len() || p[d.len()] == b'/'))
-            .map(<[u8]>::len)
-            .max()
+        memo.settled.as_deref().filter(|_| memo.active).map(f)
     })
 }
 
@@ -173,21 +160,6 @@ mod tests {
                 assert_eq!(lstat(&settled).unwrap(), Lstat::Link)
             })
         });
-    }
-
-    #[test]
-    fn a_settled_prefix_is_made_of_whole_components() {
-        let dirs: Arc<[PathBuf]> = Arc::from(vec![PathBuf::from("/a"), PathBuf::from("/a/b")]);
-        during_from(Some(dirs), || {
-            assert_eq!(settled_prefix(Path::new("/a/b/c")), Some(4));
-            assert_eq!(settled_prefix(Path::new("/a/b")), Some(4));
-            assert_eq!(settled_prefix(Path::new("/a/bc/x")), Some(2));
-            assert_eq!(settled_prefix(Path::new("/ab")), None);
-            during(|| assert_eq!(settled_prefix(Path::new("/a/b")), Some(4)));
-        });
-        // Only during the check that has them.
-        assert_eq!(settled_prefix(Path::new("/a/b/c")), None);
-        during(|| assert_eq!(settled_prefix(Path::new("/a/b/c")), None));
     }
 
     #[test]

@@ -310,11 +310,31 @@ impl PathPolicy {
 /// differs are components compared (`/a/./b` under `/a/b`).
 fn within(path: &Path, root: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    let by_text = !r.is_empty()
-        && p.starts_with(r)
-        && (p.len() == r.len() || r.ends_with(b"/") || p[r.len()] == b'/');
-    by_text || path.starts_with(root)
+    within_by_text(path.as_os_str().as_bytes(), root.as_os_str().as_bytes())
+        || path.starts_with(root)
+}
+
+/// The text half of [`within`]: `root`'s bytes begin `path`'s, followed by a `/` or the end.
+fn within_by_text(path: &[u8], root: &[u8]) -> bool {
+    !root.is_empty()
+        && path.starts_with(root)
+        && (path.len() == root.len() || root.ends_with(b"/") || path[root.len()] == b'/')
+}
+
+/// The length of the deepest settled directory `path` begins with as text (whole components),
+/// during a check that has them. Every directory above a settled one is settled too, so a
+/// walk may start there.
+fn settled_prefix(path: &Path) -> Option<usize> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = path.as_os_str().as_bytes();
+    lstat_memo::with_settled(|dirs| {
+        dirs.iter()
+            .map(|dir| dir.as_os_str().as_bytes())
+            .filter(|d| within_by_text(p, d))
+            .map(<[u8]>::len)
+            .max()
+    })
+    .flatten()
 }
 
 /// Paths bash would treat specially, or devices with a clearer reason than "outside".
@@ -452,7 +472,7 @@ pub fn resolve(path: &Path, keep_last: bool) -> io::Result<PathBuf> {
     // started at the deepest settled directory the path begins with, if any: each component
     // of it would only be answered "a directory" from the same list.
     let mut resolved = PathBuf::with_capacity(path.as_os_str().len() + 1);
-    let remainder = match lstat_memo::settled_prefix(path) {
+    let remainder = match settled_prefix(path) {
         Some(len) => {
             use std::os::unix::ffi::OsStrExt;
             let bytes = path.as_os_str().as_bytes();
@@ -619,6 +639,21 @@ mod tests {
                 assert_eq!(from_settled, from_root, "{}", path.display());
             }
         }
+    }
+
+    #[test]
+    fn a_settled_prefix_is_made_of_whole_components() {
+        let dirs: Arc<[PathBuf]> = Arc::from(vec![PathBuf::from("/a"), PathBuf::from("/a/b")]);
+        lstat_memo::during_from(Some(dirs), || {
+            assert_eq!(settled_prefix(Path::new("/a/b/c")), Some(4));
+            assert_eq!(settled_prefix(Path::new("/a/b")), Some(4));
+            assert_eq!(settled_prefix(Path::new("/a/bc/x")), Some(2));
+            assert_eq!(settled_prefix(Path::new("/ab")), None);
+            lstat_memo::during(|| assert_eq!(settled_prefix(Path::new("/a/b")), Some(4)));
+        });
+        // Only during the check that has them.
+        assert_eq!(settled_prefix(Path::new("/a/b/c")), None);
+        lstat_memo::during(|| assert_eq!(settled_prefix(Path::new("/a/b/c")), None));
     }
 
     #[test]
