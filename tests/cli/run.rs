@@ -224,6 +224,11 @@ async fn init_then_chat_in_a_terminal_edits_lines_answers_help_itself_and_shows_
             // Ctrl-C clears the line; Ctrl-D quits.
             pty.send("half a thought\u{3}");
             pty.expect("line cleared", PTY_WAIT);
+            // The new prompt first, as every other step waits for it: a Ctrl-D typed while the
+            // editor is between two reads (the terminal not in raw mode) can be taken by the
+            // line discipline as end of file instead of reaching the editor; the chat then
+            // waited for input until the test's 30 s ran out (once in a clean-clone CI run).
+            pty.expect("> ", PTY_WAIT);
             pty.send("\u{4}");
             let status = pty.wait(PTY_WAIT);
             assert!(status.success(), "{status:?}\n{}", pty.screen());
