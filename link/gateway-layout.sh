@@ -61,10 +61,11 @@ for line in lines:
         current = objects[m[1]]
     elif (m := re.match(r"^fn=\((\d+)\)", line)) and current == binary:
         ran.add(re.sub(r"'\d+$", "", functions[m[1]]))
-# rustc merges functions whose code is identical (a Drop of Vec<u8> in two crates, say) into
-# one, and the others become aliases of it: the profile may name an alias while the section
-# is named after the function it points into. Every name at the address of a function that
-# ran is taken, so one of them names its section.
+# rustc has LLVM merge functions whose code is identical into one, and the others become
+# aliases of it (oneshot::Inner<bool>::close lived in the section of an Inner<Result<..>>'s
+# close): the profile may name an alias while the section is named after the function it
+# points into. Every name at the address of a function that ran is taken, so one of them
+# names its section.
 names_at, addresses_of = {}, {}
 nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True)
 for line in nm.stdout.split("\n"):
