@@ -35,6 +35,36 @@ async fn wait_for_requests(llm: &FakeLlm, n: usize) {
     }
 }
 
+/// Waits until the bot's store records every run answering `message` as delivered.
+async fn wait_for_answered(env: &BotEnv, message: i64) {
+    let path = env.home.join(".warden/warden.db");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        // (runs, of which answered)
+        let counts: Option<(i64, i64)> = rusqlite::Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .and_then(|db| {
+            db.query_row(
+                "SELECT count(*), coalesce(sum(state = 'answered'), 0)
+                           FROM gateway_runs WHERE reply_to = ?1",
+                [message],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
+        .ok();
+        if matches!(counts, Some((runs, answered)) if runs > 0 && runs == answered) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run answering {message} was not recorded as answered: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Messages the bot sent in reply to each message id.
 fn replies(tg: &FakeTelegram) -> HashMap<i64, Vec<String>> {
     let mut map: HashMap<i64, Vec<String>> = HashMap::new();
@@ -366,8 +396,10 @@ async fn a_full_disk_holds_messages_and_answers_each_once_when_there_is_room() {
     })
     .await;
     // (Killed the moment an answer arrives, that answer would go once more, marked: the
-    // window the test above shows. Here the bookkeeping has a moment to finish.)
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // window the test above shows. Here the kill waits for the bookkeeping.)
+    for id in [a, b, c] {
+        wait_for_answered(&env, id).await;
+    }
     bot.kill9();
     let seen = tg.messages().len();
     let mut bot = BotProcess::start(&env);
@@ -416,6 +448,10 @@ async fn kill_9_mid_run_in_a_topic_loses_nothing_and_answers_in_the_topic_once()
         !t.messages_in(OWNER, Some(8)).is_empty()
     })
     .await;
+    // Telegram has the answer; the bot records that only once sendMessage's reply is read. A
+    // kill in between is sent again after the restart, marked as a possible repeat (a test of
+    // its own), so this one waits for the record.
+    wait_for_answered(&env, other).await;
     let (_, second) = tg.push_topic_text(OWNER, 7, OWNER, "second");
     tg.wait_until("second is recorded", WAIT, |t| t.unconfirmed() == 0)
         .await;
