@@ -74,3 +74,35 @@ fn without_the_variable_nothing_is_reported() {
         assert_eq!(r.stderr, "", "{value:?}: {r:?}");
     }
 }
+
+/// Where glibc's static archives are installed, build.rs links the front static-pie: no program
+/// interpreter (no dynamic loader runs before a jailed command), still position-independent
+/// (ASLR) and with RELRO.
+#[test]
+fn the_front_runs_no_dynamic_loader_where_glibc_static_is_installed() {
+    let libc = std::process::Command::new("cc")
+        .arg("-print-file-name=libc.a")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    // cc prints the bare name when it finds no such file.
+    if !std::path::Path::new(&libc).is_absolute() {
+        eprintln!("skipped: cc finds no libc.a, so build.rs links the front dynamically");
+        return;
+    }
+    let Ok(headers) = std::process::Command::new("readelf")
+        .args(["-hlW", env!("CARGO_BIN_EXE_warden")])
+        .output()
+    else {
+        eprintln!("skipped: no readelf to read the front's program headers");
+        return;
+    };
+    let text = String::from_utf8_lossy(&headers.stdout);
+    assert!(text.contains("LOAD"), "{text}");
+    assert!(!text.contains("INTERP"), "the front names a loader: {text}");
+    assert!(
+        text.contains("Type:                              DYN"),
+        "not PIE: {text}"
+    );
+    assert!(text.contains("GNU_RELRO"), "no RELRO: {text}");
+}
