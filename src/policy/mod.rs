@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use analyzers::git_config;
+pub use analyzers::git_files;
 pub use analyzers::xargs as xargs_input;
 pub use check::{Checker, JAILED_CODE};
 pub use ir::Script;

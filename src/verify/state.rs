@@ -215,9 +215,10 @@ fn pointed_git_dir(dot_git: &Path, kind: Kind) -> Option<PathBuf> {
     let base = dot_git.parent()?;
     let target = match kind {
         Kind::Link => std::fs::read_link(dot_git).ok()?,
+        // As git reads it: the verifier watches the repository git will use.
         Kind::File => {
-            let text = std::fs::read_to_string(dot_git).ok()?;
-            PathBuf::from(text.lines().next()?.strip_prefix("gitdir:")?.trim())
+            let bytes = std::fs::read(dot_git).ok()?;
+            PathBuf::from(crate::policy::git_files::gitfile_target(&bytes)?)
         }
         _ => return None,
     };

@@ -11,6 +11,7 @@
 //! off explicitly (`--no-pager`, `-c core.fsmonitor=false`, `--no-ext-diff --no-textconv`, …).
 
 use super::git_config;
+use super::git_files::{common_dir, gitfile_target, read_if_present};
 use super::git_trees::{self, Location};
 use crate::policy::analyzers::AnalyzerContext;
 use crate::policy::paths::Access;
@@ -246,7 +247,7 @@ fn check_repository_config(start: &Path, ctx: &AnalyzerContext) -> Result<(), De
     ];
     if let Some(git_dir) = discover_git_dir(start)? {
         ctx.paths
-            .check(ctx.cwd, &git_dir.to_string_lossy(), Access::Read)
+            .check(ctx.cwd, checkable(&git_dir)?, Access::Read)
             .map_err(|d| {
                 Denial::new(format!(
                     "git would use the repository at {}, outside the roots: {}",
@@ -258,7 +259,7 @@ fn check_repository_config(start: &Path, ctx: &AnalyzerContext) -> Result<(), De
         files.push(git_dir.join("config.worktree"));
         if let Some(common_dir) = common_dir(&git_dir) {
             ctx.paths
-                .check(ctx.cwd, &common_dir.to_string_lossy(), Access::Read)
+                .check(ctx.cwd, checkable(&common_dir)?, Access::Read)
                 .map_err(|d| {
                     Denial::new(format!(
                         "git's common dir is outside the roots: {}",
@@ -295,33 +296,15 @@ fn check_repository_config(start: &Path, ctx: &AnalyzerContext) -> Result<(), De
     Ok(())
 }
 
-/// The file's bytes, or None when nothing is there. Most of the files git might read are
-/// absent (`~/.gitconfig`, `config.worktree`, `commondir`): asking whether the name exists
-/// costs this machine 0.67 µs where an open that fails costs 1.15-1.3 µs, and a check of `git`
-/// asks for four or five of them. A file created between the two calls is one created after
-/// the check, as it could be anyway; one removed between them is absent.
-fn read_if_present(file: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use nix::unistd::{access, AccessFlags};
-    if access(file, AccessFlags::F_OK) == Err(nix::errno::Errno::ENOENT) {
-        return Ok(None);
-    }
-    match std::fs::read(file) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The common dir a linked worktree's `commondir` file names, as git reads it: the file's bytes
-/// (a path need not be UTF-8) without trailing newlines and carriage returns, relative to the
-/// git dir unless absolute. None when there is no such file (or it cannot be read).
-fn common_dir(git_dir: &Path) -> Option<PathBuf> {
-    let mut bytes = read_if_present(&git_dir.join("commondir")).ok()??;
-    while bytes.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
-        bytes.pop();
-    }
-    let named: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(&bytes);
-    Some(git_dir.join(named))
+/// A git dir named by a `.git` or `commondir` file, as the path check takes it. The files hold
+/// bytes; a name that is not UTF-8 is refused rather than checked under another spelling.
+fn checkable(dir: &Path) -> Result<&str, Denial> {
+    dir.to_str().ok_or_else(|| {
+        Denial::new(format!(
+            "git would use {}, a name that is not UTF-8, which the policy cannot check",
+            dir.display()
+        ))
+    })
 }
 
 /// Whether the repository at `start` has submodules (a `.gitmodules` file in its work tree or
@@ -387,10 +370,13 @@ fn discover_git_dir(start: &Path) -> Result<Option<PathBuf>, Denial> {
         match std::fs::symlink_metadata(&dot_git) {
             Ok(meta) if meta.is_dir() => return Ok(Some(dot_git)),
             Ok(meta) if meta.is_file() => {
-                let text = std::fs::read_to_string(&dot_git)
+                let bytes = std::fs::read(&dot_git)
                     .map_err(|e| Denial::new(format!("cannot read {}: {e}", dot_git.display())))?;
-                let target = text.strip_prefix("gitdir:").map(str::trim).ok_or_else(|| {
-                    Denial::new(format!("{} is not a gitdir file", dot_git.display()))
+                let target = gitfile_target(&bytes).ok_or_else(|| {
+                    Denial::new(format!(
+                        "{} is not a gitdir file git accepts (`gitdir: PATH`)",
+                        dot_git.display()
+                    ))
                 })?;
                 return Ok(Some(dir.join(target)));
             }
@@ -417,20 +403,16 @@ mod tests {
         (p, cwd)
     }
 
-    #[test]
-    fn the_common_dir_is_read_as_git_reads_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let git_dir = dir.path();
-        assert_eq!(common_dir(git_dir), None);
-        // Only trailing newlines and carriage returns go; spaces are part of the name.
-        std::fs::write(git_dir.join("commondir"), " ../main .git\r\n\n").unwrap();
-        assert_eq!(common_dir(git_dir), Some(git_dir.join(" ../main .git")));
-        std::fs::write(git_dir.join("commondir"), "/srv/repo.git\n").unwrap();
-        assert_eq!(common_dir(git_dir), Some(PathBuf::from("/srv/repo.git")));
-        // A name need not be UTF-8.
-        std::fs::write(git_dir.join("commondir"), b"../m\xffin\n").unwrap();
-        let named: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(b"../m\xffin");
-        assert_eq!(common_dir(git_dir), Some(git_dir.join(named)));
+    /// The repository config check of a git run in `ws/sub`.
+    fn check_in(ws: &Path, sub: &str) -> Result<(), Denial> {
+        let (paths, _) = context_for(ws);
+        let cwd = paths.workspace().join(sub);
+        let ctx = AnalyzerContext {
+            cwd: &cwd,
+            paths: &paths,
+            earlier_writes: false,
+        };
+        check_repository_config(&cwd, &ctx)
     }
 
     #[test]
@@ -447,43 +429,25 @@ mod tests {
         .unwrap();
         std::fs::write(private.join("commondir"), "../..\n").unwrap();
         std::fs::write(ws.join("main/.git/config"), "[core]\n\tbare = false\n").unwrap();
-        let (paths, _) = context_for(ws);
-        let cwd = paths.workspace().join("wt");
-        let ctx = AnalyzerContext {
-            cwd: &cwd,
-            paths: &paths,
-            earlier_writes: false,
-        };
-        assert!(check_repository_config(&cwd, &ctx).is_ok());
-        std::fs::write(
-            ws.join("main/.git/config"),
-            "[core]\n\tfsmonitor = ./watch.sh\n",
-        )
-        .unwrap();
-        let err = check_repository_config(&cwd, &ctx).unwrap_err().reason;
+        assert!(check_in(ws, "wt").is_ok());
+        let unsafe_config = "[core]\n\tfsmonitor = ./watch.sh\n";
+        std::fs::write(ws.join("main/.git/config"), unsafe_config).unwrap();
+        let err = check_in(ws, "wt").unwrap_err().reason;
         assert!(err.contains("main/.git/worktrees/wt/../../config"), "{err}");
     }
 
     #[test]
-    fn absent_files_read_as_none_and_unreadable_ones_as_errors() {
+    fn a_git_dir_whose_name_is_not_utf8_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(read_if_present(&dir.path().join("nothing"))
-            .unwrap()
-            .is_none());
-        assert!(read_if_present(&dir.path().join("no/dir/below"))
-            .unwrap()
-            .is_none());
-        std::fs::write(dir.path().join("f"), "x").unwrap();
-        assert_eq!(
-            read_if_present(&dir.path().join("f")).unwrap().unwrap(),
-            b"x"
-        );
-        // A dangling link is absent, as git's open finds it.
-        std::os::unix::fs::symlink("gone", dir.path().join("link")).unwrap();
-        assert!(read_if_present(&dir.path().join("link")).unwrap().is_none());
-        // A directory where a config file is expected is an error, not an absent file.
-        std::fs::create_dir(dir.path().join("d")).unwrap();
-        assert!(read_if_present(&dir.path().join("d")).is_err());
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("wt")).unwrap();
+        std::fs::write(ws.join("wt/.git"), b"gitdir: ../m\xffin/.git\n").unwrap();
+        let err = check_in(ws, "wt").unwrap_err().reason;
+        assert!(err.contains("not UTF-8"), "{err}");
+        // A file git would refuse is refused too.
+        std::fs::write(ws.join("wt/.git"), "gitdir:../main/.git\n").unwrap();
+        let err = check_in(ws, "wt").unwrap_err().reason;
+        assert!(err.contains("not a gitdir file git accepts"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod extraction;
 mod find;
 mod git;
 pub mod git_config;
+pub mod git_files;
 mod git_forms;
 mod git_objects;
 mod git_repo;
