@@ -291,6 +291,8 @@ async fn trust_in_a_terminal_says_what_tainted_the_conversation() {
         pty.expect("> ", PTY_WAIT);
         pty.send("/trust\r");
         pty.expect("nothing to clear", PTY_WAIT);
+        // Ctrl-D only once the line editor reads again (see the test above).
+        pty.expect("> ", PTY_WAIT);
         pty.send("\u{4}");
         assert!(pty.wait(PTY_WAIT).success());
     })
@@ -551,6 +553,8 @@ async fn chat_offers_always_for_an_hour_and_the_next_same_command_is_not_asked()
         pty.send("again\r");
         let said = pty.expect("Second removal done", PTY_WAIT);
         assert!(!said.contains("[N]o"), "not asked again: {said}");
+        // Ctrl-D only once the line editor reads again (see the terminal chat test).
+        pty.expect("> ", PTY_WAIT);
         pty.send("\u{4}");
         assert!(pty.wait(PTY_WAIT).success());
         pty.screen()
