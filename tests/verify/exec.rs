@@ -196,6 +196,52 @@ fn a_repository_planted_in_a_new_folder_is_removed() {
     assert!(!repo.marker.exists(), "the planted fsmonitor ran");
 }
 
+/// A repository whose git dir lives beside its work tree (`git init --separate-git-dir`, as
+/// linked worktrees and submodules have): its `.git` is a file naming that dir, and the
+/// verifier watches the hooks of the dir git will use, though no `.git` is in their path.
+#[test]
+fn a_hook_planted_in_a_git_dir_a_gitfile_names_is_undone() {
+    if !have_git() {
+        return;
+    }
+    let repo = Repo::new();
+    let project = repo.ws().join("project");
+    let made = Command::new("git")
+        .args(["init", "-q", "--separate-git-dir"])
+        .arg(repo.ws().join("store"))
+        .arg(&project)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", &repo.home)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let gitfile = std::fs::read_to_string(project.join(".git")).unwrap();
+    assert!(gitfile.starts_with("gitdir: "), "{gitfile}");
+    let r = repo.exec("cp hook.sh store/hooks/pre-commit");
+    assert_refused_naming(&r, "store/hooks/pre-commit");
+    assert!(!repo.ws().join("store/hooks/pre-commit").exists());
+    // The user's own commit in the project runs nothing.
+    std::fs::write(project.join("f.txt"), "x\n").unwrap();
+    for args in [&["add", "f.txt"][..], &["commit", "-qm", "f"][..]] {
+        Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "safe.directory=*",
+            ])
+            .args(args)
+            .current_dir(&project)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &repo.home)
+            .output()
+            .unwrap();
+    }
+    assert!(!repo.marker.exists(), "the planted hook ran");
+}
+
 #[test]
 fn the_jail_homes_gitconfig_and_instruction_files_are_put_back() {
     if !have_git() {
