@@ -59,11 +59,16 @@ impl Repo {
 
     /// The user's own git on the host, outside every jail.
     fn git(&self, args: &[&str]) -> std::process::Output {
+        self.git_in(self.ws(), args)
+    }
+
+    /// The user's own git in `dir`.
+    fn git_in(&self, dir: &Path, args: &[&str]) -> std::process::Output {
         Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@t"])
             .args(["-c", "safe.directory=*"])
             .args(args)
-            .current_dir(self.ws())
+            .current_dir(dir)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("HOME", &self.home)
             .output()
@@ -222,23 +227,8 @@ fn a_hook_planted_in_a_git_dir_a_gitfile_names_is_undone() {
     assert!(!repo.ws().join("store/hooks/pre-commit").exists());
     // The user's own commit in the project runs nothing.
     std::fs::write(project.join("f.txt"), "x\n").unwrap();
-    for args in [&["add", "f.txt"][..], &["commit", "-qm", "f"][..]] {
-        Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "safe.directory=*",
-            ])
-            .args(args)
-            .current_dir(&project)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &repo.home)
-            .output()
-            .unwrap();
-    }
+    repo.git_in(&project, &["add", "f.txt"]);
+    repo.git_in(&project, &["commit", "-qm", "f"]);
     assert!(!repo.marker.exists(), "the planted hook ran");
 }
 
