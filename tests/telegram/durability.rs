@@ -37,29 +37,28 @@ async fn wait_for_requests(llm: &FakeLlm, n: usize) {
 
 /// Waits until the bot's store records every run answering `message` as delivered.
 async fn wait_for_answered(env: &BotEnv, message: i64) {
+    use warden::gateway::store::{RunState, RunStore};
     let path = env.home.join(".warden/warden.db");
     let deadline = Instant::now() + WAIT;
     loop {
-        // (runs, of which answered)
-        let counts: Option<(i64, i64)> = rusqlite::Connection::open_with_flags(
-            &path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .and_then(|db| {
-            db.query_row(
-                "SELECT count(*), coalesce(sum(state = 'answered'), 0)
-                           FROM gateway_runs WHERE reply_to = ?1",
-                [message],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        })
-        .ok();
-        if matches!(counts, Some((runs, answered)) if runs > 0 && runs == answered) {
-            return;
+        // The states of the runs answering `message` (None while the store is busy).
+        let states: Option<Vec<RunState>> = warden::schema::open(&path)
+            .and_then(|db| RunStore::new(db).recent(None, i64::MAX, 1000))
+            .ok()
+            .map(|runs| {
+                runs.into_iter()
+                    .filter(|run| run.reply_to.map(i64::from) == Some(message))
+                    .map(|run| run.state)
+                    .collect()
+            });
+        if let Some(states) = &states {
+            if !states.is_empty() && states.iter().all(|s| *s == RunState::Answered) {
+                return;
+            }
         }
         assert!(
             Instant::now() < deadline,
-            "the run answering {message} was not recorded as answered: {counts:?}"
+            "the run answering {message} was not recorded as answered: {states:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
