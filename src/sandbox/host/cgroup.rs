@@ -159,6 +159,12 @@ impl ProcessCgroup {
         pids.len()
     }
 
+    /// Remove the directory if no live process is in it; false if it holds one (EBUSY), or
+    /// is gone already or cannot be removed (then nothing can be told about what is left).
+    pub fn remove_if_empty(&self) -> bool {
+        fs::remove_dir(&self.dir).is_ok()
+    }
+
     /// Remove the directory; fails (EBUSY) while a process is still in it.
     pub fn remove(&self) -> io::Result<()> {
         match fs::remove_dir(&self.dir) {
@@ -335,6 +341,49 @@ mod tests {
         assert!(cg.pids().is_empty());
         cg.remove().unwrap();
         assert!(!cg.dir().exists());
+    }
+
+    #[test]
+    fn a_cgroup_is_removed_if_empty_once_its_last_process_is_a_zombie() {
+        if !super::super::kernel::is_root() {
+            eprintln!("skipped: creating pids cgroups needs root here");
+            return;
+        }
+        let root = match PidsCgroupRoot::detect() {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("skipped: no usable pids cgroup: {why}");
+                return;
+            }
+        };
+        let cg = root.create(4).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        fs::write(cg.dir().join("cgroup.procs"), child.id().to_string()).unwrap();
+        // Alive: the cgroup stays, and so does whatever the jail would have to kill.
+        assert!(!cg.remove_if_empty());
+        assert!(cg.dir().exists());
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        // Dead but not reaped (what the jail's leader is when it is checked).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid for our own child, leaving the zombie in place (WNOWAIT).
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                child.id(),
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0);
+        assert!(cg.remove_if_empty(), "a zombie kept its cgroup");
+        assert!(!cg.dir().exists());
+        // Gone already: nothing can be told about it.
+        assert!(!cg.remove_if_empty());
+        child.wait().unwrap();
     }
 
     #[test]

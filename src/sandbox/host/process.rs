@@ -140,14 +140,20 @@ impl HostProcess {
         group_alive || in_cgroup > 0
     }
 
-    /// After the leader exited: kill the rest, reap the leader, and wait until nothing is left.
-    async fn finish(&mut self) -> io::Result<ExitStatus> {
-        // The zombie leader still pins the group id here.
-        self.kill_once();
+    /// Reap the exited leader and keep its status.
+    fn reap(&mut self) -> io::Result<ExitStatus> {
         let status = self
             .waitid(0)?
             .ok_or_else(|| io::Error::other("the jailed process vanished before being reaped"))?;
         self.status = Some(status);
+        Ok(status)
+    }
+
+    /// After the leader exited: kill the rest, reap the leader, and wait until nothing is left.
+    async fn finish(&mut self) -> io::Result<ExitStatus> {
+        // The zombie leader still pins the group id here.
+        self.kill_once();
+        let status = self.reap()?;
 
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
@@ -211,6 +217,15 @@ impl JailedProcess for HostProcess {
             return Ok(status);
         }
         self.exited().await?;
+        if self.cgroup.as_ref().is_some_and(|cg| cg.remove_if_empty()) {
+            // Nothing of the jailed tree is alive: every process of it is in the cgroup (it
+            // cannot leave: seccomp denies setsid/setpgid, Landlock the cgroup files), and the
+            // kernel removes a cgroup only once no live process is left in it (the zombie
+            // leader no longer counts). So there is nothing to count or kill: reap the leader.
+            let status = self.reap()?;
+            crate::sandbox::steps::mark("group killed, reaped, cgroup removed");
+            return Ok(status);
+        }
         self.background = self.live_members();
         Ok(self.finish().await?)
     }
