@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A linker script that places the functions named on stdin first in BINARY's .text.
 
-    link/layout.py [--static-libc] BINARY HEADER_FILE < names > layout.ld
+    link/layout.py [--static-libc] [--at-least N] BINARY HEADER_FILE < names > layout.ld
 
-The names are those of functions that ran (link/gateway-layout.sh reads them from a
+Exits 3 without writing anything when fewer than N functions of BINARY ran: the profile
+stopped early, and a layout made from it would throw the present one away. The names are
+those of functions that ran (link/gateway-layout.sh reads them from a
 callgrind profile, link/front-layout.sh from link/trace-functions.py). HEADER_FILE is the
 comment the script opens with: why this binary's hot code is placed together. The script
 matches sections, not addresses, so it stays valid across rebuilds; a name that matches
@@ -49,6 +51,9 @@ def main():
     static_libc = args[:1] == ["--static-libc"]
     if static_libc:
         args = args[1:]
+    at_least = 0
+    if args[:1] == ["--at-least"] and len(args) > 1 and args[1].isdigit():
+        at_least, args = int(args[1]), args[2:]
     if len(args) != 2:
         sys.exit(__doc__)
     binary, header = args[0], open(args[1]).read()
@@ -76,6 +81,10 @@ def main():
             patterns.add(".text.unlikely." + name.removesuffix(".cold"))
         else:
             patterns.add(".text." + name)
+    if len(patterns) < at_least:
+        print(f"only {len(patterns)} functions of {binary} ran (at least {at_least} expected)",
+              file=sys.stderr)
+        sys.exit(3)
     print(header.rstrip())
     print("SECTIONS\n{\n  .text :\n  {")
     for pattern in sorted(patterns):

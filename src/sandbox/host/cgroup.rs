@@ -322,18 +322,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn per_process_cgroup_is_created_limited_and_removed() {
+    /// The pids cgroup root, or None (having said why the test is skipped).
+    fn usable_root() -> Option<PidsCgroupRoot> {
         if !super::super::kernel::is_root() {
             eprintln!("skipped: creating pids cgroups needs root here");
-            return;
+            return None;
         }
-        let root = match PidsCgroupRoot::detect() {
-            Ok(r) => r,
-            Err(why) => {
-                eprintln!("skipped: no usable pids cgroup: {why}");
-                return;
-            }
+        PidsCgroupRoot::detect()
+            .map_err(|why| eprintln!("skipped: no usable pids cgroup: {why}"))
+            .ok()
+    }
+
+    #[test]
+    fn per_process_cgroup_is_created_limited_and_removed() {
+        let Some(root) = usable_root() else {
+            return;
         };
         let cg = root.create(17).unwrap();
         assert_eq!(read_pids_max(cg.dir()).unwrap(), "17");
@@ -345,16 +348,8 @@ mod tests {
 
     #[test]
     fn a_cgroup_is_removed_if_empty_once_its_last_process_is_a_zombie() {
-        if !super::super::kernel::is_root() {
-            eprintln!("skipped: creating pids cgroups needs root here");
+        let Some(root) = usable_root() else {
             return;
-        }
-        let root = match PidsCgroupRoot::detect() {
-            Ok(r) => r,
-            Err(why) => {
-                eprintln!("skipped: no usable pids cgroup: {why}");
-                return;
-            }
         };
         let cg = root.create(4).unwrap();
         let mut child = std::process::Command::new("sleep")
@@ -388,16 +383,8 @@ mod tests {
 
     #[test]
     fn leftovers_of_a_dead_warden_are_killed_and_removed() {
-        if !super::super::kernel::is_root() {
-            eprintln!("skipped: creating pids cgroups needs root here");
+        let Some(root) = usable_root() else {
             return;
-        }
-        let root = match PidsCgroupRoot::detect() {
-            Ok(r) => r,
-            Err(why) => {
-                eprintln!("skipped: no usable pids cgroup: {why}");
-                return;
-            }
         };
         // A pid that no longer exists stands in for a crashed warden.
         let mut gone = std::process::Command::new("true").spawn().unwrap();
