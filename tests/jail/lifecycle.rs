@@ -69,6 +69,32 @@ fn background_children_die_when_the_command_exits() {
     assert_eq!(survivors(&format!("sleep {m}")), Vec::<u32>::new());
 }
 
+/// The teardown takes an empty pids cgroup for a tree with nothing left alive; that holds only
+/// if no process of the tree can move itself out of the cgroup (into the root cgroup, where
+/// warden's user may write as root). The attempt fails, and the process dies with the command.
+#[test]
+fn a_background_child_cannot_leave_its_pids_cgroup_and_dies_with_the_command() {
+    let env = Env::new();
+    let m = marker();
+    let escape = format!(
+        "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/pids/cgroup.procs \
+         /sys/fs/cgroup/pids/tasks; do echo $$ 2>/dev/null > $f && echo moved to $f; done; \
+         touch tried; exec sleep {m}"
+    );
+    let script = format!("sh -c '{escape}' & until [ -e tried ]; do sleep 0.05; done; echo done");
+    let r = env.jail_with(&["--timeout", "30"], &["sh", "-c", &script]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        r.stdout, "done\n",
+        "a jailed process left its cgroup: {r:?}"
+    );
+    assert!(
+        r.elapsed < Duration::from_secs(5),
+        "waited for the background job: {r:?}"
+    );
+    assert_eq!(survivors(&format!("sleep {m}")), Vec::<u32>::new());
+}
+
 #[test]
 fn fork_bomb_hits_the_limit_and_the_host_stays_responsive() {
     let env = Env::new();

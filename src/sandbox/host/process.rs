@@ -218,10 +218,15 @@ impl JailedProcess for HostProcess {
         }
         self.exited().await?;
         if self.cgroup.as_ref().is_some_and(|cg| cg.remove_if_empty()) {
-            // Nothing of the jailed tree is alive: every process of it is in the cgroup (it
-            // cannot leave: seccomp denies setsid/setpgid, Landlock the cgroup files), and the
-            // kernel removes a cgroup only once no live process is left in it (the zombie
-            // leader no longer counts). So there is nothing to count or kill: reap the leader.
+            // Nothing of the jailed tree is alive: the kernel removes a cgroup only once no
+            // live process is left in it (the zombie leader no longer counts), and every
+            // process of the tree is in it (Landlock keeps the cgroup files out of reach). So
+            // there is nothing to count or wait for. The group is still killed once, while the
+            // zombie leader pins its id: in the weak mode without Landlock a process could
+            // have moved itself to another cgroup, though not out of the group (seccomp denies
+            // setsid and setpgid).
+            // SAFETY: kill(2) of the jailed process group; the unreaped leader pins its id.
+            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
             let status = self.reap()?;
             crate::sandbox::steps::mark("group killed, reaped, cgroup removed");
             return Ok(status);
