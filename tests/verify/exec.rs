@@ -211,14 +211,7 @@ fn a_hook_planted_in_a_git_dir_a_gitfile_names_is_undone() {
     }
     let repo = Repo::new();
     let project = repo.ws().join("project");
-    let made = Command::new("git")
-        .args(["init", "-q", "--separate-git-dir"])
-        .arg(repo.ws().join("store"))
-        .arg(&project)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &repo.home)
-        .output()
-        .unwrap();
+    let made = repo.git(&["init", "-q", "--separate-git-dir", "store", "project"]);
     assert!(made.status.success(), "{made:?}");
     let gitfile = std::fs::read_to_string(project.join(".git")).unwrap();
     assert!(gitfile.starts_with("gitdir: "), "{gitfile}");

@@ -310,18 +310,12 @@ fn checkable(dir: &Path) -> Result<&str, Denial> {
 /// Whether the repository at `start` has submodules (a `.gitmodules` file in its work tree or
 /// a `modules` folder in its git dir).
 fn has_submodules(start: &Path) -> Result<bool, Denial> {
-    let Some(git_dir) = discover_git_dir(start)? else {
+    let Some(at) = locate(start)? else {
         return Ok(false);
     };
-    // The work tree is where `.git` was found (for a linked worktree `.git` is a file naming a
-    // git dir elsewhere, so the git dir's parent is not the work tree).
-    let work_tree = start
-        .ancestors()
-        .find(|dir| dir.join(".git").symlink_metadata().is_ok());
-    let common = common_dir(&git_dir).unwrap_or_else(|| git_dir.clone());
-    Ok(git_dir.join("modules").exists()
-        || common.join("modules").exists()
-        || work_tree.is_some_and(|w| w.join(".gitmodules").exists()))
+    Ok(at.git_dir.join("modules").exists()
+        || at.common_dir.join("modules").exists()
+        || at.work_tree.join(".gitmodules").exists())
 }
 
 /// `git format-patch --stdout` (nothing written) or `-o DIR` (the folder is checked as a write
@@ -350,6 +344,8 @@ fn locate(start: &Path) -> Result<Option<Location>, Denial> {
     let Some(git_dir) = discover_git_dir(start)? else {
         return Ok(None);
     };
+    // The work tree is where `.git` was found (for a linked worktree `.git` is a file naming a
+    // git dir elsewhere, so the git dir's parent is not the work tree).
     let work_tree = start
         .ancestors()
         .find(|dir| dir.join(".git").symlink_metadata().is_ok())
