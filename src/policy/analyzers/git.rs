@@ -433,6 +433,29 @@ mod tests {
     }
 
     #[test]
+    fn submodules_are_found_in_the_work_tree_the_git_dir_and_the_common_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("main/.git/worktrees/wt")).unwrap();
+        std::fs::create_dir_all(ws.join("main/src")).unwrap();
+        assert!(!has_submodules(&ws.join("main/src")).unwrap());
+        // `.gitmodules` at the work tree's top, seen from a folder below it.
+        std::fs::write(ws.join("main/.gitmodules"), "").unwrap();
+        assert!(has_submodules(&ws.join("main/src")).unwrap());
+        std::fs::remove_file(ws.join("main/.gitmodules")).unwrap();
+        // A linked worktree: no `.gitmodules` of its own, the modules in the common dir.
+        let private = ws.join("main/.git/worktrees/wt");
+        std::fs::create_dir_all(ws.join("wt")).unwrap();
+        let gitfile = format!("gitdir: {}\n", private.display());
+        std::fs::write(ws.join("wt/.git"), gitfile).unwrap();
+        std::fs::write(private.join("commondir"), "../..\n").unwrap();
+        assert!(!has_submodules(&ws.join("wt")).unwrap());
+        std::fs::create_dir(ws.join("main/.git/modules")).unwrap();
+        assert!(has_submodules(&ws.join("wt")).unwrap());
+        assert!(has_submodules(&ws.join("main")).unwrap());
+    }
+
+    #[test]
     fn a_git_dir_whose_name_is_not_utf8_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
