@@ -341,16 +341,9 @@ fn stash_reads(sub: &str, rest: &[String]) -> bool {
 
 /// The repository git would use from `start`: its git dir, common dir and work tree.
 fn locate(start: &Path) -> Result<Option<Location>, Denial> {
-    let Some(git_dir) = discover_git_dir(start)? else {
+    let Some((git_dir, work_tree)) = discover(start)? else {
         return Ok(None);
     };
-    // The work tree is where `.git` was found (for a linked worktree `.git` is a file naming a
-    // git dir elsewhere, so the git dir's parent is not the work tree).
-    let work_tree = start
-        .ancestors()
-        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
-        .unwrap_or(start)
-        .to_path_buf();
     let common_dir = common_dir(&git_dir).unwrap_or_else(|| git_dir.clone());
     Ok(Some(Location {
         git_dir,
@@ -359,12 +352,19 @@ fn locate(start: &Path) -> Result<Option<Location>, Denial> {
     }))
 }
 
-/// Walk up from `start` as git does: the first `.git` directory or `gitdir:` file wins.
+/// The git dir git would use from `start`.
 fn discover_git_dir(start: &Path) -> Result<Option<PathBuf>, Denial> {
+    Ok(discover(start)?.map(|(git_dir, _)| git_dir))
+}
+
+/// Walk up from `start` as git does: the first `.git` directory or `gitdir:` file wins. The git
+/// dir and the work tree, which is where `.git` was found (for a linked worktree `.git` is a
+/// file naming a git dir elsewhere, so the git dir's parent is not the work tree).
+fn discover(start: &Path) -> Result<Option<(PathBuf, PathBuf)>, Denial> {
     for dir in start.ancestors() {
         let dot_git = dir.join(".git");
         match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) if meta.is_dir() => return Ok(Some(dot_git)),
+            Ok(meta) if meta.is_dir() => return Ok(Some((dot_git, dir.to_path_buf()))),
             Ok(meta) if meta.is_file() => {
                 let bytes = std::fs::read(&dot_git)
                     .map_err(|e| Denial::new(format!("cannot read {}: {e}", dot_git.display())))?;
@@ -374,7 +374,7 @@ fn discover_git_dir(start: &Path) -> Result<Option<PathBuf>, Denial> {
                         dot_git.display()
                     ))
                 })?;
-                return Ok(Some(dir.join(target)));
+                return Ok(Some((dir.join(target), dir.to_path_buf())));
             }
             Ok(_) => {
                 return Err(Denial::new(format!(
