@@ -168,9 +168,13 @@ impl Core {
     pub fn workspace_tools(&self, background: Option<Arc<Background>>) -> ToolSet {
         let outputs = self.workspace.join(".warden/outputs");
         let mut tools = ToolSet::new(self.db.clone(), outputs.clone());
+        let mut checker = crate::policy::Checker::new(self.policy.clone(), (*self.paths).clone());
+        if let Some(network) = &self.network {
+            checker.set_jail_variables(network.jail_variables());
+        }
         let mut bash = BashTool::new(
             self.policy.clone(),
-            crate::policy::Checker::new(self.policy.clone(), (*self.paths).clone()),
+            checker,
             self.sandboxes.clone(),
             std::time::Duration::from_secs(self.config.sandbox.timeout_secs),
             outputs,

@@ -77,6 +77,8 @@ pub fn run(args: ExecArgs, config_path: Option<&Path>) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // `$NAME` of a `[network.secrets]` binding expands to the placeholder the jail holds.
+    checker.set_jail_variables(network.jail_variables());
     if let Err(why) = checker
         .paths()
         .refuse_exposing(&config.own_files(policy.as_deref()))

@@ -62,9 +62,15 @@ fn checkers(args: &CheckArgs, count: usize) -> anyhow::Result<Vec<Checker>> {
         &args.network,
     )?);
     let (workspace, read_roots) = (&args.workspace, &args.read_roots);
+    // As `warden exec` runs it: `$NAME` of a `[network.secrets]` binding is its placeholder.
+    let jail_variables = args.network.over(policy.network()).jail_variables();
     // `~` is the workspace: in the jail HOME is the workspace.
     (0..count.max(1))
-        .map(|_| Ok(policy.checker(workspace, read_roots, workspace)?))
+        .map(|_| {
+            let mut checker = policy.checker(workspace, read_roots, workspace)?;
+            checker.set_jail_variables(jail_variables.clone());
+            Ok(checker)
+        })
         .collect()
 }
 

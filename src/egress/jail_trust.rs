@@ -7,6 +7,20 @@ pub struct TrustFiles {
     dir: tempfile::TempDir,
 }
 
+/// The variables TLS clients read for the file that replaces their default store: set to
+/// `bundle.pem` in a jail with the proxy.
+pub const BUNDLE_VARIABLES: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "CARGO_HTTP_CAINFO",
+    "PIP_CERT",
+];
+
+/// Node's variable for a CA added to its own roots: set to `ca.pem`.
+pub const EXTRA_CA_VARIABLE: &str = "NODE_EXTRA_CA_CERTS";
+
 /// Where distributions keep the system's CA bundle.
 const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/certs/ca-certificates.crt",

@@ -215,18 +215,11 @@ impl JailedNetwork {
         // The run's CA, trusted by the jail's clients so the proxy can look inside HTTPS to
         // hosts with method/path rules or secrets; the real roots stay trusted alongside.
         let bundle = self.trust.bundle().display().to_string();
-        for name in [
-            "SSL_CERT_FILE",
-            "REQUESTS_CA_BUNDLE",
-            "CURL_CA_BUNDLE",
-            "GIT_SSL_CAINFO",
-            "CARGO_HTTP_CAINFO",
-            "PIP_CERT",
-        ] {
+        for name in super::jail_trust::BUNDLE_VARIABLES {
             spec.env.push((name.into(), bundle.clone()));
         }
         spec.env.push((
-            "NODE_EXTRA_CA_CERTS".into(),
+            super::jail_trust::EXTRA_CA_VARIABLE.into(),
             self.trust.ca().display().to_string(),
         ));
         spec.read_roots.push(self.trust.dir().to_path_buf());

@@ -120,6 +120,16 @@ impl NetworkConfig {
         !self.hosts.is_empty() || !self.presets.is_empty()
     }
 
+    /// The variables a jail with this network holds for `[network.secrets]`, with their
+    /// placeholders (none without rules: such a jail has no network and no such variables).
+    /// The policy's checker expands `$NAME` to these (`Checker::set_jail_variables`).
+    pub fn jail_variables(&self) -> Vec<(String, String)> {
+        match self.has_rules() {
+            true => super::network_secrets::jail_variables(&self.secrets),
+            false => Vec::new(),
+        }
+    }
+
     /// `self` (the config's section) over `base` (a policy file's): an entry here replaces
     /// the base's entry for the same key.
     pub fn over(&self, base: &NetworkConfig) -> NetworkConfig {

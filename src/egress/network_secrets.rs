@@ -8,14 +8,16 @@
 //! header = "Authorization"                   # the default
 //! ```
 //!
-//! Inside the jail `GITHUB_TOKEN` holds a placeholder made for the run. The egress proxy, which
-//! looks inside HTTPS to the bound hosts (`proxy::intercept`), swaps the real value for the
-//! placeholder in that one header (also inside `Basic` credentials, as git sends them) of a
-//! request that matches; toward every other host, and over plain HTTP, the placeholder goes
-//! out unchanged. The value comes from warden's secret store, as a skill route's does:
+//! Inside the jail `GITHUB_TOKEN` holds a placeholder, random and the same for every run of the
+//! warden process ([`placeholder`]); `$GITHUB_TOKEN` on a command line expands to it as well.
+//! The egress proxy, which looks inside HTTPS to the bound hosts (`proxy::intercept`), swaps
+//! the real value for the placeholder in that one header (also inside `Basic` credentials, as
+//! git sends them) of a request that matches; toward every other host, and over plain HTTP, the
+//! placeholder goes out unchanged. The value comes from warden's secret store, as a skill route's does:
 //! `[skills.secrets] NAME` in the config or `WARDEN_SECRET_NAME` in warden's environment.
 
 use super::http_rules::HttpRules;
+use super::jail_trust::{BUNDLE_VARIABLES, EXTRA_CA_VARIABLE};
 use super::rules::normalize_host;
 use crate::secret::Secret;
 use serde::Deserialize;
@@ -48,6 +50,11 @@ const RESERVED: &[&str] = &[
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "GIT_ALLOW_PROTOCOL",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_TERMINAL_PROMPT",
+    "GIT_NO_LAZY_FETCH",
+    "PAGER",
+    "GIT_PAGER",
 ];
 
 /// Headers that frame the request or address the proxy: the proxy writes those itself.
@@ -85,6 +92,8 @@ impl SecretBinding {
             && !name.starts_with(|c: char| c.is_ascii_digit());
         if !name_ok
             || RESERVED.contains(&name)
+            || BUNDLE_VARIABLES.contains(&name)
+            || name == EXTRA_CA_VARIABLE
             || name.starts_with("WARDEN_")
             || name.to_ascii_lowercase().ends_with("_proxy")
         {
@@ -131,6 +140,29 @@ pub fn check_secrets(secrets: &BTreeMap<String, SecretBinding>) -> Result<(), St
         .try_for_each(|(name, binding)| binding.check(name))
 }
 
+/// The placeholder `name`'s variable holds in a jail: random, and the same for every run of
+/// this warden process. The policy expands `$NAME` on a command line when it checks the line,
+/// before the line's proxy exists, so the value must be known then: what was checked (the
+/// placeholder in the text) is what runs, and the proxy swaps that same text.
+pub fn placeholder(name: &str) -> String {
+    static TAIL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let tail = TAIL.get_or_init(|| {
+        let mut random = [0u8; 12];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut random);
+        random.iter().map(|b| format!("{b:02x}")).collect()
+    });
+    format!("warden-placeholder-{name}-{tail}")
+}
+
+/// The variables `[network.secrets]` sets in a jail that has the network, with their
+/// placeholders: what the policy expands `$NAME` to.
+pub fn jail_variables(secrets: &BTreeMap<String, SecretBinding>) -> Vec<(String, String)> {
+    secrets
+        .keys()
+        .map(|name| (name.clone(), placeholder(name)))
+        .collect()
+}
+
 /// A binding ready for the proxy: the placeholder the jail sees and the value it stands for.
 #[derive(Clone, Debug)]
 pub struct BoundSecret {
@@ -156,12 +188,9 @@ impl BoundSecret {
             &format!("[network.secrets] {name}"),
             lookup,
         )?;
-        let mut random = [0u8; 12];
-        rand::RngCore::fill_bytes(&mut rand::rng(), &mut random);
-        let tail: String = random.iter().map(|b| format!("{b:02x}")).collect();
         Ok(BoundSecret {
             name: name.to_string(),
-            placeholder: format!("warden-placeholder-{name}-{tail}"),
+            placeholder: placeholder(name),
             value,
             header: binding.header_name().to_string(),
             hosts: binding
@@ -218,8 +247,31 @@ mod tests {
         assert!(!bound.applies("github.com", "GET", "/repos/x"));
         assert!(!bound.applies("api.github.com", "POST", "/repos/x"));
         assert!(!bound.applies("api.github.com", "GET", "/user"));
-        let other = BoundSecret::resolve("GH_TOKEN", &b, &|_| Some(Secret::new("real"))).unwrap();
-        assert_ne!(bound.placeholder, other.placeholder, "one per run");
+        // The policy expands `$GH_TOKEN` before the run's proxy exists: the same placeholder
+        // for every run of the process, one per name.
+        let again = BoundSecret::resolve("GH_TOKEN", &b, &|_| Some(Secret::new("real"))).unwrap();
+        assert_eq!(bound.placeholder, again.placeholder);
+        let other = BoundSecret::resolve("NPM_TOKEN", &b, &|_| Some(Secret::new("real"))).unwrap();
+        assert!(other
+            .placeholder
+            .starts_with("warden-placeholder-NPM_TOKEN-"));
+        assert_eq!(
+            other
+                .placeholder
+                .strip_prefix("warden-placeholder-NPM_TOKEN-"),
+            bound
+                .placeholder
+                .strip_prefix("warden-placeholder-GH_TOKEN-")
+        );
+        let tail = &bound.placeholder["warden-placeholder-GH_TOKEN-".len()..];
+        assert_eq!(tail.len(), 24, "12 random bytes");
+        assert!(tail.chars().all(|c| c.is_ascii_hexdigit()));
+        let mut secrets = BTreeMap::new();
+        secrets.insert("GH_TOKEN".to_string(), b.clone());
+        assert_eq!(
+            jail_variables(&secrets),
+            [("GH_TOKEN".to_string(), bound.placeholder.clone())]
+        );
     }
 
     #[test]
@@ -228,6 +280,12 @@ mod tests {
             ("PATH", "hosts = [\"a.com\"]", "the jail's variable"),
             ("lower", "hosts = [\"a.com\"]", "the jail's variable"),
             ("HTTPS_PROXY", "hosts = [\"a.com\"]", "the jail's variable"),
+            ("GIT_PAGER", "hosts = [\"a.com\"]", "the jail's variable"),
+            (
+                "SSL_CERT_FILE",
+                "hosts = [\"a.com\"]",
+                "the jail's variable",
+            ),
             ("T", "hosts = []", "hosts is empty"),
             ("T", "hosts = [\"https://a.com\"]", "must be a name"),
             ("T", "hosts = [\"10.0.0.1\"]", "must be a name"),

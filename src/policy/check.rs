@@ -43,6 +43,9 @@ pub struct Checker {
     /// In a cell: a command substitution's source is parsed while its command is checked.
     parser: RefCell<tree_sitter::Parser>,
     unknown_variables: UnknownVariables,
+    /// Variables the jail's environment sets with values known before the line runs (name,
+    /// value): `[network.secrets]` placeholders. Expanded as written here, never to nothing.
+    jail_variables: Vec<(String, String)>,
     /// Whether warden's executor runs the commands (it runs command substitutions itself);
     /// `false` for a real shell, which would run them unchecked.
     substitutions: bool,
@@ -135,8 +138,16 @@ impl Checker {
             paths,
             parser: RefCell::new(parser),
             unknown_variables: UnknownVariables::Empty,
+            jail_variables: Vec::new(),
             substitutions: true,
         }
+    }
+
+    /// Variables the jail's environment will hold, with their values (`[network.secrets]`
+    /// placeholders, `NetworkConfig::jail_variables`): `$NAME` on a command line expands to
+    /// the value, as bash in the jail would, instead of to nothing.
+    pub fn set_jail_variables(&mut self, variables: Vec<(String, String)>) {
+        self.jail_variables = variables;
     }
 
     /// For commands a real shell runs (the Claude Code hook), not warden's executor: a
@@ -370,6 +381,7 @@ impl Checker {
             max_glob_matches: self.policy.settings().max_glob_matches,
             vars: &walk.vars,
             unknown_variables: self.unknown_variables,
+            jail_vars: &self.jail_variables,
             home_used: Default::default(),
         }
     }

@@ -1,7 +1,8 @@
 //! Expansion of a [`RawWord`] into the literal argument(s) that will run, in bash's order:
 //! brace expansion (`{a,b}`, `{1..3}`), tilde expansion (a leading `~`, and after `=`/`:` in a
 //! word shaped like an assignment), variables (`$HOME`, `$PWD`, loop variables, a few sandbox
-//! variables such as `$PATH`, and `$?` where the caller allows it), then unquoted globs
+//! variables such as `$PATH`, the jail's `[network.secrets]` placeholders, and `$?` where the
+//! caller allows it), then unquoted globs
 //! against the filesystem with every match checked against the readable roots. The result is
 //! final: the executor passes these strings to the program unchanged (only `$?` is written at
 //! run time, at the offsets recorded here).
@@ -24,6 +25,8 @@ pub struct Expander<'a> {
     /// `None`: set by a loop that has ended (its value depends on what ran).
     pub vars: &'a [(String, Option<String>)],
     pub unknown_variables: UnknownVariables,
+    /// Variables the jail's environment sets to values known now (`Checker::set_jail_variables`).
+    pub jail_vars: &'a [(String, String)],
     /// Set when a word used `~` or `$HOME`: a refusal then says what they meant.
     pub home_used: Cell<bool>,
 }
@@ -378,7 +381,10 @@ impl Expander<'_> {
                 Ok(path_chars(self.paths.home()).collect())
             }
             "PWD" => Ok(path_chars(self.cwd).collect()),
-            other => match assignments::readable(other) {
+            other => match assignments::readable(other).or_else(|| {
+                let set = self.jail_vars.iter().find(|(n, _)| n == other);
+                set.map(|(_, value)| value.clone())
+            }) {
                 Some(value) => Ok(value),
                 None if self.unknown_variables == UnknownVariables::Empty
                     && unset_everywhere(other) =>
@@ -935,6 +941,7 @@ mod tests {
             max_glob_matches: 100,
             vars: &[],
             unknown_variables: UnknownVariables::Empty,
+            jail_vars: &[],
             home_used: Default::default(),
         };
         let quoted = |text: &str| {

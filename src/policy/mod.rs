@@ -527,6 +527,68 @@ mod tests {
     }
 
     #[test]
+    fn a_jail_variable_expands_to_its_value_where_an_unset_one_expands_to_nothing() {
+        let rules: crate::egress::network::NetworkConfig = toml::from_str(
+            "[hosts]\n\"a.test\" = \"allow\"\n[secrets.GH_TOKEN]\nhosts = [\"a.test\"]",
+        )
+        .unwrap();
+        let policy = Arc::new(Policy::load_with_network(None, &rules).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let argv = |checker: &mut Checker, command: &str| {
+            let verdict = checker.check(command);
+            assert_eq!(
+                verdict.decision,
+                Decision::Allow,
+                "{command}: {}",
+                verdict.reason
+            );
+            let commands: Vec<_> = verdict.script.commands().map(|c| c.argv.clone()).collect();
+            commands
+        };
+        let command = "curl -sS -H \"Authorization: Bearer $GH_TOKEN\" https://a.test/x";
+        let header = |argv: Vec<Vec<String>>| {
+            let at = argv[0].iter().position(|a| a == "-H").unwrap();
+            argv[0][at + 1].clone()
+        };
+        let mut plain = policy.checker(&ws, &[], &ws).unwrap();
+        assert_eq!(
+            header(argv(&mut plain, command)),
+            "Authorization: Bearer ",
+            "without the jail's value, as bash expands an unset variable"
+        );
+        let mut checker = policy.checker(&ws, &[], &ws).unwrap();
+        let variables = rules.jail_variables();
+        assert_eq!(variables.len(), 1);
+        let placeholder = variables[0].1.clone();
+        assert!(placeholder.starts_with("warden-placeholder-GH_TOKEN-"));
+        checker.set_jail_variables(variables);
+        assert_eq!(
+            header(argv(&mut checker, command)),
+            format!("Authorization: Bearer {placeholder}")
+        );
+        // Unquoted, in a loop's own variable of the same name, in other words.
+        assert_eq!(
+            argv(&mut checker, "echo $GH_TOKEN")[0],
+            ["echo", &placeholder]
+        );
+        assert_eq!(
+            argv(&mut checker, "for GH_TOKEN in a; do echo $GH_TOKEN; done")[0],
+            ["echo", "a"]
+        );
+        assert_eq!(
+            argv(&mut checker, "echo \"${GH_TOKEN}\"x")[0],
+            ["echo", &format!("{placeholder}x")]
+        );
+        // Other variables the jail does not set still expand to nothing.
+        assert_eq!(argv(&mut checker, "echo x$NPM_TOKEN")[0], ["echo", "x"]);
+        // Without rules a jail has no network and no such variable.
+        let no_rules: crate::egress::network::NetworkConfig =
+            toml::from_str("[secrets.GH_TOKEN]\nhosts = [\"a.test\"]").unwrap();
+        assert!(no_rules.jail_variables().is_empty());
+    }
+
+    #[test]
     fn a_verdict_written_as_json_is_the_same_text_as_its_json_value() {
         let policy = Arc::new(Policy::embedded_default());
         let dir = tempfile::tempdir().unwrap();

@@ -57,6 +57,12 @@ impl CommandNetwork {
         }))
     }
 
+    /// The variables a line's jail holds for `[network.secrets]`, with their placeholders:
+    /// what the checker expands `$NAME` to (`Checker::set_jail_variables`).
+    pub fn jail_variables(&self) -> Vec<(String, String)> {
+        self.config.jail_variables()
+    }
+
     /// Why `script` must be approved before it runs in a run tainted as `taint`, or `None`.
     pub fn why_ask(&self, script: &Script, taint: &Taint) -> Option<String> {
         if !script.may_use_network() || self.rules.all_allowed_by_user() {

@@ -166,6 +166,39 @@ async fn a_line_that_may_use_the_network_does_not_start_in_the_background() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_command_line_expands_a_network_secrets_variable_to_its_placeholder() {
+    let web = FakeWeb::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(
+        home.path(),
+        &network_toml(
+            &web,
+            "[network.secrets.GH_TOKEN]\nhosts = [\"allowed.test\"]",
+            "\"allowed.test\" = \"allow\"",
+        ),
+    );
+    let llm = FakeLlm::anthropic_with(script).await;
+    let out = warden_run(
+        home.path(),
+        &llm,
+        "run echo \"[$GH_TOKEN]\" then run echo \"[$NPM_TOKEN]\"",
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let results = llm.last_request().tool_results();
+    assert_eq!(results.len(), 2, "{results:?}");
+    // What the jail's variable holds (as the bash tool's checker expands it), not nothing.
+    assert!(
+        results[0]
+            .content
+            .starts_with("[warden-placeholder-GH_TOKEN-"),
+        "{results:?}"
+    );
+    // A variable no binding names still expands to nothing, as bash would.
+    assert!(results[1].content.starts_with("[]"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_network_rules_curl_stays_refused_in_the_agent() {
     let web = FakeWeb::start().await;
     let home = tempfile::tempdir().unwrap();

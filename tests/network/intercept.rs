@@ -77,9 +77,9 @@ fn authorizations(server: &TlsServer) -> Vec<String> {
         .collect()
 }
 
-/// What a program in the jail does with the variable (warden's policy expands `$GH_TOKEN` in
-/// a command line itself, to nothing: the placeholder is for programs that read their
-/// environment, as `gh`, git credential helpers and SDKs do). `request URL` sends a GET with
+/// What a program in the jail does with the variable, as `gh`, git credential helpers and SDKs
+/// read it from their environment (a command line's `$GH_TOKEN` is tested with curl below).
+/// `request URL` sends a GET with
 /// `Authorization: Bearer $GH_TOKEN` through the proxy; `leak` prints everything the jail can
 /// read that might hold the secret: its environment, `/proc/self/environ`, every
 /// `/proc/*/environ` and `cmdline` it can open, and every file under TMPDIR and the workspace.
@@ -145,6 +145,26 @@ fn check(as_nobody: bool) {
         [format!("Bearer {REAL}")],
         "the value was swapped in"
     );
+
+    // On a command line: the policy expands `$GH_TOKEN` to the placeholder the jail holds (not
+    // to nothing), and the proxy swaps it as it does the environment's.
+    let curl = exec("curl -sS -f -H \"Authorization: Bearer $GH_TOKEN\" https://api.test/repos/y")
+        .unwrap();
+    assert_eq!(curl.status, 0, "{curl:?}");
+    assert_eq!(curl.stdout, "hello over https\n", "{curl:?}");
+    assert_eq!(
+        authorizations(&h.api),
+        [format!("Bearer {REAL}"), format!("Bearer {REAL}")],
+        "the value was swapped in for the command line's placeholder"
+    );
+    // What the line printed is the placeholder, never the value.
+    let echo = exec("echo \"$GH_TOKEN\"").unwrap();
+    assert_eq!(echo.status, 0, "{echo:?}");
+    assert!(
+        echo.stdout.starts_with("warden-placeholder-GH_TOKEN-"),
+        "{echo:?}"
+    );
+    assert!(!echo.all().contains(REAL), "{echo:?}");
 
     // Another allowed host, looked into as well: the placeholder goes out unchanged.
     let other = exec("python3 probe.py request https://other.test/x").unwrap();
