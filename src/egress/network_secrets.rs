@@ -13,8 +13,9 @@
 //! The egress proxy, which looks inside HTTPS to the bound hosts (`proxy::intercept`), swaps
 //! the real value for the placeholder in that one header (also inside `Basic` credentials, as
 //! git sends them) of a request that matches; toward every other host, and over plain HTTP, the
-//! placeholder goes out unchanged. The value comes from warden's secret store, as a skill route's does:
-//! `[skills.secrets] NAME` in the config or `WARDEN_SECRET_NAME` in warden's environment.
+//! placeholder goes out unchanged. The value comes from warden's secret store, as a skill
+//! route's does: `[skills.secrets] NAME` in the config or `WARDEN_SECRET_NAME` in warden's
+//! environment.
 
 use super::http_rules::HttpRules;
 use super::jail_trust::{BUNDLE_VARIABLES, EXTRA_CA_VARIABLE};
