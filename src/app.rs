@@ -6,7 +6,7 @@
 use crate::agent::{Agent, Delegate, JobsFn, Persistence, SystemPrompt};
 use crate::config::Config;
 use crate::db::Database;
-use crate::egress::{Gate, HostRules};
+use crate::egress::HostRules;
 use crate::llm::Provider;
 use crate::mcp::servers::McpServers;
 use crate::memory::compaction::{self, Compactor};
@@ -25,6 +25,7 @@ use crate::tools::approval_rules::ApprovalRules;
 use crate::tools::background::{Background, BackgroundSettings};
 use crate::tools::bash::BashTool;
 use crate::tools::cron::CronTool;
+use crate::tools::gate::Gate;
 use crate::tools::memory_search::MemorySearch;
 use crate::tools::network::CommandNetwork;
 use crate::tools::process::ProcessTool;

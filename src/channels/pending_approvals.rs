@@ -4,11 +4,11 @@
 //! (HTML or mrkdwn) and its buttons (inline keyboard or Block Kit) stay in each channel.
 
 use crate::egress::Grants;
+use crate::lasting::Lasting;
 use crate::locks::lock;
 use crate::tools::approval::{Always, Approval, ApprovalRequest};
 use crate::tools::approval_mirror::FirstAnswer;
 use crate::tools::approval_rules::ApprovalRules;
-use crate::tools::lasting::Lasting;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;

@@ -4,8 +4,8 @@
 //! [`super::suggest`].
 
 use crate::config::Config;
+use crate::lasting;
 use crate::tools::approval_rules::ApprovalRules;
-use crate::tools::lasting;
 use anyhow::Context;
 
 /// Exit code when `rm` found nothing to remove.

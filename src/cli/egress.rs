@@ -52,7 +52,7 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<i32> {
                         "  {}  {}  {}  (by {}, {})",
                         g.session,
                         g.host,
-                        crate::tools::lasting::describe(g.expires_at.as_deref()),
+                        crate::lasting::describe(g.expires_at.as_deref()),
                         g.granted_by,
                         g.created_at
                     );

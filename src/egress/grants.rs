@@ -7,9 +7,9 @@
 //! revokes them.
 
 use super::rules::normalize_host;
+use crate::clock::Clock;
 use crate::db::{Database, DbError};
-use crate::scheduler::Clock;
-use crate::tools::lasting::{GrantClock, Lasting};
+use crate::lasting::{GrantClock, Lasting};
 use chrono_tz::Tz;
 use rusqlite::params;
 use std::sync::Arc;
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_grant_for_today_ends_at_midnight_in_the_users_zone() {
-        use crate::scheduler::TestClock;
+        use crate::clock::TestClock;
         let start = chrono::DateTime::parse_from_rfc3339("2026-11-26T20:00:00Z")
             .unwrap()
             .with_timezone(&chrono::Utc);

@@ -20,10 +20,10 @@
 //! - In Telegram, an approval for a host without a rule also offers "Always for this host",
 //!   which stores a per-chat rule ([`grants`]); `warden egress list|rm` shows and revokes them.
 
+pub mod addresses;
 pub mod confinement;
 pub mod echo;
 pub mod fixed;
-mod gate;
 pub mod grants;
 pub mod http_rules;
 mod jail_trust;
@@ -35,7 +35,6 @@ pub mod provenance;
 pub mod proxy;
 pub mod rules;
 
-pub use gate::{describe_request, Admission, Gate, Hop, Refusal};
 pub use grants::{Grant, Grants};
 pub use provenance::{PageKind, Provenance, Source, Standing};
 pub use rules::{HostRules, Matched, Rule};

@@ -12,9 +12,9 @@
 //! beat happens, not one per missed interval.
 
 use super::active_hours::ActiveHours;
-use super::clock::Clock;
 use super::deliver::{Deliver, Delivery, Origin};
 use super::store::{parse_ts, ts};
+use crate::clock::Clock;
 use crate::db::{Database, DbError};
 use crate::policy::PathPolicy;
 use chrono::{DateTime, Utc};

@@ -2,10 +2,10 @@
 //! remove, run now, status. Each change wakes the runner in this process so its timer is
 //! re-armed; a runner in another process (`warden bot`) notices within its rescan interval.
 
-use super::clock::Clock;
 use super::job::{validate, Job, JobError, JobId, JobRequest, Limits};
 use super::runs::RunRecord;
 use super::store::JobStore;
+use crate::clock::Clock;
 use crate::db::Database;
 use std::sync::Arc;
 use tokio::sync::Notify;

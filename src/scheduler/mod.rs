@@ -16,7 +16,6 @@
 //!   bot` runs beside Telegram.
 
 pub mod active_hours;
-pub mod clock;
 pub mod daemon;
 pub mod deliver;
 pub mod gateway_deliver;
@@ -30,7 +29,7 @@ pub mod schedule;
 pub mod settings;
 pub mod store;
 
-pub use clock::{Clock, SystemClock, TestClock};
+pub use crate::clock::{Clock, SystemClock, TestClock};
 pub use deliver::{Deliver, DeliverError, Delivered, Delivery, Origin};
 pub use heartbeat::{Beat, Heartbeat, HeartbeatSettings};
 pub use job::{Job, JobError, JobId, JobRequest, Limits, Target};

@@ -7,13 +7,13 @@
 //!   that way and return to their schedule after a success, one-shot jobs give up after
 //!   `one_shot_attempts`.
 
-use super::clock::Clock;
 use super::deliver::{Deliver, DeliverError, Delivery, Origin};
 use super::job::{Job, Target};
 use super::manage::JobManager;
 use super::runs::{Claim, Next, RunId, RunStatus};
 use super::schedule::{backoff, Schedule};
 use super::store::JobStore;
+use crate::clock::Clock;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use futures::FutureExt;

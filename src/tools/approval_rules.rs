@@ -6,8 +6,8 @@
 //! nothing and is dropped the next time the rules are read. `warden approvals list|rm` and the
 //! chat's `/approvals` show and revoke them.
 
-use super::lasting::{self, GrantClock, Lasting};
 use crate::db::{Database, DbError};
+use crate::lasting::{self, GrantClock, Lasting};
 use crate::policy::shape::CommandShape;
 use crate::scheduler::Clock;
 use chrono_tz::Tz;

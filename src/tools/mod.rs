@@ -9,7 +9,7 @@ pub mod background;
 pub mod bash;
 pub mod cron;
 pub mod files;
-pub mod lasting;
+pub mod gate;
 pub mod mcp;
 pub mod memory_search;
 pub mod network;

@@ -14,7 +14,7 @@ use warden::agent::{Agent, AgentEvent, Delegate, RunControl, RunEnd, RunRequest,
 use warden::audit;
 use warden::config::TrustConfig;
 use warden::db::Database;
-use warden::egress::{self, HostRules};
+use warden::egress::HostRules;
 use warden::llm::{ContentBlock, Provider};
 use warden::memory::sessions::SessionStore;
 use warden::persistence::PromptFiles;
@@ -75,7 +75,7 @@ fn harness_with(
     for tool in files::tools(paths.clone(), prompt_files, None) {
         tools.add(tool);
     }
-    let gate = egress::Gate::new(HostRules::default(), db.clone());
+    let gate = warden::tools::gate::Gate::new(HostRules::default(), db.clone());
     tools.add(Arc::new(
         WebFetch::new(Arc::new(gate), Names::system()).unwrap(),
     ));

@@ -18,8 +18,9 @@ use serde_json::json;
 use std::sync::{Arc, Mutex};
 use warden::audit::{self, AuditDecision};
 use warden::db::Database;
-use warden::egress::{Gate, HostRules};
+use warden::egress::HostRules;
 use warden::tools::approval::{Approval, ApprovalRequest, Approver, NoApprover};
+use warden::tools::gate::Gate;
 use warden::tools::web_fetch::WebFetch;
 use warden::tools::{Tool, ToolContext, ToolOutput};
 

@@ -16,10 +16,10 @@ use crate::channels::pending_approvals::{
     parse_answer, request_text, sha256_prefix, Pending, Standing, Unanswered, Voice, PREFIX,
 };
 use crate::egress::Grants;
+use crate::lasting::Lasting;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_mirror::FirstAnswer;
 use crate::tools::approval_rules::ApprovalRules;
-use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashSet;

@@ -19,10 +19,10 @@ use crate::channels::pending_approvals::{
 };
 use crate::egress::Grants;
 use crate::gateway::ChatKey;
+use crate::lasting::Lasting;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_mirror::{ApprovalMirror, FirstAnswer};
 use crate::tools::approval_rules::ApprovalRules;
-use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;

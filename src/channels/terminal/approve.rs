@@ -7,9 +7,9 @@
 
 use super::escape_controls;
 use super::input::{Input, Read};
+use crate::lasting::Lasting;
 use crate::tools::approval::{Always, Approval, ApprovalRequest, Approver};
 use crate::tools::approval_rules::ApprovalRules;
-use crate::tools::lasting::Lasting;
 use async_trait::async_trait;
 use std::sync::Arc;
 

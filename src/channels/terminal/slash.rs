@@ -188,7 +188,7 @@ fn list_approvals(state: &State) -> anyhow::Result<()> {
             rule.id,
             rule.session,
             rule.shown,
-            crate::tools::lasting::describe(rule.expires_at.as_deref()),
+            crate::lasting::describe(rule.expires_at.as_deref()),
             rule.granted_by,
             rule.created_at
         );

@@ -4,8 +4,8 @@
 use super::domain::Domain;
 use super::routes::HttpRules;
 use super::{EgressEvent, EgressRules};
+use crate::egress::addresses::forbidden_reason;
 use crate::egress::network::{NetworkAsk, NetworkRules};
-use crate::tools::web_fetch::forbidden_reason;
 use std::net::SocketAddr;
 
 pub(super) fn refused(target: String, why: String) -> EgressEvent {

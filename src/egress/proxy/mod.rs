@@ -11,7 +11,7 @@
 //! 2. resolves it itself — the jail has no DNS — or takes the address `[skills] hosts` maps
 //!    that exact name to (the only way to reach a private or loopback address);
 //! 3. refuses a resolved address that is private, loopback, link-local (cloud metadata),
-//!    CGNAT, multicast or reserved (`web_fetch::forbidden_reason`), any one of them;
+//!    CGNAT, multicast or reserved (`egress::addresses`), any one of them;
 //! 4. connects, and then only copies bytes. A plain-HTTP request goes upstream rewritten to
 //!    origin form with `Host` set to the checked name and `Connection: close`, so one
 //!    connection carries one checked request.

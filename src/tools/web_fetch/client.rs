@@ -6,8 +6,9 @@
 
 use super::{check_url, GuardedResolver, Names};
 use crate::audit::AuditDecision;
-use crate::egress::{Admission, Gate, Hop, Refusal, Source, Standing};
+use crate::egress::{Source, Standing};
 use crate::sizes::{caps, Cap};
+use crate::tools::gate::{Admission, Gate, Hop, Refusal};
 use crate::tools::{ToolContext, ToolOutput};
 use futures::StreamExt;
 use reqwest::header::HeaderMap;

@@ -2,7 +2,7 @@
 //! revokes it. A grant that ends by itself is the default people reach for when they only
 //! want the prompts to stop for the task at hand; "until revoked" stays one press away.
 
-use crate::scheduler::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock};
 use chrono::{DateTime, Duration, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};

@@ -1,13 +1,13 @@
 //! The gate every outgoing request of warden's own process passes: the host rule, the URL's
 //! provenance, the approver, and the audit row — in that order, before anything is resolved.
 
-use super::grants::Grants;
-use super::provenance::{decode, Standing};
-use super::rules::{normalize_host, HostRules, Matched, Rule};
+use super::approval::{Always, Approval, ApprovalRequest};
+use super::ToolContext;
 use crate::audit::{self, AuditDecision, AuditEntry};
 use crate::db::Database;
-use crate::tools::approval::{Always, Approval, ApprovalRequest};
-use crate::tools::ToolContext;
+use crate::egress::grants::Grants;
+use crate::egress::provenance::{decode, Standing};
+use crate::egress::rules::{normalize_host, HostRules, Matched, Rule};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
