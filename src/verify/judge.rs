@@ -110,6 +110,12 @@ pub fn allowed(change: &Change, allowance: &Allowance, after: &Snapshot) -> bool
                 && matches!(change.after, State::Dir { .. })
         }
         Role::GitConfig => allowance.runs_git && config_is_safe(&change.after, after),
+        // A submodule's folder without a `HEAD`: git makes those (`git submodule`).
+        Role::GitModule => match (&change.before, &change.after) {
+            (State::Dir { .. }, State::Dir { .. }) => true,
+            (State::Missing, State::Dir { .. }) => allowance.runs_git,
+            _ => false,
+        },
         // The hooks folder itself: as any folder; what it holds is judged entry by entry.
         Role::GitHook if matches!(change.after, State::Dir { .. }) => {
             matches!(change.before, State::Missing | State::Dir { .. })
@@ -259,5 +265,21 @@ mod tests {
             },
         );
         assert!(!allowed(&link, &git, &snap));
+        // A submodule's folder without a HEAD: git may make one, nothing else.
+        let module = change(
+            "/ws/.git/modules/sub",
+            Role::GitModule,
+            State::Missing,
+            State::Dir { mode: 0o755 },
+        );
+        assert!(allowed(&module, &git, &snap));
+        assert!(!allowed(&module, &Allowance::default(), &snap));
+        let mode = change(
+            "/ws/.git/modules/sub",
+            Role::GitModule,
+            State::Dir { mode: 0o755 },
+            State::Dir { mode: 0o700 },
+        );
+        assert!(allowed(&mode, &Allowance::default(), &snap));
     }
 }

@@ -40,6 +40,9 @@ pub enum Role {
     GitPointer,
     /// A folder that holds protected entries (`.git`, `info`, `.config/git`).
     GitFolder,
+    /// A folder under a git directory's `modules/` that is no git directory (yet: no `HEAD`):
+    /// only git makes those. Hooks and a config planted in one would wait for a later `HEAD`.
+    GitModule,
     /// Instruction files, and the files `[trust] protected` adds.
     Instructions,
     /// Memory files (protected in tainted runs).
@@ -55,6 +58,7 @@ impl Role {
                 | Role::GitAttributes
                 | Role::GitPointer
                 | Role::GitFolder
+                | Role::GitModule
         )
     }
 }
@@ -401,8 +405,12 @@ impl Taker<'_> {
                 }
             }
         }
-        // Submodules' git directories (names may hold slashes: look for their HEAD).
+        // Submodules' git directories (names may hold slashes: look for their HEAD). A folder
+        // without one is no git directory yet, to git or here, but hooks and a config planted
+        // in it would wait for a later `HEAD`: such folders are recorded themselves
+        // (`Role::GitModule`), so one a command other than git creates is undone.
         let modules = git_dir.join("modules");
+        self.record_path(&modules, Role::GitFolder);
         let mut stack = vec![modules];
         let mut seen = 0;
         while let Some(at) = stack.pop() {
@@ -422,6 +430,7 @@ impl Taker<'_> {
                 {
                     self.record_git_dir(&child, work_tree, depth + 1);
                 } else {
+                    self.record_path(&child, Role::GitModule);
                     stack.push(child);
                 }
             }

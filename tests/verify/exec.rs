@@ -201,6 +201,38 @@ fn a_repository_planted_in_a_new_folder_is_removed() {
     assert!(!repo.marker.exists(), "the planted fsmonitor ran");
 }
 
+/// A submodule's git dir without its `HEAD` is no git directory yet, to git or to the
+/// verifier's search; the hooks and config planted in it would wait for a later `HEAD`. The
+/// folders under `.git/modules` are protected themselves, so the plant is removed whole.
+#[test]
+fn a_submodule_git_dir_planted_without_its_head_is_removed() {
+    if !have_git() {
+        return;
+    }
+    let repo = Repo::new();
+    let plant = repo.ws().join("plant/sub");
+    std::fs::create_dir_all(plant.join("hooks")).unwrap();
+    std::fs::copy(repo.ws().join("hook.sh"), plant.join("hooks/post-checkout")).unwrap();
+    std::fs::write(
+        plant.join("config"),
+        format!(
+            "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {}\n",
+            repo.ws().join("hook.sh").display()
+        ),
+    )
+    .unwrap();
+    let r = repo.exec("cp -r plant .git/modules");
+    assert_refused_naming(&r, ".git/modules/sub");
+    assert!(!repo.ws().join(".git/modules/sub").exists(), "{r:?}");
+    // A folder the user's git made there stays: only what the command created goes.
+    std::fs::create_dir_all(repo.ws().join(".git/modules/kept")).unwrap();
+    let r = repo.exec("cp -r plant/sub .git/modules/kept/sub");
+    assert_refused_naming(&r, ".git/modules/kept/sub");
+    assert!(repo.ws().join(".git/modules/kept").is_dir());
+    assert!(!repo.ws().join(".git/modules/kept/sub").exists(), "{r:?}");
+    repo.assert_git_runs_nothing();
+}
+
 /// A repository whose git dir lives beside its work tree (`git init --separate-git-dir`, as
 /// linked worktrees and submodules have): its `.git` is a file naming that dir, and the
 /// verifier watches the hooks of the dir git will use, though no `.git` is in their path.
