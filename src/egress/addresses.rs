@@ -25,22 +25,10 @@ pub fn forbidden_reason(ip: IpAddr) -> Option<&'static str> {
                 Some("multicast")
             } else if seg[0] == 0x64 && seg[1] == 0xff9b {
                 // NAT64 embeds an IPv4 address in the last 32 bits.
-                let v4 = Ipv4Addr::new(
-                    (seg[6] >> 8) as u8,
-                    seg[6] as u8,
-                    (seg[7] >> 8) as u8,
-                    seg[7] as u8,
-                );
-                forbidden_v4(v4)
+                forbidden_v4(embedded_v4(seg[6], seg[7]))
             } else if seg[0] == 0x2002 {
                 // 6to4 embeds an IPv4 address in bits 16-48.
-                let v4 = Ipv4Addr::new(
-                    (seg[1] >> 8) as u8,
-                    seg[1] as u8,
-                    (seg[2] >> 8) as u8,
-                    seg[2] as u8,
-                );
-                forbidden_v4(v4)
+                forbidden_v4(embedded_v4(seg[1], seg[2]))
             } else if seg[0] == 0
                 && seg[1] == 0
                 && seg[2] == 0
@@ -57,6 +45,11 @@ pub fn forbidden_reason(ip: IpAddr) -> Option<&'static str> {
             }
         }
     }
+}
+
+/// The IPv4 address two IPv6 segments carry, high segment first.
+fn embedded_v4(high: u16, low: u16) -> Ipv4Addr {
+    Ipv4Addr::from((u32::from(high) << 16) | u32::from(low))
 }
 
 fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
