@@ -203,7 +203,8 @@ fn a_repository_planted_in_a_new_folder_is_removed() {
 
 /// A submodule's git dir without its `HEAD` is no git directory yet, to git or to the
 /// verifier's search; the hooks and config planted in it would wait for a later `HEAD`. The
-/// folders under `.git/modules` are protected themselves, so the plant is removed whole.
+/// folders under `.git/modules`, and that folder itself, are protected, so the plant is removed
+/// whole.
 #[test]
 fn a_submodule_git_dir_planted_without_its_head_is_removed() {
     if !have_git() {
@@ -221,6 +222,20 @@ fn a_submodule_git_dir_planted_without_its_head_is_removed() {
         ),
     )
     .unwrap();
+    // `.git/modules` as a link to a folder holding a whole git dir (HEAD and all): the walk
+    // does not follow links, git would; the folder itself is protected, so the link goes.
+    for part in ["objects", "refs"] {
+        std::fs::create_dir_all(plant.join(part)).unwrap();
+    }
+    std::fs::write(plant.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::os::unix::fs::symlink("plant", repo.ws().join("link")).unwrap();
+    let r = repo.exec("cp -r link .git/modules");
+    assert_refused_naming(&r, ".git/modules: created (symlink to plant)");
+    assert!(
+        repo.ws().join(".git/modules").symlink_metadata().is_err(),
+        "{r:?}"
+    );
+    std::fs::remove_file(plant.join("HEAD")).unwrap();
     let r = repo.exec("cp -r plant .git/modules");
     assert_refused_naming(&r, ".git/modules/sub");
     assert!(!repo.ws().join(".git/modules/sub").exists(), "{r:?}");
